@@ -1,0 +1,250 @@
+//! Configuration of the engine and of the DynamoDB table layout.
+
+use std::time::Duration;
+
+/// Environment variable that turns idempotency off (the handler runs
+/// unprotected): set it to `true` or `1` in an emergency only.
+pub const DISABLED_ENV: &str = "IDEMPOTENCY_DISABLED";
+
+/// The item size DynamoDB accepts (400 KB), kept a little under: AWS counts
+/// 409,600 bytes, some emulators fewer.
+pub const DEFAULT_MAX_ITEM_BYTES: usize = 400_000;
+
+/// What to do with a response too large to store in one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OversizedResponse {
+    /// Record the completion without the response body; duplicates are
+    /// recognised but replay no body (`Outcome::Replayed(None)`).
+    #[default]
+    StoreWithoutBody,
+    /// Record a terminal error on the key and fail this record with
+    /// [`Error::ResponseTooLarge`](crate::Error::ResponseTooLarge).
+    Fail,
+}
+
+/// What to do when a handler returns a terminal error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TerminalErrors {
+    /// Release the claim and report the error: a redelivery runs the handler
+    /// again (until the queue's redrive policy moves the message to a DLQ).
+    #[default]
+    Release,
+    /// Store the error as the key's outcome (Stripe style): duplicates get
+    /// the same rejection without running the handler.
+    Record,
+}
+
+/// Engine configuration, one per handler.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Record id prefix: namespaces the keys of one handler.
+    pub prefix: String,
+    /// How long a completed record lives (the TTL written to `expiration`).
+    pub expires_after: Duration,
+    /// How long an in-progress claim is held before another invocation may
+    /// take it over; capped by the invocation's remaining time.
+    pub lease: Duration,
+    /// Store a hash of the payload and report a different payload under the
+    /// same key as [`Outcome::PayloadMismatch`](crate::Outcome::PayloadMismatch).
+    pub validate_payload: bool,
+    /// Store the handler's response for replay (off: only the fact of completion).
+    pub store_responses: bool,
+    /// Largest record the engine writes.
+    pub max_item_bytes: usize,
+    /// Policy for responses over `max_item_bytes`.
+    pub oversized: OversizedResponse,
+    /// Policy for terminal handler errors.
+    pub terminal_errors: TerminalErrors,
+    /// Kill switch: run handlers without idempotency.
+    pub disabled: bool,
+    /// Bound on claim attempts when the record changes between the
+    /// conditional put and the read of the existing record.
+    pub max_claim_attempts: u32,
+}
+
+impl Config {
+    /// Configuration for the handler named `handler`: the prefix is
+    /// `<function name>.<handler>`, with the function name from
+    /// `AWS_LAMBDA_FUNCTION_NAME` (`local` outside Lambda). The kill switch is
+    /// read from [`DISABLED_ENV`].
+    pub fn new(handler: &str) -> Self {
+        let function =
+            std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned());
+        Self::with_prefix(format!("{function}.{handler}"))
+    }
+
+    /// Configuration with an explicit prefix, stable across refactorings and
+    /// function renames.
+    pub fn with_prefix(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            expires_after: Duration::from_secs(60 * 60),
+            lease: Duration::from_secs(60),
+            validate_payload: true,
+            store_responses: true,
+            max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
+            oversized: OversizedResponse::default(),
+            terminal_errors: TerminalErrors::default(),
+            disabled: disabled_from_env(),
+            max_claim_attempts: 3,
+        }
+    }
+
+    /// Sets [`Config::expires_after`].
+    pub fn expires_after(mut self, ttl: Duration) -> Self {
+        self.expires_after = ttl;
+        self
+    }
+
+    /// Sets [`Config::lease`].
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`Config::validate_payload`].
+    pub fn validate_payload(mut self, on: bool) -> Self {
+        self.validate_payload = on;
+        self
+    }
+
+    /// Sets [`Config::store_responses`].
+    pub fn store_responses(mut self, on: bool) -> Self {
+        self.store_responses = on;
+        self
+    }
+
+    /// Sets [`Config::oversized`].
+    pub fn on_oversized(mut self, policy: OversizedResponse) -> Self {
+        self.oversized = policy;
+        self
+    }
+
+    /// Sets [`Config::terminal_errors`].
+    pub fn on_terminal_error(mut self, policy: TerminalErrors) -> Self {
+        self.terminal_errors = policy;
+        self
+    }
+
+    /// Sets [`Config::max_item_bytes`].
+    pub fn max_item_bytes(mut self, bytes: usize) -> Self {
+        self.max_item_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Config::disabled`] (overrides the environment).
+    pub fn disabled(mut self, disabled: bool) -> Self {
+        self.disabled = disabled;
+        self
+    }
+}
+
+fn disabled_from_env() -> bool {
+    std::env::var(DISABLED_ENV).is_ok_and(|v| parse_flag(&v))
+}
+
+fn parse_flag(v: &str) -> bool {
+    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+}
+
+/// Attribute names of the idempotency table. The defaults match the layout of
+/// Powertools for AWS Lambda, so one table can serve both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attributes {
+    /// Partition key (S).
+    pub id: String,
+    /// `INPROGRESS` or `COMPLETED` (S).
+    pub status: String,
+    /// Record expiry in epoch seconds (N): the table's TTL attribute.
+    pub expiration: String,
+    /// Lease expiry in epoch milliseconds (N).
+    pub in_progress_expiration: String,
+    /// Stored response, JSON text (S).
+    pub data: String,
+    /// Payload hash (S).
+    pub validation: String,
+    /// Owner token of the invocation holding the claim (S).
+    pub owner: String,
+    /// Recorded terminal error (S).
+    pub error: String,
+}
+
+impl Default for Attributes {
+    fn default() -> Self {
+        Self {
+            id: "id".into(),
+            status: "status".into(),
+            expiration: "expiration".into(),
+            in_progress_expiration: "in_progress_expiration".into(),
+            data: "data".into(),
+            validation: "validation".into(),
+            owner: "owner_token".into(),
+            error: "error".into(),
+        }
+    }
+}
+
+/// Environment variable naming the idempotency table.
+pub const TABLE_ENV: &str = "IDEMPOTENCY_TABLE";
+
+/// Where idempotency records live in DynamoDB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// Table name.
+    pub table_name: String,
+    /// Attribute names.
+    pub attributes: Attributes,
+}
+
+impl TableConfig {
+    /// The table `name` with the default attribute names.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            table_name: name.into(),
+            attributes: Attributes::default(),
+        }
+    }
+
+    /// The table named by [`TABLE_ENV`], if set and not empty.
+    pub fn from_env() -> Option<Self> {
+        std::env::var(TABLE_ENV)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map(Self::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse() {
+        for on in ["1", "true", "TRUE", " yes ", "on"] {
+            assert!(parse_flag(on), "{on}");
+        }
+        for off in ["", "0", "false", "no", "off", "disabled"] {
+            assert!(!parse_flag(off), "{off}");
+        }
+    }
+
+    #[test]
+    fn explicit_prefix_and_builders() {
+        let c = Config::with_prefix("payments.v1")
+            .lease(Duration::from_secs(5))
+            .expires_after(Duration::from_secs(7))
+            .store_responses(false)
+            .disabled(true);
+        assert_eq!(c.prefix, "payments.v1");
+        assert_eq!(c.lease, Duration::from_secs(5));
+        assert_eq!(c.expires_after, Duration::from_secs(7));
+        assert!(!c.store_responses);
+        assert!(c.disabled);
+    }
+
+    #[test]
+    fn default_prefix_names_function_and_handler() {
+        let c = Config::new("charge");
+        assert!(c.prefix.ends_with(".charge"), "{}", c.prefix);
+    }
+}

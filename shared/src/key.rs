@@ -1,0 +1,159 @@
+//! Idempotency keys: canonical JSON key material hashed with SHA-256 under a prefix.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+use crate::error::KeyError;
+
+/// Writes `value` as canonical JSON: object keys sorted (by UTF-8 bytes), no
+/// insignificant whitespace, so reordered objects produce the same text.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The hash of a payload used for payload validation (same key, other payload).
+pub fn payload_hash(payload: &Value) -> String {
+    sha256_hex(canonical_json(payload).as_bytes())
+}
+
+/// The id of an idempotency record: `<prefix>#<sha256 hex of the canonical key material>`.
+///
+/// The raw key material is never stored, only its hash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Builds the key for `material` under `prefix`.
+    ///
+    /// Null, empty strings, empty objects and empty arrays are rejected: they
+    /// would make unrelated messages collide on one record.
+    pub fn new(prefix: &str, material: &Value) -> Result<Self, KeyError> {
+        match material {
+            Value::Null => return Err(KeyError::Null),
+            Value::String(s) if s.is_empty() => return Err(KeyError::Empty),
+            Value::Object(m) if m.is_empty() => return Err(KeyError::Empty),
+            Value::Array(a) if a.is_empty() => return Err(KeyError::Empty),
+            _ => {}
+        }
+        // A bare string hashes as its text, so `"abc"` and a message attribute
+        // `abc` give the same key.
+        let digest = match material {
+            Value::String(s) => sha256_hex(s.as_bytes()),
+            other => sha256_hex(canonical_json(other).as_bytes()),
+        };
+        Ok(Self(format!("{prefix}#{digest}")))
+    }
+
+    /// The record id as stored (`prefix#hash`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The hash part of the id: safe to log.
+    pub fn hash(&self) -> &str {
+        self.0.rsplit_once('#').map_or(self.0.as_str(), |(_, h)| h)
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reordered_object_keys_hash_the_same() {
+        let a = json!({"b": 1, "a": {"y": [1, 2], "x": "é"}});
+        let b = json!({"a": {"x": "é", "y": [1, 2]}, "b": 1});
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":"é","y":[1,2]},"b":1}"#);
+        assert_eq!(
+            IdempotencyKey::new("p", &a).unwrap(),
+            IdempotencyKey::new("p", &b).unwrap()
+        );
+        assert_eq!(payload_hash(&a), payload_hash(&b));
+    }
+
+    #[test]
+    fn different_values_and_prefixes_differ() {
+        let k1 = IdempotencyKey::new("fn.handler", &json!("pay-1")).unwrap();
+        let k2 = IdempotencyKey::new("fn.handler", &json!("pay-2")).unwrap();
+        let k3 = IdempotencyKey::new("fn.other", &json!("pay-1")).unwrap();
+        assert_ne!(k1, k2);
+        assert_ne!(k1.hash(), k2.hash());
+        assert_eq!(k1.hash(), k3.hash());
+        assert_ne!(k1, k3);
+        assert!(k1.as_str().starts_with("fn.handler#"));
+        // The id is prefix + 64 hex chars: the raw key is not stored.
+        assert_eq!(k1.hash().len(), 64);
+        assert!(!k1.as_str().contains("pay-1"));
+    }
+
+    #[test]
+    fn string_key_hashes_its_text() {
+        let k = IdempotencyKey::new("p", &json!("abc")).unwrap();
+        assert_eq!(
+            k.hash(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn degenerate_material_is_rejected() {
+        assert_eq!(IdempotencyKey::new("p", &Value::Null), Err(KeyError::Null));
+        assert_eq!(IdempotencyKey::new("p", &json!("")), Err(KeyError::Empty));
+        assert_eq!(IdempotencyKey::new("p", &json!({})), Err(KeyError::Empty));
+        assert_eq!(IdempotencyKey::new("p", &json!([])), Err(KeyError::Empty));
+        assert!(IdempotencyKey::new("p", &json!(0)).is_ok());
+    }
+
+    #[test]
+    fn huge_key_is_hashed_to_a_fixed_size() {
+        let huge = "k".repeat(1_000_000);
+        let k = IdempotencyKey::new("p", &json!(huge)).unwrap();
+        assert_eq!(k.as_str().len(), "p#".len() + 64);
+    }
+}

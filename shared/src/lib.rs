@@ -1,0 +1,80 @@
+//! Idempotent AWS Lambda handlers for SQS (standard and FIFO) and EventBridge.
+//!
+//! Messages arrive at least once; this crate makes their effects happen once.
+//! Each message's idempotency key is claimed with one conditional write; the
+//! handler runs only for the claimant; its response is recorded with a TTL and
+//! replayed to duplicates.
+//!
+//! # Quick start (in-memory store)
+//!
+//! ```
+//! use serde_json::json;
+//! use shared::{Config, HandlerError, Idempotency, MemoryStore, Outcome};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), shared::Error> {
+//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("payments.charge"));
+//! let body = json!({"payment_id": "pay-1", "amount_cents": 1250});
+//! let key = engine.key(&body["payment_id"]).expect("a payment id");
+//!
+//! let mut charged = 0;
+//! for _delivery in 0..3 {
+//!     let outcome = engine
+//!         .execute(&key, Some(&body), None, || async {
+//!             charged += 1;
+//!             Ok::<_, HandlerError>(json!({"charge": "ch_1"}))
+//!         })
+//!         .await?;
+//!     match outcome {
+//!         Outcome::Executed(r) | Outcome::Replayed(Some(r)) => assert_eq!(r["charge"], "ch_1"),
+//!         other => panic!("unexpected {other:?}"),
+//!     }
+//! }
+//! assert_eq!(charged, 1); // three deliveries, one effect
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod key;
+pub mod record;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{Attributes, Config, OversizedResponse, TableConfig, TerminalErrors};
+pub use engine::{Idempotency, Outcome};
+pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
+pub use key::IdempotencyKey;
+pub use record::{Record, Status};
+pub use store::{Claim, DynamoDbStore, MemoryStore, Store};
+
+use std::time::Duration;
+
+/// The AWS SDK configuration every client of this crate uses: region and
+/// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service
+/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`) honoured, and explicit
+/// retry and timeout settings: 3 attempts with standard exponential backoff,
+/// 1 s to connect, 3 s per attempt, 8 s per operation (well under a Lambda
+/// timeout of 30 s, so a slow store fails a record, not the invocation).
+pub async fn aws_sdk_config() -> aws_config::SdkConfig {
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(Duration::from_millis(50)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .operation_attempt_timeout(Duration::from_secs(3))
+                .operation_timeout(Duration::from_secs(8))
+                .build(),
+        )
+        .load()
+        .await
+}

@@ -1,0 +1,150 @@
+//! The idempotency record: one item per key.
+
+/// Record status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Claimed by an invocation that has not finished.
+    InProgress,
+    /// Finished: the stored outcome is replayed to duplicates.
+    Completed,
+}
+
+impl Status {
+    /// The stored text (`INPROGRESS` / `COMPLETED`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::InProgress => "INPROGRESS",
+            Status::Completed => "COMPLETED",
+        }
+    }
+
+    /// Parses the stored text.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "INPROGRESS" => Some(Status::InProgress),
+            "COMPLETED" => Some(Status::Completed),
+            _ => None,
+        }
+    }
+}
+
+/// One idempotency record as the stores read and write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// `<prefix>#<sha256 hex>`.
+    pub id: String,
+    /// In progress or completed.
+    pub status: Status,
+    /// Record expiry, epoch **seconds** (the TTL attribute).
+    pub expiration: u64,
+    /// Lease expiry, epoch **milliseconds**, while in progress.
+    pub in_progress_expiration: Option<u64>,
+    /// Stored response (JSON text), when kept.
+    pub data: Option<String>,
+    /// Recorded terminal error message, when the outcome was a rejection.
+    pub error: Option<String>,
+    /// Payload hash, when payload validation is on.
+    pub validation: Option<String>,
+    /// Owner token of the invocation that wrote the record.
+    pub owner: Option<String>,
+}
+
+impl Record {
+    /// Whether the record has passed its TTL at `now_ms` (`expiration < now`,
+    /// compared in whole seconds as the claim condition does).
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expiration < now_ms / 1000
+    }
+
+    /// Whether this is an in-progress record whose lease lapsed at `now_ms`.
+    pub fn lease_lapsed(&self, now_ms: u64) -> bool {
+        self.status == Status::InProgress
+            && self.in_progress_expiration.is_some_and(|t| t < now_ms)
+    }
+
+    /// Whether a new claim may replace this record at `now_ms`: exactly the
+    /// claim condition minus `attribute_not_exists`.
+    pub fn is_claimable(&self, now_ms: u64) -> bool {
+        self.is_expired(now_ms) || self.lease_lapsed(now_ms)
+    }
+
+    /// DynamoDB's item size for this record with the given attribute names:
+    /// the UTF-8 lengths of names and values (numbers counted as their
+    /// digits, an upper bound of DynamoDB's encoding).
+    pub fn item_size(&self, names: &crate::config::Attributes) -> usize {
+        fn attr(name: &str, len: usize) -> usize {
+            name.len() + len
+        }
+        let digits = |n: u64| n.to_string().len();
+        let mut size = attr(&names.id, self.id.len())
+            + attr(&names.status, self.status.as_str().len())
+            + attr(&names.expiration, digits(self.expiration));
+        if let Some(t) = self.in_progress_expiration {
+            size += attr(&names.in_progress_expiration, digits(t));
+        }
+        for (name, value) in [
+            (&names.data, &self.data),
+            (&names.error, &self.error),
+            (&names.validation, &self.validation),
+            (&names.owner, &self.owner),
+        ] {
+            if let Some(v) = value {
+                size += attr(name, v.len());
+            }
+        }
+        size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(status: Status, expiration: u64, lease: Option<u64>) -> Record {
+        Record {
+            id: "p#h".into(),
+            status,
+            expiration,
+            in_progress_expiration: lease,
+            data: None,
+            error: None,
+            validation: None,
+            owner: Some("o".into()),
+        }
+    }
+
+    #[test]
+    fn expiry_compares_seconds() {
+        let r = rec(Status::Completed, 100, None);
+        assert!(!r.is_expired(100_999));
+        assert!(r.is_expired(101_000));
+        assert!(r.is_claimable(101_000));
+    }
+
+    #[test]
+    fn lease_only_counts_while_in_progress() {
+        let r = rec(Status::InProgress, 1_000, Some(5_000));
+        assert!(!r.lease_lapsed(5_000));
+        assert!(r.lease_lapsed(5_001));
+        let done = rec(Status::Completed, 1_000, Some(5_000));
+        assert!(!done.lease_lapsed(9_000));
+        assert!(!done.is_claimable(9_000));
+    }
+
+    #[test]
+    fn status_round_trips() {
+        for s in [Status::InProgress, Status::Completed] {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("EXPIRED"), None);
+    }
+
+    #[test]
+    fn item_size_counts_names_and_values() {
+        let names = crate::config::Attributes::default();
+        let mut r = rec(Status::Completed, 1_700_000_000, None);
+        let base = r.item_size(&names);
+        r.data = Some("x".repeat(1000));
+        assert_eq!(r.item_size(&names), base + "data".len() + 1000);
+    }
+}

@@ -1,0 +1,461 @@
+//! The DynamoDB store: the production backend.
+//!
+//! Every operation is one request: a conditional `PutItem` to claim
+//! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`, so a duplicate costs no
+//! extra read), an owner-conditioned `UpdateItem` to complete, an
+//! owner-conditioned `DeleteItem` to release, and a consistent `GetItem`
+//! only when a failed claim did not return the old item.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use std::collections::HashMap;
+
+use super::{Claim, Store};
+use crate::config::{Attributes, TableConfig};
+use crate::error::StoreError;
+use crate::record::{Record, Status};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Idempotency records in a DynamoDB table (partition key `id`, S; TTL on
+/// `expiration`).
+#[derive(Debug, Clone)]
+pub struct DynamoDbStore {
+    client: Client,
+    table: TableConfig,
+}
+
+impl DynamoDbStore {
+    /// A store over an existing client.
+    pub fn new(client: Client, table: TableConfig) -> Self {
+        Self { client, table }
+    }
+
+    /// A store whose client is configured from the environment
+    /// ([`crate::aws_sdk_config`]: region, credentials, `AWS_ENDPOINT_URL` /
+    /// `AWS_ENDPOINT_URL_DYNAMODB`, explicit retries and timeouts).
+    pub async fn from_env(table: TableConfig) -> Self {
+        let sdk = crate::aws_sdk_config().await;
+        Self::new(Client::new(&sdk), table)
+    }
+
+    /// The table configuration.
+    pub fn table(&self) -> &TableConfig {
+        &self.table
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn to_item(&self, r: &Record) -> Item {
+        let a = &self.table.attributes;
+        let mut item = Item::new();
+        item.insert(a.id.clone(), AttributeValue::S(r.id.clone()));
+        item.insert(
+            a.status.clone(),
+            AttributeValue::S(r.status.as_str().into()),
+        );
+        item.insert(
+            a.expiration.clone(),
+            AttributeValue::N(r.expiration.to_string()),
+        );
+        if let Some(t) = r.in_progress_expiration {
+            item.insert(
+                a.in_progress_expiration.clone(),
+                AttributeValue::N(t.to_string()),
+            );
+        }
+        for (name, value) in [
+            (&a.data, &r.data),
+            (&a.error, &r.error),
+            (&a.validation, &r.validation),
+            (&a.owner, &r.owner),
+        ] {
+            if let Some(v) = value {
+                item.insert(name.clone(), AttributeValue::S(v.clone()));
+            }
+        }
+        item
+    }
+
+    fn backend<E>(operation: &'static str, err: SdkError<E>) -> StoreError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        StoreError::Backend {
+            operation,
+            source: Box::new(err),
+        }
+    }
+}
+
+/// A condition or update expression with its placeholders.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Expr {
+    pub(crate) expression: String,
+    pub(crate) names: HashMap<String, String>,
+    pub(crate) values: HashMap<String, AttributeValue>,
+}
+
+impl Expr {
+    fn names(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+}
+
+/// `attribute_not_exists(#id) OR #expiration < :now OR (#status = :inprogress AND #in_progress_expiration < :now_ms)`
+pub(crate) fn claim_condition(a: &Attributes, now_ms: u64) -> Expr {
+    Expr {
+        expression: "attribute_not_exists(#id) OR #expiration < :now OR \
+                     (#status = :inprogress AND #in_progress_expiration < :now_ms)"
+            .into(),
+        names: Expr::names(&[
+            ("#id", &a.id),
+            ("#expiration", &a.expiration),
+            ("#status", &a.status),
+            ("#in_progress_expiration", &a.in_progress_expiration),
+        ]),
+        values: HashMap::from([
+            (":now".into(), AttributeValue::N((now_ms / 1000).to_string())),
+            (":now_ms".into(), AttributeValue::N(now_ms.to_string())),
+            (
+                ":inprogress".into(),
+                AttributeValue::S(Status::InProgress.as_str().into()),
+            ),
+        ]),
+    }
+}
+
+/// The fence: `#owner = :owner AND #status = :inprogress`.
+pub(crate) fn owner_condition(a: &Attributes, owner: &str) -> Expr {
+    Expr {
+        expression: "#owner = :owner AND #status = :inprogress".into(),
+        names: Expr::names(&[("#owner", &a.owner), ("#status", &a.status)]),
+        values: HashMap::from([
+            (":owner".into(), AttributeValue::S(owner.into())),
+            (
+                ":inprogress".into(),
+                AttributeValue::S(Status::InProgress.as_str().into()),
+            ),
+        ]),
+    }
+}
+
+/// The completion update (`SET` status, expiration and the outcome, `REMOVE`
+/// the lease) under the owner fence.
+pub(crate) fn complete_update(a: &Attributes, r: &Record, owner: &str) -> Expr {
+    let mut fence = owner_condition(a, owner);
+    let mut set = vec!["#status = :completed", "#expiration = :expiration"];
+    let mut remove = vec!["#in_progress_expiration"];
+    fence
+        .names
+        .insert("#expiration".into(), a.expiration.clone());
+    fence.names.insert(
+        "#in_progress_expiration".into(),
+        a.in_progress_expiration.clone(),
+    );
+    fence.values.insert(
+        ":completed".into(),
+        AttributeValue::S(Status::Completed.as_str().into()),
+    );
+    fence.values.insert(
+        ":expiration".into(),
+        AttributeValue::N(r.expiration.to_string()),
+    );
+    for (placeholder, value_placeholder, assignment, name, value) in [
+        ("#data", ":data", "#data = :data", &a.data, &r.data),
+        ("#error", ":error", "#error = :error", &a.error, &r.error),
+    ] {
+        fence.names.insert(placeholder.into(), name.clone());
+        match value {
+            Some(v) => {
+                set.push(assignment);
+                fence
+                    .values
+                    .insert(value_placeholder.into(), AttributeValue::S(v.clone()));
+            }
+            None => remove.push(placeholder),
+        }
+    }
+    Expr {
+        expression: format!("SET {} REMOVE {}", set.join(", "), remove.join(", ")),
+        // The condition is kept in `fence`'s expression by the caller.
+        names: fence.names,
+        values: fence.values,
+    }
+}
+
+/// Reads a stored item back into a [`Record`].
+pub(crate) fn from_item(a: &Attributes, item: &Item) -> Result<Record, StoreError> {
+    let id = match item.get(&a.id) {
+        Some(AttributeValue::S(s)) => s.clone(),
+        _ => {
+            return Err(StoreError::Corrupt {
+                id: "<unknown>".into(),
+                reason: format!("missing string attribute {}", a.id),
+            });
+        }
+    };
+    let corrupt = |reason: String| StoreError::Corrupt {
+        id: id.clone(),
+        reason,
+    };
+    let string = |name: &str| -> Result<Option<String>, StoreError> {
+        match item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(corrupt(format!("{name} is not a string"))),
+        }
+    };
+    let number = |name: &str| -> Result<Option<u64>, StoreError> {
+        match item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            // Powertools writes whole numbers; tolerate a fraction.
+            Some(AttributeValue::N(n)) => n
+                .split('.')
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .map(Some)
+                .map_err(|_| corrupt(format!("{name} is not a whole number: {n}"))),
+            Some(_) => Err(corrupt(format!("{name} is not a number"))),
+        }
+    };
+    let status = string(&a.status)?
+        .ok_or_else(|| corrupt(format!("missing {}", a.status)))
+        .and_then(|s| Status::parse(&s).ok_or_else(|| corrupt(format!("unknown status {s}"))))?;
+    Ok(Record {
+        status,
+        expiration: number(&a.expiration)?
+            .ok_or_else(|| corrupt(format!("missing {}", a.expiration)))?,
+        in_progress_expiration: number(&a.in_progress_expiration)?,
+        data: string(&a.data)?,
+        error: string(&a.error)?,
+        validation: string(&a.validation)?,
+        owner: string(&a.owner)?,
+        id: id.clone(),
+    })
+}
+
+#[async_trait]
+impl Store for DynamoDbStore {
+    async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
+        let a = &self.table.attributes;
+        let cond = claim_condition(a, now_ms);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table.table_name)
+            .set_item(Some(self.to_item(record)))
+            .condition_expression(cond.expression)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Claim::Acquired),
+            Err(err) => match err.into_service_error() {
+                PutItemError::ConditionalCheckFailedException(failed) => match failed.item() {
+                    Some(old) => from_item(a, old).map(Claim::Existing),
+                    // Older emulators do not return ALL_OLD: read it.
+                    None => match self.get(&record.id).await? {
+                        Some(old) => Ok(Claim::Existing(old)),
+                        None => Ok(Claim::Vanished),
+                    },
+                },
+                other => Err(StoreError::Backend {
+                    operation: "PutItem",
+                    source: Box::new(other),
+                }),
+            },
+        }
+    }
+
+    async fn complete(&self, record: &Record) -> Result<(), StoreError> {
+        let owner = record.owner.as_deref().unwrap_or_default();
+        let a = &self.table.attributes;
+        let cond = owner_condition(a, owner);
+        let update = complete_update(a, record, owner);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table.table_name)
+            .key(&a.id, AttributeValue::S(record.id.clone()))
+            .update_expression(update.expression)
+            .condition_expression(cond.expression)
+            .set_expression_attribute_names(Some(update.names))
+            .set_expression_attribute_values(Some(update.values))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(err) => match err {
+                SdkError::ServiceError(ref se)
+                    if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    Err(StoreError::LeaseLost {
+                        id: record.id.clone(),
+                    })
+                }
+                err => Err(Self::backend("UpdateItem", err)),
+            },
+        }
+    }
+
+    async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+        let a = &self.table.attributes;
+        let cond = owner_condition(a, owner);
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table.table_name)
+            .key(&a.id, AttributeValue::S(id.to_owned()))
+            .condition_expression(cond.expression)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(ref se))
+                if matches!(se.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                Err(StoreError::LeaseLost { id: id.to_owned() })
+            }
+            Err(err) => Err(Self::backend("DeleteItem", err)),
+        }
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+        let a = &self.table.attributes;
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table.table_name)
+            .key(&a.id, AttributeValue::S(id.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| Self::backend("GetItem", e))?;
+        out.item().map(|item| from_item(a, item)).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `#name` and `:value` defined is used, and every one used is
+    /// defined (DynamoDB rejects both; moto answers the first with HTTP 500).
+    fn assert_placeholders_match(expressions: &[&str], e: &Expr) {
+        let text = expressions.join(" ");
+        let used = |sigil: char| -> std::collections::BTreeSet<String> {
+            text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == sigil))
+                .filter(|t| t.starts_with(sigil))
+                .map(str::to_owned)
+                .collect()
+        };
+        let names: std::collections::BTreeSet<_> = e.names.keys().cloned().collect();
+        let values: std::collections::BTreeSet<_> = e.values.keys().cloned().collect();
+        assert_eq!(used('#'), names, "names in {text}");
+        assert_eq!(used(':'), values, "values in {text}");
+    }
+
+    fn record(data: Option<&str>, error: Option<&str>) -> Record {
+        Record {
+            id: "p#h".into(),
+            status: Status::Completed,
+            expiration: 1_700_000_000,
+            in_progress_expiration: None,
+            data: data.map(Into::into),
+            error: error.map(Into::into),
+            validation: Some("v".into()),
+            owner: Some("tok".into()),
+        }
+    }
+
+    #[test]
+    fn claim_condition_placeholders_all_used() {
+        let c = claim_condition(&Attributes::default(), 1_700_000_123_456);
+        assert_placeholders_match(&[&c.expression], &c);
+        assert_eq!(c.values[":now"], AttributeValue::N("1700000123".into()));
+        assert_eq!(c.values[":now_ms"], AttributeValue::N("1700000123456".into()));
+    }
+
+    #[test]
+    fn complete_update_placeholders_all_used() {
+        let a = Attributes::default();
+        for (data, error) in [
+            (Some("{}"), None),
+            (None, Some("boom")),
+            (None, None),
+            (Some("1"), Some("x")),
+        ] {
+            let r = record(data, error);
+            let u = complete_update(&a, &r, "tok");
+            let c = owner_condition(&a, "tok");
+            assert_placeholders_match(&[&u.expression, &c.expression], &u);
+        }
+        let u = complete_update(&a, &record(Some("{}"), None), "tok");
+        assert_eq!(
+            u.expression,
+            "SET #status = :completed, #expiration = :expiration, #data = :data \
+             REMOVE #in_progress_expiration, #error"
+        );
+    }
+
+    #[test]
+    fn owner_condition_placeholders_all_used() {
+        let c = owner_condition(&Attributes::default(), "tok");
+        assert_placeholders_match(&[&c.expression], &c);
+    }
+
+    #[test]
+    fn item_round_trips_with_custom_names() {
+        let a = Attributes {
+            id: "pk".into(),
+            owner: "who".into(),
+            ..Attributes::default()
+        };
+        let store_names = TableConfig {
+            table_name: "t".into(),
+            attributes: a.clone(),
+        };
+        let mut r = record(Some("{\"ok\":true}"), None);
+        r.in_progress_expiration = Some(1_700_000_000_999);
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let store = DynamoDbStore::new(client, store_names);
+        let item = store.to_item(&r);
+        assert!(item.contains_key("pk") && item.contains_key("who"));
+        assert_eq!(from_item(&a, &item).unwrap(), r);
+    }
+
+    #[test]
+    fn corrupt_items_are_reported() {
+        let a = Attributes::default();
+        let mut item = Item::new();
+        item.insert("id".into(), AttributeValue::S("p#h".into()));
+        item.insert("status".into(), AttributeValue::S("WEIRD".into()));
+        item.insert("expiration".into(), AttributeValue::N("1".into()));
+        let err = from_item(&a, &item).unwrap_err();
+        assert!(err.to_string().contains("unknown status WEIRD"), "{err}");
+        item.insert("status".into(), AttributeValue::S("COMPLETED".into()));
+        item.insert("expiration".into(), AttributeValue::S("soon".into()));
+        assert!(from_item(&a, &item).is_err());
+    }
+}
