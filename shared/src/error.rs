@@ -195,6 +195,18 @@ impl Error {
     }
 }
 
+/// Formats an error with its whole chain of sources (`a: b: c`), for logs.
+pub fn report(err: &(dyn StdError + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,16 +241,4 @@ mod tests {
         assert!(!outer.to_string().contains("PutItem"));
         assert!(StdError::source(&outer).is_some());
     }
-}
-
-/// Formats an error with its whole chain of sources (`a: b: c`), for logs.
-pub fn report(err: &(dyn StdError + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
