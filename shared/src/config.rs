@@ -144,7 +144,10 @@ fn disabled_from_env() -> bool {
 }
 
 fn parse_flag(v: &str) -> bool {
-    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 /// Attribute names of the idempotency table. The defaults match the layout of

@@ -58,8 +58,7 @@ impl Record {
 
     /// Whether this is an in-progress record whose lease lapsed at `now_ms`.
     pub fn lease_lapsed(&self, now_ms: u64) -> bool {
-        self.status == Status::InProgress
-            && self.in_progress_expiration.is_some_and(|t| t < now_ms)
+        self.status == Status::InProgress && self.in_progress_expiration.is_some_and(|t| t < now_ms)
     }
 
     /// Whether a new claim may replace this record at `now_ms`: exactly the

@@ -126,7 +126,10 @@ pub(crate) fn claim_condition(a: &Attributes, now_ms: u64) -> Expr {
             ("#in_progress_expiration", &a.in_progress_expiration),
         ]),
         values: HashMap::from([
-            (":now".into(), AttributeValue::N((now_ms / 1000).to_string())),
+            (
+                ":now".into(),
+                AttributeValue::N((now_ms / 1000).to_string()),
+            ),
             (":now_ms".into(), AttributeValue::N(now_ms.to_string())),
             (
                 ":inprogress".into(),
@@ -302,7 +305,10 @@ impl Store for DynamoDbStore {
             Ok(_) => Ok(()),
             Err(err) => match err {
                 SdkError::ServiceError(ref se)
-                    if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+                    if matches!(
+                        se.err(),
+                        UpdateItemError::ConditionalCheckFailedException(_)
+                    ) =>
                 {
                     Err(StoreError::LeaseLost {
                         id: record.id.clone(),
@@ -329,7 +335,10 @@ impl Store for DynamoDbStore {
         match result {
             Ok(_) => Ok(()),
             Err(SdkError::ServiceError(ref se))
-                if matches!(se.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+                if matches!(
+                    se.err(),
+                    DeleteItemError::ConditionalCheckFailedException(_)
+                ) =>
             {
                 Err(StoreError::LeaseLost { id: id.to_owned() })
             }
@@ -390,7 +399,10 @@ mod tests {
         let c = claim_condition(&Attributes::default(), 1_700_000_123_456);
         assert_placeholders_match(&[&c.expression], &c);
         assert_eq!(c.values[":now"], AttributeValue::N("1700000123".into()));
-        assert_eq!(c.values[":now_ms"], AttributeValue::N("1700000123456".into()));
+        assert_eq!(
+            c.values[":now_ms"],
+            AttributeValue::N("1700000123456".into())
+        );
     }
 
     #[test]

@@ -1,0 +1,527 @@
+//! The store contract suite: one set of cases, run against every store
+//! ([`memory`] and [`dynamodb`] on moto) through the engine and the
+//! [`Store`] trait. Time moves on a [`ManualClock`]; nothing sleeps for it.
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use shared::{
+    Claim, Config, Error, HandlerError, Idempotency, IdempotencyKey, ManualClock, MemoryStore,
+    OversizedResponse, Record, Status, Store, StoreError, TableConfig, TerminalErrors,
+};
+
+/// A store under test and the clock its engines use.
+#[derive(Debug, Clone)]
+pub struct Harness {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// The clock, starting at a fixed instant.
+    pub clock: ManualClock,
+}
+
+/// 2026-11-29T10:00:00.250Z: a fixed start with a millisecond part.
+pub const START_MS: u64 = 1_795_950_000_250;
+
+impl Harness {
+    fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            clock: ManualClock::new(START_MS),
+        }
+    }
+
+    /// An engine over the store, on the harness clock.
+    pub fn engine(&self, config: Config) -> Idempotency {
+        Idempotency::new(self.store.clone(), config).with_clock(self.clock.clone())
+    }
+
+    /// The record stored for `key`.
+    pub async fn record(&self, key: &IdempotencyKey) -> Option<Record> {
+        self.store.get(key.as_str()).await.expect("store get")
+    }
+}
+
+/// The in-memory store.
+pub async fn memory() -> Harness {
+    Harness::new(Arc::new(MemoryStore::new()))
+}
+
+/// The DynamoDB store on moto, with a fresh table.
+pub async fn dynamodb() -> Harness {
+    let client = crate::moto().dynamodb().await;
+    let table = crate::create_idempotency_table(&client).await;
+    Harness::new(Arc::new(shared::DynamoDbStore::new(
+        client,
+        TableConfig::new(table),
+    )))
+}
+
+fn config() -> Config {
+    Config::with_prefix("contract.handler")
+        .expires_after(Duration::from_secs(3600))
+        .lease(Duration::from_secs(30))
+        .disabled(false)
+}
+
+fn ok(v: Value) -> Result<Value, HandlerError> {
+    Ok(v)
+}
+
+/// First claim: the handler runs, the record is completed with the response,
+/// the expiration in epoch seconds and the owner token.
+pub async fn first_claim_executes(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-1")).unwrap();
+    let out = engine
+        .execute(&key, Some(&json!({"a": 1})), None, || async {
+            ok(json!({"charged": 1}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Executed(json!({"charged": 1})));
+    let rec = h.record(&key).await.expect("record written");
+    assert_eq!(rec.status, Status::Completed);
+    assert_eq!(rec.data.as_deref(), Some(r#"{"charged":1}"#));
+    assert_eq!(rec.expiration, START_MS / 1000 + 3600);
+    assert!(rec.owner.is_some_and(|o| !o.is_empty()));
+    assert!(rec.validation.is_some_and(|v| v.len() == 64));
+    assert_eq!(rec.error, None);
+}
+
+/// A duplicate replays the stored response without running the handler.
+pub async fn duplicate_replays(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!({"payment": "pay-2"})).unwrap();
+    let runs = AtomicUsize::new(0);
+    for i in 0..3 {
+        let out = engine
+            .execute(&key, Some(&json!({"amount": 5})), None, || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                ok(json!({"receipt": "r-1"}))
+            })
+            .await
+            .unwrap();
+        let expected = if i == 0 {
+            shared::Outcome::Executed(json!({"receipt": "r-1"}))
+        } else {
+            shared::Outcome::Replayed(Some(json!({"receipt": "r-1"})))
+        };
+        assert_eq!(out, expected, "delivery {i}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// A completed record past its expiration is claimed again.
+pub async fn expired_record_is_reclaimable(h: Harness) {
+    let engine = h.engine(config().expires_after(Duration::from_secs(10)));
+    let key = engine.key(&json!("pay-3")).unwrap();
+    let runs = AtomicUsize::new(0);
+    let run = || async {
+        let n = runs.fetch_add(1, Ordering::SeqCst);
+        ok(json!(n))
+    };
+    assert!(matches!(
+        engine.execute(&key, None, None, run).await.unwrap(),
+        shared::Outcome::Executed(_)
+    ));
+    // At exactly the expiration second the record still stands.
+    h.clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        engine.execute(&key, None, None, run).await.unwrap(),
+        shared::Outcome::Replayed(Some(json!(0)))
+    );
+    h.clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        engine.execute(&key, None, None, run).await.unwrap(),
+        shared::Outcome::Executed(json!(1))
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+/// While a claim's lease is live, another delivery is told it is in progress.
+pub async fn live_claim_conflicts(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-4")).unwrap();
+    let out = engine
+        .execute(&key, None, None, || async {
+            let rec = h.record(&key).await.expect("claim written");
+            assert_eq!(rec.status, Status::InProgress);
+            assert_eq!(rec.in_progress_expiration, Some(START_MS + 30_000));
+            h.clock.advance(Duration::from_secs(29));
+            let inner = engine
+                .execute(&key, None, None, || async { ok(json!("second")) })
+                .await
+                .unwrap();
+            assert_eq!(
+                inner,
+                shared::Outcome::InProgress {
+                    lease_expires_at_ms: Some(START_MS + 30_000)
+                }
+            );
+            ok(json!("first"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Executed(json!("first")));
+}
+
+/// A lapsed lease is taken over; the stale owner's completion is rejected
+/// and does not overwrite the new owner's record.
+pub async fn lapsed_lease_is_taken_over(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-5")).unwrap();
+    let result = engine
+        .execute(&key, None, None, || async {
+            h.clock.advance(Duration::from_millis(30_001));
+            let takeover = engine
+                .execute(&key, None, None, || async { ok(json!("second")) })
+                .await
+                .unwrap();
+            assert_eq!(takeover, shared::Outcome::Executed(json!("second")));
+            ok(json!("first"))
+        })
+        .await;
+    match result {
+        Err(Error::LeaseLost { key: lost }) => assert_eq!(lost, key.as_str()),
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!(rec.status, Status::Completed);
+    assert_eq!(rec.data.as_deref(), Some(r#""second""#));
+}
+
+/// A stale owner can neither complete nor release; a retryable failure after
+/// a takeover leaves the new owner's record alone.
+pub async fn stale_owner_cannot_complete_or_release(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-6")).unwrap();
+    let result = engine
+        .execute(&key, None, None, || async {
+            h.clock.advance(Duration::from_secs(31));
+            let takeover = engine
+                .execute(&key, None, None, || async {
+                    // While the new owner holds the claim, the store refuses
+                    // every other token.
+                    let held = h.record(&key).await.unwrap();
+                    let stale = Record {
+                        owner: Some("not-the-owner".into()),
+                        status: Status::Completed,
+                        ..held.clone()
+                    };
+                    assert!(matches!(
+                        h.store.complete(&stale).await,
+                        Err(StoreError::LeaseLost { .. })
+                    ));
+                    assert!(matches!(
+                        h.store.release(key.as_str(), "not-the-owner").await,
+                        Err(StoreError::LeaseLost { .. })
+                    ));
+                    assert_eq!(h.record(&key).await.unwrap(), held);
+                    ok(json!("new owner"))
+                })
+                .await
+                .unwrap();
+            assert_eq!(takeover, shared::Outcome::Executed(json!("new owner")));
+            Err::<Value, _>(HandlerError::retryable("first owner failed late"))
+        })
+        .await;
+    assert!(matches!(result, Err(Error::Handler(_))), "{result:?}");
+    let rec = h.record(&key).await.expect("new owner's record kept");
+    assert_eq!(rec.status, Status::Completed);
+    assert_eq!(rec.data.as_deref(), Some(r#""new owner""#));
+}
+
+/// The same key with another payload is a mismatch; reordered keys are not.
+pub async fn payload_mismatch(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-7")).unwrap();
+    let first = json!({"amount": 10, "currency": "EUR"});
+    let reordered = json!({"currency": "EUR", "amount": 10});
+    let other = json!({"amount": 11, "currency": "EUR"});
+    let run = || async { ok(json!("done")) };
+    engine.execute(&key, Some(&first), None, run).await.unwrap();
+    assert_eq!(
+        engine
+            .execute(&key, Some(&reordered), None, run)
+            .await
+            .unwrap(),
+        shared::Outcome::Replayed(Some(json!("done")))
+    );
+    assert_eq!(
+        engine.execute(&key, Some(&other), None, run).await.unwrap(),
+        shared::Outcome::PayloadMismatch
+    );
+}
+
+/// Eight concurrent claims of one key: exactly one is acquired, at the store
+/// and through the engine.
+pub async fn concurrent_claims_one_winner(h: Harness) {
+    let key = IdempotencyKey::new("contract.race", &json!("pay-8")).unwrap();
+    let now = shared::Clock::now_ms(&h.clock);
+    let claims = (0..8).map(|i| {
+        let store = h.store.clone();
+        let record = Record {
+            id: key.as_str().to_owned(),
+            status: Status::InProgress,
+            expiration: now / 1000 + 60,
+            in_progress_expiration: Some(now + 10_000),
+            data: None,
+            error: None,
+            validation: None,
+            owner: Some(format!("owner-{i}")),
+        };
+        tokio::spawn(async move { store.claim(&record, now).await })
+    });
+    let mut acquired = 0;
+    for c in claims {
+        match c.await.unwrap().unwrap() {
+            Claim::Acquired => acquired += 1,
+            Claim::Existing(r) => assert_eq!(r.status, Status::InProgress),
+            Claim::Vanished => panic!("nothing deletes in this race"),
+        }
+    }
+    assert_eq!(acquired, 1);
+
+    let engine = h.engine(config());
+    let key = engine.key(&json!("pay-9")).unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let tasks = (0..8).map(|_| {
+        let (engine, key, runs) = (engine.clone(), key.clone(), runs.clone());
+        tokio::spawn(async move {
+            engine
+                .execute(&key, None, None, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    ok(json!("once"))
+                })
+                .await
+                .unwrap()
+        })
+    });
+    let mut executed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            shared::Outcome::Executed(_) => executed += 1,
+            shared::Outcome::InProgress { .. } | shared::Outcome::Replayed(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(executed, 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// A response over the item limit never crashes: stored without its body by
+/// default, or failing the record (with a recorded rejection) when configured.
+pub async fn oversized_response_is_handled(h: Harness) {
+    let big = "x".repeat(500 * 1024);
+    let engine = h.engine(config());
+    let key = engine.key(&json!("big-1")).unwrap();
+    let out = engine
+        .execute(&key, None, None, || async { ok(json!(big)) })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Executed(json!(big)));
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!((rec.status, rec.data), (Status::Completed, None));
+    assert_eq!(
+        engine
+            .execute(&key, None, None, || async { ok(json!("again")) })
+            .await
+            .unwrap(),
+        shared::Outcome::Replayed(None)
+    );
+
+    let strict = h.engine(config().on_oversized(OversizedResponse::Fail));
+    let key = strict.key(&json!("big-2")).unwrap();
+    let err = strict
+        .execute(&key, None, None, || async { ok(json!(big)) })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ResponseTooLarge { .. }), "{err:?}");
+    assert!(err.to_string().contains("exceeds"), "{err}");
+    let runs = AtomicUsize::new(0);
+    let again = strict
+        .execute(&key, None, None, || async {
+            runs.fetch_add(1, Ordering::SeqCst);
+            ok(json!("again"))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, shared::Outcome::Rejected { replayed: true, .. }),
+        "{again:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+/// Records carry `expiration` in epoch seconds and the lease in epoch
+/// milliseconds; the lease is capped by the remaining time, and a remaining
+/// time of zero is a real (immediately lapsing) lease.
+pub async fn expiration_units_and_lease_cap(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("units")).unwrap();
+    engine
+        .execute(&key, None, Some(Duration::from_secs(5)), || async {
+            let rec = h.record(&key).await.unwrap();
+            assert_eq!(rec.expiration, START_MS / 1000 + 3600);
+            assert!(rec.expiration < 10_000_000_000, "seconds, not ms");
+            assert_eq!(rec.in_progress_expiration, Some(START_MS + 5_000));
+            ok(json!(null))
+        })
+        .await
+        .unwrap();
+
+    let key = engine.key(&json!("zero")).unwrap();
+    let out = engine
+        .execute(&key, None, Some(Duration::ZERO), || async {
+            let rec = h.record(&key).await.unwrap();
+            assert_eq!(rec.in_progress_expiration, Some(START_MS));
+            h.clock.advance(Duration::from_millis(1));
+            let takeover = engine
+                .execute(&key, None, None, || async { ok(json!("b")) })
+                .await
+                .unwrap();
+            assert_eq!(takeover, shared::Outcome::Executed(json!("b")));
+            ok(json!("a"))
+        })
+        .await;
+    assert!(matches!(out, Err(Error::LeaseLost { .. })), "{out:?}");
+}
+
+/// A retryable failure (and a panic) releases the claim: the next delivery runs.
+pub async fn retryable_failure_releases(h: Harness) {
+    let engine = h.engine(config());
+    let key = engine.key(&json!("flaky")).unwrap();
+    let err = engine
+        .execute(&key, None, None, || async {
+            Err::<Value, _>(HandlerError::retryable("downstream timeout"))
+        })
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("downstream timeout"), "{err}");
+    assert_eq!(h.record(&key).await, None);
+
+    let err = engine
+        .execute(&key, None, None, || async {
+            if key.as_str().starts_with("contract") {
+                panic!("handler bug");
+            }
+            ok(json!(0))
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("handler bug"), "{err}");
+    assert_eq!(h.record(&key).await, None);
+
+    assert_eq!(
+        engine
+            .execute(&key, None, None, || async { ok(json!("fine")) })
+            .await
+            .unwrap(),
+        shared::Outcome::Executed(json!("fine"))
+    );
+}
+
+/// Terminal errors: recorded and replayed (Stripe style) when configured,
+/// released by default.
+pub async fn terminal_errors_follow_policy(h: Harness) {
+    let recording = h.engine(config().on_terminal_error(TerminalErrors::Record));
+    let key = recording.key(&json!("no-stock")).unwrap();
+    let runs = AtomicUsize::new(0);
+    let reject = || async {
+        runs.fetch_add(1, Ordering::SeqCst);
+        Err::<Value, _>(HandlerError::terminal("insufficient stock"))
+    };
+    let first = recording.execute(&key, None, None, reject).await.unwrap();
+    assert_eq!(
+        first,
+        shared::Outcome::Rejected {
+            error: "insufficient stock".into(),
+            replayed: false
+        }
+    );
+    let second = recording.execute(&key, None, None, reject).await.unwrap();
+    assert_eq!(
+        second,
+        shared::Outcome::Rejected {
+            error: "insufficient stock".into(),
+            replayed: true
+        }
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!(rec.error.as_deref(), Some("insufficient stock"));
+
+    let releasing = h.engine(config());
+    let key = releasing.key(&json!("bad-input")).unwrap();
+    let err = releasing
+        .execute(&key, None, None, || async {
+            Err::<Value, _>(HandlerError::terminal("negative amount"))
+        })
+        .await
+        .unwrap_err();
+    assert!(!err.is_retryable());
+    assert_eq!(h.record(&key).await, None);
+}
+
+/// The kill switch runs the handler unprotected and writes nothing.
+pub async fn kill_switch_runs_unprotected(h: Harness) {
+    let engine = h.engine(config().disabled(true));
+    let key = engine.key(&json!("off")).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            engine
+                .execute(&key, None, None, || async { ok(json!(1)) })
+                .await
+                .unwrap(),
+            shared::Outcome::Unprotected(json!(1))
+        );
+    }
+    assert_eq!(h.record(&key).await, None);
+}
+
+/// Responses are not kept when the handler turns storage off.
+pub async fn responses_can_be_withheld(h: Harness) {
+    let engine = h.engine(config().store_responses(false));
+    let key = engine.key(&json!("pii")).unwrap();
+    engine
+        .execute(&key, None, None, || async { ok(json!({"card": "4242"})) })
+        .await
+        .unwrap();
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!((rec.status, rec.data), (Status::Completed, None));
+    assert_eq!(
+        engine
+            .execute(&key, None, None, || async { ok(json!(0)) })
+            .await
+            .unwrap(),
+        shared::Outcome::Replayed(None)
+    );
+}
+
+/// Runs `$case` of this module against each store: generates one test per
+/// store and case.
+#[macro_export]
+macro_rules! contract_suite {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    $crate::contract::$case($crate::contract::memory().await).await;
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::contract::$case($crate::contract::dynamodb().await).await;
+                }
+            )*
+        }
+    };
+}

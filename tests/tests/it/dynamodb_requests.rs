@@ -1,0 +1,138 @@
+//! Pins the exact requests the DynamoDB store sends, as captured on the wire
+//! by an SDK interceptor, against moto.
+
+use integration_tests::capture::Capture;
+use integration_tests::contract::START_MS;
+use serde_json::{Value, json};
+use shared::{Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableConfig};
+
+async fn engine() -> (Idempotency, Capture, String) {
+    let moto = integration_tests::moto();
+    let sdk = moto.sdk_config().await;
+    let plain = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = integration_tests::create_idempotency_table(&plain).await;
+    let capture = Capture::default();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .interceptor(capture.clone())
+            .build(),
+    );
+    let store = DynamoDbStore::new(client, TableConfig::new(&table));
+    let engine = Idempotency::new(store, Config::with_prefix("pinned.handler").disabled(false))
+        .with_clock(ManualClock::new(START_MS));
+    (engine, capture, table)
+}
+
+#[tokio::test]
+async fn new_message_is_one_conditional_put_and_one_fenced_update() {
+    let (engine, capture, table) = engine().await;
+    let key = engine.key(&json!("pay-1")).unwrap();
+    let out = engine
+        .execute(&key, Some(&json!({"amount": 1})), None, || async {
+            Ok::<_, HandlerError>(json!({"ok": true}))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, Outcome::Executed(json!({"ok": true})));
+    let requests = capture.requests();
+    assert_eq!(capture.operations(), ["PutItem", "UpdateItem"]);
+
+    let put = &requests[0].body;
+    let owner = put["Item"]["owner_token"]["S"].as_str().unwrap().to_owned();
+    let validation = put["Item"]["validation"]["S"].as_str().unwrap().to_owned();
+    assert_eq!(
+        put,
+        &json!({
+            "TableName": table,
+            "Item": {
+                "id": {"S": key.as_str()},
+                "status": {"S": "INPROGRESS"},
+                "expiration": {"N": (START_MS / 1000 + 3600).to_string()},
+                "in_progress_expiration": {"N": (START_MS + 60_000).to_string()},
+                "owner_token": {"S": owner},
+                "validation": {"S": validation},
+            },
+            "ConditionExpression": "attribute_not_exists(#id) OR #expiration < :now OR (#status = :inprogress AND #in_progress_expiration < :now_ms)",
+            "ExpressionAttributeNames": {
+                "#id": "id",
+                "#expiration": "expiration",
+                "#status": "status",
+                "#in_progress_expiration": "in_progress_expiration",
+            },
+            "ExpressionAttributeValues": {
+                ":now": {"N": (START_MS / 1000).to_string()},
+                ":now_ms": {"N": START_MS.to_string()},
+                ":inprogress": {"S": "INPROGRESS"},
+            },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        })
+    );
+
+    let update = &requests[1].body;
+    assert_eq!(
+        update,
+        &json!({
+            "TableName": table,
+            "Key": {"id": {"S": key.as_str()}},
+            "UpdateExpression": "SET #status = :completed, #expiration = :expiration, #data = :data REMOVE #in_progress_expiration, #error",
+            "ConditionExpression": "#owner = :owner AND #status = :inprogress",
+            "ExpressionAttributeNames": {
+                "#owner": "owner_token",
+                "#status": "status",
+                "#expiration": "expiration",
+                "#in_progress_expiration": "in_progress_expiration",
+                "#data": "data",
+                "#error": "error",
+            },
+            "ExpressionAttributeValues": {
+                ":owner": {"S": owner},
+                ":inprogress": {"S": "INPROGRESS"},
+                ":completed": {"S": "COMPLETED"},
+                ":expiration": {"N": (START_MS / 1000 + 3600).to_string()},
+                ":data": {"S": "{\"ok\":true}"},
+            },
+        })
+    );
+}
+
+#[tokio::test]
+async fn duplicate_costs_one_request() {
+    let (engine, capture, _) = engine().await;
+    let key = engine.key(&json!("pay-2")).unwrap();
+    let run = || async { Ok::<_, HandlerError>(json!(7)) };
+    engine.execute(&key, None, None, run).await.unwrap();
+    capture.clear();
+    let out = engine.execute(&key, None, None, run).await.unwrap();
+    assert_eq!(out, Outcome::Replayed(Some(json!(7))));
+    // The failed conditional put returns the old item (ALL_OLD): no GetItem.
+    assert_eq!(capture.operations(), ["PutItem"]);
+}
+
+#[tokio::test]
+async fn retryable_failure_is_a_fenced_delete() {
+    let (engine, capture, table) = engine().await;
+    let key = engine.key(&json!("pay-3")).unwrap();
+    let err = engine
+        .execute(&key, None, None, || async {
+            Err::<Value, _>(HandlerError::retryable("boom"))
+        })
+        .await
+        .unwrap_err();
+    assert!(err.is_retryable());
+    let requests = capture.requests();
+    assert_eq!(capture.operations(), ["PutItem", "DeleteItem"]);
+    let owner = requests[0].body["Item"]["owner_token"]["S"].clone();
+    assert_eq!(
+        requests[1].body,
+        json!({
+            "TableName": table,
+            "Key": {"id": {"S": key.as_str()}},
+            "ConditionExpression": "#owner = :owner AND #status = :inprogress",
+            "ExpressionAttributeNames": {"#owner": "owner_token", "#status": "status"},
+            "ExpressionAttributeValues": {
+                ":owner": {"S": owner},
+                ":inprogress": {"S": "INPROGRESS"},
+            },
+        })
+    );
+}
