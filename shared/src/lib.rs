@@ -82,3 +82,4 @@ pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
                 .build(),
         )
 }
+pub mod runtime;

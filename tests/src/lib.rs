@@ -8,8 +8,14 @@
 //! It starts once per test binary and exits when the test process does (it
 //! watches its stdin).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test tooling: a failed step is a failed test"
+)]
+
 pub mod capture;
 pub mod contract;
+pub mod esm;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

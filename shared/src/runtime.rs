@@ -1,0 +1,171 @@
+//! Running a handler: under Lambda (`lambda_runtime`) or locally on event
+//! files (`--event events/x.json`), with the same code path.
+
+use lambda_runtime::{Context, LambdaEvent, service_fn};
+use serde::Serialize;
+use serde_json::Value;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+
+/// Environment variable Lambda sets for the Runtime API.
+pub const RUNTIME_API_ENV: &str = "AWS_LAMBDA_RUNTIME_API";
+
+/// Installs the log subscriber: JSON when `AWS_LAMBDA_LOG_FORMAT=JSON` (each
+/// line carries the invocation's `requestId` span field), level from
+/// `AWS_LAMBDA_LOG_LEVEL` or `RUST_LOG` (default `INFO`). Logs go to stderr so
+/// a local run's stdout holds only the responses.
+pub fn init_telemetry() {
+    lambda_runtime::tracing::init_default_subscriber_with_writer(std::io::stderr);
+}
+
+/// How the binary was asked to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Under a Lambda Runtime API.
+    Lambda,
+    /// Locally, once per event file, in order.
+    Local(Vec<PathBuf>),
+}
+
+/// Reads the command line: `--event FILE` (repeatable, or several files after
+/// one `--event`) runs locally; otherwise the Runtime API must be set.
+pub fn mode_from_args(
+    args: impl IntoIterator<Item = String>,
+    runtime_api_set: bool,
+) -> Result<Mode, String> {
+    let mut files = Vec::new();
+    let mut taking = false;
+    for arg in args {
+        match arg.as_str() {
+            "--event" | "-e" => taking = true,
+            "--help" | "-h" => return Err(usage()),
+            other if other.starts_with("--event=") => {
+                files.push(PathBuf::from(&other["--event=".len()..]));
+            }
+            other if taking && !other.starts_with('-') => files.push(PathBuf::from(other)),
+            other => return Err(format!("unknown argument {other:?}\n{}", usage())),
+        }
+    }
+    if !files.is_empty() {
+        Ok(Mode::Local(files))
+    } else if taking {
+        Err(format!("--event needs a file\n{}", usage()))
+    } else if runtime_api_set {
+        Ok(Mode::Lambda)
+    } else {
+        Err(format!("{RUNTIME_API_ENV} is not set\n{}", usage()))
+    }
+}
+
+fn usage() -> String {
+    "usage: <function> --event EVENT.json [EVENT.json ...]   run locally, print each response\n       \
+     (under Lambda, with AWS_LAMBDA_RUNTIME_API set, it serves the Runtime API)"
+        .to_owned()
+}
+
+/// A context for a local invocation: a request id and a deadline
+/// `timeout` from now (what Lambda would give a function with that timeout).
+pub fn local_context(n: usize, timeout: Duration) -> Context {
+    let mut ctx = Context::default();
+    ctx.request_id = format!("local-{n}");
+    ctx.deadline = SystemClock
+        .now_ms()
+        .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    ctx.invoked_function_arn = "arn:aws:lambda:local:000000000000:function:local".to_owned();
+    ctx
+}
+
+/// Runs `handler` under Lambda, or locally on the event files named on the
+/// command line, printing each response as one JSON line on stdout.
+///
+/// A local invocation error is printed as `{"errorType":..,"errorMessage":..}`
+/// (what Lambda returns) and the process exits non-zero at the end.
+pub async fn run<H, Fut, R>(handler: H) -> Result<(), lambda_runtime::Error>
+where
+    H: Fn(LambdaEvent<Value>) -> Fut,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
+    R: Serialize,
+{
+    let mode = mode_from_args(
+        std::env::args().skip(1),
+        std::env::var_os(RUNTIME_API_ENV).is_some(),
+    )?;
+    let files = match mode {
+        Mode::Lambda => {
+            let handler = &handler;
+            return lambda_runtime::run(service_fn(|event| async move {
+                let response = handler(event).await?;
+                Ok::<Value, lambda_runtime::Error>(serde_json::to_value(response)?)
+            }))
+            .await;
+        }
+        Mode::Local(files) => files,
+    };
+    let mut failed = 0;
+    for (n, file) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let event: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
+        let ctx = local_context(n + 1, Duration::from_secs(30));
+        let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());
+        let _entered = span.enter();
+        let line = match handler(LambdaEvent::new(event, ctx)).await {
+            Ok(response) => serde_json::to_string(&response)?,
+            Err(err) => {
+                failed += 1;
+                serde_json::json!({
+                    "errorType": "InvocationError",
+                    "errorMessage": err.to_string(),
+                })
+                .to_string()
+            }
+        };
+        println!("{line}");
+    }
+    if failed > 0 {
+        return Err(format!("{failed} of {} invocations failed", files.len()).into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn event_files_mean_local() {
+        assert_eq!(
+            mode_from_args(args(&["--event", "a.json", "b.json"]), true),
+            Ok(Mode::Local(vec!["a.json".into(), "b.json".into()]))
+        );
+        assert_eq!(
+            mode_from_args(args(&["--event=a.json", "-e", "a.json"]), false),
+            Ok(Mode::Local(vec!["a.json".into(), "a.json".into()]))
+        );
+    }
+
+    #[test]
+    fn no_args_means_lambda_only_with_runtime_api() {
+        assert_eq!(mode_from_args(args(&[]), true), Ok(Mode::Lambda));
+        let err = mode_from_args(args(&[]), false).unwrap_err();
+        assert!(err.contains("AWS_LAMBDA_RUNTIME_API") && err.contains("--event"));
+        assert!(mode_from_args(args(&["--event"]), false).is_err());
+        assert!(mode_from_args(args(&["--bogus"]), true).is_err());
+    }
+
+    #[test]
+    fn local_context_has_a_future_deadline() {
+        let ctx = local_context(1, Duration::from_secs(30));
+        let now = SystemClock.now_ms();
+        assert!(ctx.deadline > now + 29_000 && ctx.deadline <= now + 30_000);
+        assert_eq!(ctx.request_id, "local-1");
+    }
+}
