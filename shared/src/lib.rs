@@ -35,18 +35,26 @@
 //! # }
 //! ```
 
+pub mod batch;
 pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod eventbridge;
 pub mod key;
 pub mod record;
 pub mod store;
 
+pub use batch::{
+    BatchError, BatchProcessor, BatchReport, EnvelopeMode, FailureReason, FifoFailureMode,
+    KeySelector, MissingKey, PayloadScope, QueueKind, RecordOutcome, RecordResult, SqsRecord,
+    parse_sqs_event, remaining_time,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Attributes, Config, OversizedResponse, TableConfig, TerminalErrors};
 pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
+pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
 pub use record::{Record, Status};
 pub use store::{Claim, DynamoDbStore, MemoryStore, Store};

@@ -3,3 +3,4 @@
 
 mod contract;
 mod dynamodb_requests;
+mod payments;

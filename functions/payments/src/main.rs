@@ -1,0 +1,8 @@
+//! The `payments` Lambda function (SQS FIFO trigger).
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::runtime::init_telemetry();
+    let app = payments::App::from_env().await;
+    shared::runtime::run(|event| app.handle(event)).await
+}

@@ -1,0 +1,1262 @@
+//! Per-record work: parse the body, select the key, share the outcome of
+//! in-batch duplicates, run the handler through the engine, log. On a
+//! standard queue that is the whole of it: every record is its own unit.
+
+use std::any::type_name;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use futures_util::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::{
+    BatchProcessor, EnvelopeMode, EventBridgeEvent, FailureReason, MissingKey, PayloadScope,
+    RecordOutcome, RecordResult, Role, Run, Shared, Slot, SqsMessage, SqsRecord, State, ident,
+    is_missing, looks_like_envelope, millis,
+};
+use crate::engine::{Outcome, panic_message};
+use crate::error::{Error, HandlerError, report};
+use crate::key::{IdempotencyKey, payload_hash};
+
+/// Standard queue: one unit per record (all independent).
+pub(super) fn units<M>(slots: Vec<Slot<M>>) -> Vec<Vec<Slot<M>>> {
+    slots.into_iter().map(|slot| vec![slot]).collect()
+}
+
+struct Prepared<M> {
+    body: M,
+    envelope: Option<EventBridgeEvent<Value>>,
+    key: Option<IdempotencyKey>,
+    payload: Option<Value>,
+}
+
+impl BatchProcessor {
+    /// Parses a record and selects its key. Any failure, panics included,
+    /// fails only this record.
+    pub(super) fn prepare<M: DeserializeOwned>(
+        &self,
+        index: usize,
+        message: SqsMessage,
+    ) -> Slot<M> {
+        let message_id = message.message_id.clone();
+        let group = message.attributes.get(super::MESSAGE_GROUP_ID).cloned();
+        let ident = ident(index, message_id.as_deref());
+        let prepared = catch_unwind(AssertUnwindSafe(|| {
+            self.prepare_inner::<M>(&ident, &message)
+        }));
+        let state = match prepared {
+            Ok(Ok(p)) => State::Ready {
+                record: Box::new(SqsRecord {
+                    body: p.body,
+                    message,
+                    envelope: p.envelope,
+                    key: p.key.clone(),
+                }),
+                key: p.key,
+                payload: p.payload,
+            },
+            Ok(Err(reason)) => State::Failed(reason),
+            Err(panic) => State::Failed(FailureReason::Panic(format!(
+                "preparing message {ident} (body deserializer) panicked: {}",
+                panic_message(&*panic)
+            ))),
+        };
+        Slot {
+            index,
+            ident,
+            message_id,
+            group,
+            state,
+            role: Role::Solo,
+        }
+    }
+
+    fn prepare_inner<M: DeserializeOwned>(
+        &self,
+        ident: &str,
+        message: &SqsMessage,
+    ) -> Result<Prepared<M>, FailureReason> {
+        let parse = FailureReason::Parse;
+        let text = message
+            .body
+            .as_deref()
+            .ok_or_else(|| parse(format!("message {ident} has no body")))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
+        let is_envelope = match self.envelope {
+            EnvelopeMode::Never => false,
+            EnvelopeMode::Auto => looks_like_envelope(&value),
+            EnvelopeMode::Required if looks_like_envelope(&value) => true,
+            EnvelopeMode::Required => {
+                return Err(parse(format!(
+                    "body of message {ident} is not an EventBridge envelope (EnvelopeMode::Required)"
+                )));
+            }
+        };
+        let envelope = if is_envelope {
+            Some(EventBridgeEvent::<Value>::deserialize(&value).map_err(|e| {
+                parse(format!(
+                    "body of message {ident} looks like an EventBridge envelope but is not a valid one: {e}"
+                ))
+            })?)
+        } else {
+            None
+        };
+        let body: M = match &envelope {
+            Some(envelope) => M::deserialize(&envelope.detail).map_err(|e| {
+                parse(format!(
+                    "detail of the EventBridge event in message {ident} does not parse as {}: {e}",
+                    type_name::<M>()
+                ))
+            })?,
+            None => serde_json::from_str(text).map_err(|e| {
+                parse(format!(
+                    "body of message {ident} does not parse as {}: {e}",
+                    type_name::<M>()
+                ))
+            })?,
+        };
+        let key = self.key_for(ident, message, &value)?;
+        let payload = match self.payload {
+            PayloadScope::None => None,
+            PayloadScope::Body => Some(match &envelope {
+                Some(envelope) => envelope.detail.clone(),
+                None => value,
+            }),
+        };
+        Ok(Prepared {
+            body,
+            envelope,
+            key,
+            payload,
+        })
+    }
+
+    /// The record's key; `None` to run unprotected.
+    fn key_for(
+        &self,
+        ident: &str,
+        message: &SqsMessage,
+        value: &Value,
+    ) -> Result<Option<IdempotencyKey>, FailureReason> {
+        let material = self.key.select(message, value).map_err(|panic| {
+            FailureReason::Panic(format!("key selector panicked on message {ident}: {panic}"))
+        })?;
+        match material.and_then(|m| self.engine.key(&m)) {
+            Ok(key) => Ok(Some(key)),
+            Err(e) if is_missing(&e) && self.missing_key == MissingKey::RunUnprotected => {
+                tracing::warn!(
+                    message_id = ident,
+                    error = %e,
+                    "no idempotency key: the record runs unprotected (MissingKey::RunUnprotected)"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(FailureReason::Key(e)),
+        }
+    }
+
+    /// Links the records that share a key: the first runs, the later ones
+    /// take its outcome. A later copy with another payload fails as a payload
+    /// mismatch without waiting. Nothing is linked when the kill switch is on.
+    pub(super) fn assign_duplicates<M>(&self, slots: &mut [Slot<M>]) {
+        let config = self.engine.config();
+        if config.disabled {
+            return;
+        }
+        let hash = |slot: &Slot<M>| match &slot.state {
+            State::Ready {
+                payload: Some(p), ..
+            } if config.validate_payload => Some(payload_hash(p)),
+            _ => None,
+        };
+        let mut first: HashMap<IdempotencyKey, (usize, Option<String>)> = HashMap::new();
+        for i in 0..slots.len() {
+            let State::Ready { key: Some(key), .. } = &slots[i].state else {
+                continue;
+            };
+            let (leader, leader_hash) = match first.entry(key.clone()) {
+                Entry::Vacant(v) => {
+                    v.insert((i, hash(&slots[i])));
+                    continue;
+                }
+                Entry::Occupied(o) => o.get().clone(),
+            };
+            if let (Some(a), Some(b)) = (&leader_hash, hash(&slots[i]))
+                && *a != b
+            {
+                slots[i].state = State::Failed(FailureReason::PayloadMismatch);
+                continue;
+            }
+            let outcome = match &slots[leader].role {
+                Role::Leader(tx) => tx.subscribe(),
+                _ => {
+                    let (tx, rx) = watch::channel(None);
+                    slots[leader].role = Role::Leader(tx);
+                    rx
+                }
+            };
+            slots[i].role = Role::Follower {
+                first: slots[leader].ident.clone(),
+                outcome,
+            };
+        }
+    }
+
+    /// Runs one record (or fails it without running when `skip_after` names
+    /// an earlier failure it must follow), shares its outcome with its
+    /// in-batch duplicates and logs it.
+    pub(super) async fn run_slot<M, T, H, Fut>(
+        &self,
+        slot: Slot<M>,
+        skip_after: Option<&str>,
+        run: &Run<'_, H>,
+    ) -> RecordResult<T>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        H: Fn(SqsRecord<M>) -> Fut,
+        Fut: Future<Output = Result<T, HandlerError>>,
+    {
+        let start = Instant::now();
+        let Slot {
+            index,
+            ident,
+            message_id,
+            group,
+            state,
+            role,
+        } = slot;
+        let key_hash = match &state {
+            State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
+            _ => None,
+        };
+        let outcome = match (state, skip_after, &role) {
+            (State::Failed(reason), _, _) => RecordOutcome::Failed(reason),
+            (State::Ready { .. }, Some(after), _) => {
+                RecordOutcome::Failed(FailureReason::Skipped {
+                    after: after.to_owned(),
+                })
+            }
+            (State::Ready { .. }, None, Role::Follower { first, outcome }) => {
+                follow(first, outcome.clone()).await
+            }
+            (
+                State::Ready {
+                    record,
+                    key,
+                    payload,
+                },
+                None,
+                _,
+            ) => AssertUnwindSafe(self.execute(*record, key, payload, run))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    RecordOutcome::Failed(FailureReason::Panic(format!(
+                        "processing message {ident} panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                }),
+        };
+        if let Role::Leader(tx) = &role {
+            tx.send_replace(Some(share(&outcome)));
+        }
+        let first = match &role {
+            Role::Follower { first, .. } => Some(first.as_str()),
+            _ => None,
+        };
+        log_record(
+            &ident,
+            group.as_deref(),
+            key_hash.as_deref(),
+            first,
+            &outcome,
+            millis(start.elapsed()),
+        );
+        RecordResult {
+            position: index,
+            message_id,
+            key_hash,
+            outcome,
+        }
+    }
+
+    /// Runs the handler through the engine (or unprotected without a key),
+    /// holding one of the batch's concurrency permits.
+    async fn execute<M, T, H, Fut>(
+        &self,
+        record: SqsRecord<M>,
+        key: Option<IdempotencyKey>,
+        payload: Option<Value>,
+        run: &Run<'_, H>,
+    ) -> RecordOutcome<T>
+    where
+        T: Serialize + DeserializeOwned,
+        H: Fn(SqsRecord<M>) -> Fut,
+        Fut: Future<Output = Result<T, HandlerError>>,
+    {
+        // The semaphore is never closed; without a permit, run anyway.
+        let _permit = run.permits.acquire().await.ok();
+        let remaining = run
+            .remaining
+            .map(|r| r.saturating_sub(run.started.elapsed()));
+        let Some(key) = key else {
+            return match AssertUnwindSafe((run.handler)(record)).catch_unwind().await {
+                Ok(Ok(response)) => RecordOutcome::Unprotected(response),
+                Ok(Err(e)) => RecordOutcome::Failed(handler_failure(&e)),
+                Err(panic) => RecordOutcome::Failed(FailureReason::Handler {
+                    message: format!("handler panicked: {}", panic_message(&*panic)),
+                    kind: crate::ErrorKind::Retryable,
+                }),
+            };
+        };
+        let result = self
+            .engine
+            .execute(&key, payload.as_ref(), remaining, || (run.handler)(record))
+            .await;
+        from_engine(result)
+    }
+}
+
+/// Waits for the first copy of an in-batch duplicate and takes its outcome.
+async fn follow<T: DeserializeOwned>(
+    first: &str,
+    mut outcome: watch::Receiver<Option<Shared>>,
+) -> RecordOutcome<T> {
+    let shared = outcome
+        .wait_for(Option::is_some)
+        .await
+        .map(|s| s.clone())
+        .ok()
+        .flatten();
+    let failed = |reason| {
+        RecordOutcome::Failed(FailureReason::DuplicateOf {
+            first: first.to_owned(),
+            reason: Box::new(reason),
+        })
+    };
+    match shared {
+        Some(Shared::Done(response)) => {
+            RecordOutcome::Replayed(response.and_then(|v| serde_json::from_value(v).ok()))
+        }
+        Some(Shared::Rejected(error)) => RecordOutcome::Rejected {
+            error,
+            replayed: true,
+        },
+        Some(Shared::Failed(reason)) => failed(reason),
+        None => failed(FailureReason::Idempotency(
+            "the first copy ended without an outcome".to_owned(),
+        )),
+    }
+}
+
+/// A first copy's outcome for its duplicates.
+fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
+    match outcome {
+        RecordOutcome::Processed(t) | RecordOutcome::Unprotected(t) => {
+            Shared::Done(serde_json::to_value(t).ok())
+        }
+        RecordOutcome::Replayed(t) => {
+            Shared::Done(t.as_ref().and_then(|t| serde_json::to_value(t).ok()))
+        }
+        RecordOutcome::Rejected { error, .. } => Shared::Rejected(error.clone()),
+        RecordOutcome::Failed(reason) => Shared::Failed(reason.clone()),
+    }
+}
+
+fn handler_failure(e: &HandlerError) -> FailureReason {
+    FailureReason::Handler {
+        message: report(e.error()),
+        kind: e.kind(),
+    }
+}
+
+/// Maps the engine's answer to a record outcome.
+pub(super) fn from_engine<T>(result: Result<Outcome<T>, Error>) -> RecordOutcome<T> {
+    match result {
+        Ok(Outcome::Executed(t)) => RecordOutcome::Processed(t),
+        Ok(Outcome::Replayed(t)) => RecordOutcome::Replayed(t),
+        Ok(Outcome::Unprotected(t)) => RecordOutcome::Unprotected(t),
+        Ok(Outcome::Rejected { error, replayed }) => RecordOutcome::Rejected { error, replayed },
+        Ok(Outcome::InProgress {
+            lease_expires_at_ms,
+        }) => RecordOutcome::Failed(FailureReason::InProgress {
+            lease_expires_at_ms,
+        }),
+        Ok(Outcome::PayloadMismatch) => RecordOutcome::Failed(FailureReason::PayloadMismatch),
+        Err(Error::Handler(e)) => RecordOutcome::Failed(handler_failure(&e)),
+        Err(Error::Store(e)) => RecordOutcome::Failed(FailureReason::Store(report(&e))),
+        Err(other) => RecordOutcome::Failed(FailureReason::Idempotency(report(&other))),
+    }
+}
+
+/// One log line per record; the key appears only as its hash.
+fn log_record<T>(
+    message_id: &str,
+    group: Option<&str>,
+    key: Option<&str>,
+    duplicate_of: Option<&str>,
+    outcome: &RecordOutcome<T>,
+    latency_ms: u64,
+) {
+    let label = outcome.label();
+    match outcome {
+        RecordOutcome::Processed(_) => {
+            tracing::info!(
+                message_id,
+                group,
+                key,
+                outcome = label,
+                latency_ms,
+                "record processed"
+            );
+        }
+        RecordOutcome::Replayed(_) => tracing::info!(
+            message_id,
+            group,
+            key,
+            duplicate_of,
+            outcome = label,
+            latency_ms,
+            "duplicate record: the stored outcome is replayed, the handler did not run"
+        ),
+        RecordOutcome::Rejected { error, replayed } => tracing::warn!(
+            message_id,
+            group,
+            key,
+            duplicate_of,
+            outcome = label,
+            replayed,
+            error = error.as_str(),
+            latency_ms,
+            "record rejected with a recorded terminal error (done, not retried)"
+        ),
+        RecordOutcome::Unprotected(_) => tracing::warn!(
+            message_id,
+            group,
+            outcome = label,
+            latency_ms,
+            "record processed without idempotency protection"
+        ),
+        RecordOutcome::Failed(
+            reason @ (FailureReason::InProgress { .. } | FailureReason::Skipped { .. }),
+        ) => tracing::warn!(
+            message_id,
+            group,
+            key,
+            outcome = label,
+            error = %reason,
+            latency_ms,
+            "record failed; it will be delivered again"
+        ),
+        RecordOutcome::Failed(reason) => tracing::error!(
+            message_id,
+            group,
+            key,
+            duplicate_of,
+            outcome = label,
+            error = %reason,
+            latency_ms,
+            "record failed; it will be delivered again"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::{
+        BatchProcessor, EnvelopeMode, FailureReason, KeySelector, MissingKey, PayloadScope,
+        RecordOutcome, SqsMessage, SqsRecord,
+    };
+    use crate::error::{ErrorKind, HandlerError, KeyError};
+    use crate::record::{Record, Status};
+    use crate::{Config, TerminalErrors};
+    use aws_lambda_events::sqs::SqsMessageAttribute;
+    use serde::{Deserialize, Serialize};
+    use serde_json::{Value, json};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::time::Duration;
+
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    struct Order {
+        event_id: String,
+        order_id: String,
+        customer_id: String,
+        amount_cents: i64,
+        status: String,
+    }
+
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    struct OrderPlaced {
+        order_id: String,
+        sku: String,
+        quantity: u32,
+    }
+
+    /// orders-standard.json: the first copy of evt-5c1e0a11 (the second is
+    /// record 2) and the poison record.
+    const DUP_1: &str = "501cc020-d7c0-4637-92f7-93db59ef56fe";
+    const POISON: &str = "314f2ff7-4946-4521-bf63-49e2da8159d2";
+
+    fn orders(engine: crate::Idempotency) -> BatchProcessor {
+        BatchProcessor::new(engine, KeySelector::pointer("/event_id"))
+    }
+
+    #[tokio::test]
+    async fn in_batch_duplicates_run_once_and_poison_fails_alone() {
+        let (engine, store, _) = memory_engine();
+        let seen = Mutex::new(Vec::new());
+        let report = orders(engine)
+            .process(
+                sqs_event("orders-standard.json"),
+                None,
+                |r: SqsRecord<Order>| {
+                    let seen = &seen;
+                    async move {
+                        seen.lock().unwrap().push(r.body.order_id.clone());
+                        // Yield, so that a second copy run alongside would find
+                        // the first one's claim in progress.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Ok::<_, HandlerError>(json!({"order": r.body.order_id}))
+                    }
+                },
+            )
+            .await;
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(
+            seen,
+            ["ord-1001", "ord-1002", "ord-1003"],
+            "ord-1001 ran once"
+        );
+        let outcomes: Vec<_> = report.records.iter().map(|r| r.outcome.clone()).collect();
+        assert_eq!(
+            outcomes[0],
+            RecordOutcome::Processed(json!({"order": "ord-1001"}))
+        );
+        assert_eq!(
+            outcomes[2],
+            RecordOutcome::Replayed(Some(json!({"order": "ord-1001"}))),
+            "the second copy gets the first copy's response"
+        );
+        assert_eq!(report.records[0].key_hash, report.records[2].key_hash);
+        assert!(
+            matches!(&outcomes[3], RecordOutcome::Failed(FailureReason::Parse(m)) if m.contains(POISON) && m.contains("not JSON"))
+        );
+        assert_eq!(failed_ids(&report.into_response().unwrap()), [POISON]);
+        assert_eq!(store.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_redelivered_batch_replays() {
+        let (engine, _, _) = memory_engine();
+        let processor = orders(engine);
+        let runs = AtomicUsize::new(0);
+        let handler = |r: SqsRecord<Order>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                Ok::<_, HandlerError>(r.body.amount_cents)
+            }
+        };
+        let first = processor
+            .process(sqs_event("orders-standard.json"), None, handler)
+            .await;
+        assert_eq!(runs.load(SeqCst), 3);
+        let second = processor
+            .process(sqs_event("orders-standard.json"), None, handler)
+            .await;
+        assert_eq!(runs.load(SeqCst), 3, "no handler run on redelivery");
+        for (a, b) in first.records.iter().zip(&second.records) {
+            match (&a.outcome, &b.outcome) {
+                (
+                    RecordOutcome::Processed(x) | RecordOutcome::Replayed(Some(x)),
+                    RecordOutcome::Replayed(Some(y)),
+                ) => {
+                    assert_eq!(x, y)
+                }
+                (RecordOutcome::Failed(_), RecordOutcome::Failed(_)) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(report_failed(&second), [POISON]);
+    }
+
+    #[tokio::test]
+    async fn poison_bodies_fail_only_their_record() {
+        let good = r#"{"event_id":"e-1","order_id":"o-1","customer_id":"c","amount_cents":1,"status":"PLACED"}"#;
+        let cases: [(Option<&str>, &str); 6] = [
+            (Some("not json {"), "is not JSON"),
+            (Some(r#"{"event_id": "e-2", "order_id": "#), "is not JSON"),
+            (
+                Some(r#"{"event_id":"e-3","order_id":7}"#),
+                "does not parse as",
+            ),
+            (Some(r#"["e-4"]"#), "does not parse as"),
+            (Some(""), "is not JSON"),
+            (None, "has no body"),
+        ];
+        for (body, expected) in cases {
+            let (engine, _, _) = memory_engine();
+            let mut poison = message(Some("poison"), "");
+            poison.body = body.map(str::to_owned);
+            let event = batch(vec![message(Some("good"), good), poison]);
+            let runs = AtomicUsize::new(0);
+            let report = orders(engine)
+                .process(event, None, |_r: SqsRecord<Order>| {
+                    let runs = &runs;
+                    async move {
+                        runs.fetch_add(1, SeqCst);
+                        Ok::<_, HandlerError>(())
+                    }
+                })
+                .await;
+            assert_eq!(runs.load(SeqCst), 1, "{body:?}");
+            assert_eq!(
+                report.records[0].outcome,
+                RecordOutcome::Processed(()),
+                "{body:?}"
+            );
+            match &report.records[1].outcome {
+                RecordOutcome::Failed(FailureReason::Parse(m)) => {
+                    assert!(
+                        m.contains(expected) && m.contains("poison"),
+                        "{body:?}: {m}"
+                    );
+                    if expected == "does not parse as" {
+                        assert!(m.contains("Order"), "{m}");
+                    }
+                }
+                other => panic!("{body:?}: {other:?}"),
+            }
+            assert_eq!(failed_ids(&report.into_response().unwrap()), ["poison"]);
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_keys_fail_or_run_unprotected() {
+        // Record 1 has no event_id; record 2's event_id is a number.
+        let event = || sqs_event("orders-missing-key.json");
+        let ids = ids(&event());
+        let (engine, _, _) = memory_engine();
+        let report = orders(engine.clone())
+            .process(event(), None, |r: SqsRecord<Value>| async move {
+                Ok::<_, HandlerError>(r.body["order_id"].clone())
+            })
+            .await;
+        assert_eq!(
+            report.records[0].outcome,
+            RecordOutcome::Processed(json!("ord-1101"))
+        );
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Failed(FailureReason::Key(KeyError::Missing("/event_id".into())))
+        );
+        // A number is a key; a handler type that wants a string rejects it.
+        assert_eq!(
+            report.records[2].outcome,
+            RecordOutcome::Processed(json!("ord-1103"))
+        );
+        assert_eq!(
+            failed_ids(&report.into_response().unwrap()),
+            [ids[1].clone()]
+        );
+
+        let typed = orders(engine.clone())
+            .process(event(), None, |r: SqsRecord<Order>| async move {
+                Ok::<_, HandlerError>(r.body.order_id)
+            })
+            .await;
+        assert!(
+            matches!(&typed.records[2].outcome, RecordOutcome::Failed(FailureReason::Parse(m)) if m.contains("invalid type: integer `1103`"))
+        );
+
+        let (engine, store, _) = memory_engine();
+        let runs = AtomicUsize::new(0);
+        let unprotected = orders(engine)
+            .missing_key(MissingKey::RunUnprotected)
+            .process(event(), None, |r: SqsRecord<Value>| {
+                let runs = &runs;
+                async move {
+                    runs.fetch_add(1, SeqCst);
+                    assert!(r.key.is_none() == (r.body.get("event_id").is_none()));
+                    Ok::<_, HandlerError>(())
+                }
+            })
+            .await;
+        assert_eq!(runs.load(SeqCst), 3);
+        assert_eq!(
+            unprotected.records[1].outcome,
+            RecordOutcome::Unprotected(())
+        );
+        assert!(unprotected.records[1].key_hash.is_none());
+        assert!(unprotected.is_success());
+        assert_eq!(store.len(), 2, "the unprotected record left no record");
+    }
+
+    #[tokio::test]
+    async fn wrong_key_types_always_fail() {
+        let (engine, _, _) = memory_engine();
+        let event = batch(vec![
+            message(Some("obj"), r#"{"id":{"a":1}}"#),
+            message(Some("null"), r#"{"id":null}"#),
+            message(Some("empty"), r#"{"id":""}"#),
+            message(Some("ok"), r#"{"id":"k"}"#),
+        ]);
+        let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+            .missing_key(MissingKey::RunUnprotected)
+            .process(event, None, |_r: SqsRecord<Value>| async {
+                Ok::<_, HandlerError>(())
+            })
+            .await;
+        let outcomes: Vec<_> = report.records.iter().map(|r| r.outcome.clone()).collect();
+        assert_eq!(
+            outcomes,
+            [
+                RecordOutcome::Failed(FailureReason::Key(KeyError::WrongType {
+                    at: "/id".into(),
+                    found: "an object"
+                })),
+                RecordOutcome::Unprotected(()),
+                RecordOutcome::Unprotected(()),
+                RecordOutcome::Processed(()),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_fails_only_its_record() {
+        for missing_key in [MissingKey::Fail, MissingKey::RunUnprotected] {
+            let (engine, _, _) = memory_engine();
+            let event = batch(vec![
+                message(Some("a"), r#"{"id":"a"}"#),
+                message(Some("boom"), r#"{"id":"boom"}"#),
+                message(Some("nokey"), r#"{"boom":true}"#),
+                message(Some("c"), r#"{"id":"c"}"#),
+            ]);
+            let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+                .missing_key(missing_key)
+                .process(event, None, |r: SqsRecord<Value>| async move {
+                    if r.body.get("boom").is_some() || r.body["id"] == "boom" {
+                        panic!("kaboom {}", r.message_id());
+                    }
+                    Ok::<_, HandlerError>(())
+                })
+                .await;
+            assert_eq!(report.records[0].outcome, RecordOutcome::Processed(()));
+            assert_eq!(report.records[3].outcome, RecordOutcome::Processed(()));
+            match &report.records[1].outcome {
+                RecordOutcome::Failed(FailureReason::Handler { message, kind }) => {
+                    assert!(message.contains("panicked: kaboom boom"), "{message}");
+                    assert_eq!(*kind, ErrorKind::Retryable);
+                }
+                other => panic!("{other:?}"),
+            }
+            // Without a key: a key failure, or an unprotected run that panics.
+            match (missing_key, &report.records[2].outcome) {
+                (MissingKey::Fail, RecordOutcome::Failed(FailureReason::Key(_))) => {}
+                (
+                    MissingKey::RunUnprotected,
+                    RecordOutcome::Failed(FailureReason::Handler { message, .. }),
+                ) => assert!(message.contains("kaboom nokey"), "{message}"),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(
+                failed_ids(&report.into_response().unwrap()),
+                ["boom", "nokey"]
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_key_selector_fails_only_its_record() {
+        let (engine, _, _) = memory_engine();
+        let selector = KeySelector::custom(|m: &SqsMessage, body: &Value| {
+            if m.message_id.as_deref() == Some("boom") {
+                panic!("selector exploded");
+            }
+            Ok(json!({"account": body["account"], "n": body["n"]}))
+        });
+        let event = batch(vec![
+            message(Some("a"), r#"{"account":"x","n":1}"#),
+            message(Some("boom"), r#"{"account":"x","n":2}"#),
+            message(Some("b"), r#"{"account":"x","n":3}"#),
+            message(Some("a-again"), r#"{"n":1,"account":"x"}"#),
+        ]);
+        let runs = AtomicUsize::new(0);
+        let report = BatchProcessor::new(engine, selector)
+            .process(event, None, |_r: SqsRecord<Value>| {
+                let runs = &runs;
+                async move {
+                    runs.fetch_add(1, SeqCst);
+                    Ok::<_, HandlerError>(())
+                }
+            })
+            .await;
+        assert_eq!(runs.load(SeqCst), 2, "a composite key dedupes a-again");
+        assert!(
+            matches!(&report.records[1].outcome, RecordOutcome::Failed(FailureReason::Panic(m)) if m.contains("key selector panicked") && m.contains("selector exploded"))
+        );
+        assert_eq!(report.records[3].outcome, RecordOutcome::Replayed(Some(())));
+        assert_eq!(failed_ids(&report.into_response().unwrap()), ["boom"]);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_body_deserializer_fails_only_its_record() {
+        #[derive(Debug)]
+        struct Fragile;
+        impl<'de> Deserialize<'de> for Fragile {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let v = Value::deserialize(d)?;
+                if v["explode"] == true {
+                    panic!("deserializer exploded");
+                }
+                Ok(Fragile)
+            }
+        }
+        let (engine, _, _) = memory_engine();
+        let event = batch(vec![
+            message(Some("a"), r#"{"id":"a"}"#),
+            message(Some("boom"), r#"{"id":"b","explode":true}"#),
+        ]);
+        let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+            .process(event, None, |_r: SqsRecord<Fragile>| async {
+                Ok::<_, HandlerError>(())
+            })
+            .await;
+        assert_eq!(report.records[0].outcome, RecordOutcome::Processed(()));
+        assert!(
+            matches!(&report.records[1].outcome, RecordOutcome::Failed(FailureReason::Panic(m)) if m.contains("deserializer exploded"))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panic_inside_the_engine_fails_only_its_record() {
+        // The response's Serialize runs inside the engine, outside the
+        // handler's panic guard.
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Touchy(String);
+        impl Serialize for Touchy {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                if self.0 == "boom" {
+                    panic!("serializer exploded");
+                }
+                s.serialize_str(&self.0)
+            }
+        }
+        let (engine, _, _) = memory_engine();
+        let event = batch(vec![
+            message(Some("a"), r#"{"id":"a"}"#),
+            message(Some("boom"), r#"{"id":"boom"}"#),
+            message(Some("boom-copy"), r#"{"id":"boom"}"#),
+            message(Some("c"), r#"{"id":"c"}"#),
+        ]);
+        let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+            .process(event, None, |r: SqsRecord<Value>| async move {
+                Ok::<_, HandlerError>(Touchy(r.body["id"].as_str().unwrap().to_owned()))
+            })
+            .await;
+        assert_eq!(
+            report.records[0].outcome,
+            RecordOutcome::Processed(Touchy("a".into()))
+        );
+        assert_eq!(
+            report.records[3].outcome,
+            RecordOutcome::Processed(Touchy("c".into()))
+        );
+        assert!(
+            matches!(&report.records[1].outcome, RecordOutcome::Failed(FailureReason::Panic(m)) if m.contains("serializer exploded"))
+        );
+        assert!(
+            matches!(&report.records[2].outcome, RecordOutcome::Failed(FailureReason::DuplicateOf { first, .. }) if first == "boom")
+        );
+        assert_eq!(
+            failed_ids(&report.into_response().unwrap()),
+            ["boom", "boom-copy"]
+        );
+    }
+
+    #[tokio::test]
+    async fn in_progress_elsewhere_fails_the_record_until_the_lease_lapses() {
+        let (engine, store, clock) = memory_engine();
+        // Another invocation holds evt-5c1e0a12 (ord-1002).
+        let key = engine.key(&json!("evt-5c1e0a12")).unwrap();
+        let held = Record {
+            id: key.as_str().to_owned(),
+            status: Status::InProgress,
+            expiration: T0 / 1000 + 3600,
+            in_progress_expiration: Some(T0 + 30_000),
+            data: None,
+            error: None,
+            validation: None,
+            owner: Some("other-invocation".into()),
+        };
+        assert_eq!(
+            engine.store().claim(&held, T0).await.unwrap(),
+            crate::Claim::Acquired
+        );
+        let processor = orders(engine);
+        let handler = |r: SqsRecord<Order>| async move { Ok::<_, HandlerError>(r.body.order_id) };
+        let report = processor
+            .process(sqs_event("orders-standard.json"), None, handler)
+            .await;
+        let blocked = "8fddbce1-6d84-41a7-a2df-34e4678e1fbb";
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Failed(FailureReason::InProgress {
+                lease_expires_at_ms: Some(T0 + 30_000)
+            })
+        );
+        assert_eq!(
+            failed_ids(&report.into_response().unwrap()),
+            [blocked, POISON]
+        );
+        // The holder died; after its lease the redelivery runs.
+        clock.advance(Duration::from_secs(31));
+        let report = processor
+            .process(sqs_event("orders-standard.json"), None, handler)
+            .await;
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Processed("ord-1002".to_owned())
+        );
+        assert_eq!(failed_ids(&report.into_response().unwrap()), [POISON]);
+        assert_eq!(store.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn all_records_failing() {
+        let (engine, store, _) = memory_engine();
+        let event = sqs_event("orders-standard.json");
+        let all = ids(&event);
+        let report = orders(engine)
+            .process(event, None, |_r: SqsRecord<Order>| async {
+                Err::<(), _>(HandlerError::retryable("downstream unavailable"))
+            })
+            .await;
+        assert!(report.failures().count() == 5);
+        let second_copy = &report.records[2].outcome;
+        assert!(
+            matches!(second_copy, RecordOutcome::Failed(FailureReason::DuplicateOf { first, .. }) if first == DUP_1),
+            "{second_copy:?}"
+        );
+        assert_eq!(failed_ids(&report.into_response().unwrap()), all);
+        assert!(store.is_empty(), "retryable failures release their claims");
+    }
+
+    #[tokio::test]
+    async fn retryable_errors_run_again_on_redelivery() {
+        let (engine, _, _) = memory_engine();
+        let processor = orders(engine);
+        let runs = AtomicUsize::new(0);
+        let handler = |r: SqsRecord<Order>| {
+            let runs = &runs;
+            async move {
+                if runs.fetch_add(1, SeqCst) == 0 {
+                    return Err(HandlerError::retryable("flaky"));
+                }
+                Ok(r.body.order_id)
+            }
+        };
+        let one = batch(vec![sqs_event("orders-standard.json").records[1].clone()]);
+        let first = processor.process(one.clone(), None, handler).await;
+        assert!(
+            matches!(&first.records[0].outcome, RecordOutcome::Failed(FailureReason::Handler { message, kind: ErrorKind::Retryable }) if message == "flaky")
+        );
+        let second = processor.process(one, None, handler).await;
+        assert_eq!(
+            second.records[0].outcome,
+            RecordOutcome::Processed("ord-1002".into())
+        );
+        assert_eq!(runs.load(SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn terminal_errors_recorded_are_done() {
+        let (engine, _, _) = engine_with(
+            Config::with_prefix("test.batch").on_terminal_error(TerminalErrors::Record),
+        );
+        let processor = orders(engine);
+        let runs = AtomicUsize::new(0);
+        let handler = |r: SqsRecord<Order>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                if r.body.amount_cents > 10_000 {
+                    return Err(HandlerError::terminal("amount over the limit"));
+                }
+                Ok(())
+            }
+        };
+        for replayed in [false, true] {
+            let report = processor
+                .process(sqs_event("orders-standard.json"), None, handler)
+                .await;
+            assert_eq!(
+                report.records[1].outcome,
+                RecordOutcome::Rejected {
+                    error: "amount over the limit".into(),
+                    replayed
+                }
+            );
+            assert_eq!(failed_ids(&report.into_response().unwrap()), [POISON]);
+        }
+        assert_eq!(runs.load(SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn in_batch_copy_with_another_payload_is_a_mismatch() {
+        let (engine, _, _) = memory_engine();
+        let event = batch(vec![
+            message(Some("a"), r#"{"id":"k","amount":1}"#),
+            message(Some("b"), r#"{"amount":1,"id":"k"}"#),
+            message(Some("c"), r#"{"id":"k","amount":2}"#),
+        ]);
+        let report = BatchProcessor::new(engine.clone(), KeySelector::pointer("/id"))
+            .process(event.clone(), None, |_r: SqsRecord<Value>| async {
+                Ok::<_, HandlerError>(1)
+            })
+            .await;
+        assert_eq!(report.records[0].outcome, RecordOutcome::Processed(1));
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Replayed(Some(1)),
+            "same payload, reordered"
+        );
+        assert_eq!(
+            report.records[2].outcome,
+            RecordOutcome::Failed(FailureReason::PayloadMismatch)
+        );
+        // Without payload validation the third copy is a plain duplicate.
+        let (engine, _, _) = memory_engine();
+        let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+            .payload(PayloadScope::None)
+            .process(event, None, |_r: SqsRecord<Value>| async {
+                Ok::<_, HandlerError>(1)
+            })
+            .await;
+        assert!(report.is_success());
+    }
+
+    #[tokio::test]
+    async fn concurrency_is_bounded() {
+        for (limit, expect_max) in [(Some(3), 3), (Some(1), 1), (None, 10)] {
+            let (engine, _, _) = memory_engine();
+            let records = (0..10)
+                .map(|i| message(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
+                .collect();
+            let mut processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
+            if let Some(n) = limit {
+                processor = processor.concurrency(n);
+            }
+            let in_flight = AtomicUsize::new(0);
+            let max = AtomicUsize::new(0);
+            let report = processor
+                .process(batch(records), None, |_r: SqsRecord<Value>| {
+                    let (in_flight, max) = (&in_flight, &max);
+                    async move {
+                        let now = in_flight.fetch_add(1, SeqCst) + 1;
+                        max.fetch_max(now, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        in_flight.fetch_sub(1, SeqCst);
+                        Ok::<_, HandlerError>(())
+                    }
+                })
+                .await;
+            assert!(report.is_success());
+            let max = max.load(SeqCst);
+            assert!(max <= expect_max, "{limit:?}: {max}");
+            if expect_max > 1 {
+                assert!(max > 1, "{limit:?}: records ran one at a time");
+            }
+            assert_eq!(max, expect_max, "{limit:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn eventbridge_envelopes_in_the_body() {
+        let file = || sqs_event("orders-eventbridge-via-sqs.json");
+        // The event id as key; the detail as the handler's body.
+        let (engine, _, _) = memory_engine();
+        let processor = BatchProcessor::new(engine, KeySelector::event_id());
+        let seen = Mutex::new(Vec::new());
+        let handler = |r: SqsRecord<OrderPlaced>| {
+            let seen = &seen;
+            async move {
+                let envelope = r.envelope.as_ref().expect("an envelope");
+                assert_eq!(envelope.detail_type, "OrderPlaced");
+                seen.lock()
+                    .unwrap()
+                    .push((envelope.id.clone().unwrap(), r.body.clone()));
+                Ok::<_, HandlerError>(r.body.quantity)
+            }
+        };
+        let report = processor.process(file(), None, handler).await;
+        assert_eq!(report.records[0].outcome, RecordOutcome::Processed(1));
+        assert_eq!(report.records[1].outcome, RecordOutcome::Processed(3));
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        assert!(seen.contains(&(
+            "a697c4db-1ab8-4770-838c-238a352f4433".into(),
+            OrderPlaced {
+                order_id: "ord-1201".into(),
+                sku: "SKU-BLUE-PLATE".into(),
+                quantity: 1
+            }
+        )));
+
+        // EventBridge retried into the queue: new messageId, same event id.
+        let mut retried = file();
+        for r in &mut retried.records {
+            r.message_id = Some(format!("{}-again", r.message_id.clone().unwrap()));
+        }
+        let report = processor.process(retried, None, handler).await;
+        assert_eq!(report.records[0].outcome, RecordOutcome::Replayed(Some(1)));
+        assert_eq!(seen.len(), 2);
+
+        // A business key inside the envelope.
+        let (engine, _, _) = memory_engine();
+        let by_order = BatchProcessor::new(engine, KeySelector::pointer("/detail/order_id"));
+        let report = by_order
+            .process(file(), None, |r: SqsRecord<OrderPlaced>| async move {
+                Ok::<_, HandlerError>(r.body.order_id)
+            })
+            .await;
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Processed("ord-1202".into())
+        );
+        assert_ne!(report.records[0].key_hash, None);
+
+        // Not envelopes: the whole body is M.
+        let (engine, _, _) = memory_engine();
+        let raw = BatchProcessor::new(engine, KeySelector::pointer("/detail/order_id"))
+            .envelope(EnvelopeMode::Never)
+            .process(file(), None, |r: SqsRecord<Value>| async move {
+                assert!(r.envelope.is_none());
+                Ok::<_, HandlerError>(r.body["source"].clone())
+            })
+            .await;
+        assert_eq!(
+            raw.records[0].outcome,
+            RecordOutcome::Processed(json!("shop.orders"))
+        );
+
+        // Envelopes required: a plain body fails.
+        let (engine, _, _) = memory_engine();
+        let required = BatchProcessor::new(engine, KeySelector::pointer("/event_id"))
+            .envelope(EnvelopeMode::Required)
+            .process(
+                sqs_event("orders-missing-key.json"),
+                None,
+                |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) },
+            )
+            .await;
+        assert!(
+            matches!(&required.records[0].outcome, RecordOutcome::Failed(FailureReason::Parse(m)) if m.contains("not an EventBridge envelope"))
+        );
+    }
+
+    #[tokio::test]
+    async fn attribute_and_message_id_keys() {
+        let (engine, _, _) = memory_engine();
+        let mut a = message(Some("m-1"), "{}");
+        let mut b = message(Some("m-2"), "{}");
+        for m in [&mut a, &mut b] {
+            let mut attr = SqsMessageAttribute::default();
+            attr.string_value = Some("req-42".into());
+            attr.data_type = Some("String".into());
+            m.message_attributes.insert("request_id".into(), attr);
+        }
+        let c = message(Some("m-3"), "{}");
+        let runs = AtomicUsize::new(0);
+        let handler = |_r: SqsRecord<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                Ok::<_, HandlerError>(())
+            }
+        };
+        let report = BatchProcessor::new(engine.clone(), KeySelector::attribute("request_id"))
+            .process(batch(vec![a.clone(), b.clone(), c.clone()]), None, handler)
+            .await;
+        assert_eq!(runs.load(SeqCst), 1);
+        assert_eq!(report.records[1].outcome, RecordOutcome::Replayed(Some(())));
+        assert_eq!(
+            report.records[2].outcome,
+            RecordOutcome::Failed(FailureReason::Key(KeyError::Missing(
+                "message attribute request_id".into()
+            )))
+        );
+        let report = BatchProcessor::new(engine, KeySelector::MessageId)
+            .process(batch(vec![a, b, c]), None, handler)
+            .await;
+        assert_eq!(runs.load(SeqCst), 4, "each messageId is its own key");
+        assert!(report.is_success());
+        let dedup = BatchProcessor::new(memory_engine().0, KeySelector::DeduplicationId)
+            .process(sqs_event("orders-missing-key.json"), None, handler)
+            .await;
+        assert!(
+            matches!(&dedup.records[0].outcome, RecordOutcome::Failed(FailureReason::Key(KeyError::Missing(m))) if m.contains("MessageDeduplicationId"))
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_switch_runs_every_record() {
+        let store = crate::MemoryStore::new();
+        let disabled = crate::Idempotency::new(
+            store.clone(),
+            Config::with_prefix("test.batch").disabled(true),
+        );
+        let runs = AtomicUsize::new(0);
+        let report = orders(disabled)
+            .process(
+                sqs_event("orders-standard.json"),
+                None,
+                |_r: SqsRecord<Order>| {
+                    let runs = &runs;
+                    async move {
+                        runs.fetch_add(1, SeqCst);
+                        Ok::<_, HandlerError>(())
+                    }
+                },
+            )
+            .await;
+        assert_eq!(runs.load(SeqCst), 4, "the in-batch duplicate runs too");
+        assert_eq!(report.records[2].outcome, RecordOutcome::Unprotected(()));
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test]
+    async fn leases_are_capped_by_the_remaining_time() {
+        let (engine, store, _) = memory_engine();
+        let one = batch(vec![message(Some("m-1"), r#"{"id":"k"}"#)]);
+        let processor = BatchProcessor::new(engine.clone(), KeySelector::pointer("/id"));
+        let key = engine.key(&json!("k")).unwrap();
+        let report = processor
+            .process(one, Some(Duration::from_secs(5)), |_r: SqsRecord<Value>| {
+                let store = store.clone();
+                let key = key.clone();
+                async move {
+                    let held = crate::Store::get(&store, key.as_str())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    let lease = held.in_progress_expiration.unwrap() - T0;
+                    assert!(lease <= 5_000 && lease > 4_000, "{lease}");
+                    Ok::<_, HandlerError>(())
+                }
+            })
+            .await;
+        assert!(report.is_success());
+    }
+}
