@@ -202,11 +202,14 @@ impl Idempotency {
         };
         match result {
             Ok(value) => {
-                let mut record = completed(None, None);
-                if self.config.store_responses {
-                    let data = serde_json::to_string(&value).map_err(Error::Serde)?;
-                    record.data = Some(data);
-                }
+                // The effect has happened: whatever becomes of the response,
+                // the completion is recorded so a redelivery does not repeat it.
+                let data = self
+                    .config
+                    .store_responses
+                    .then(|| serialize_response(&value, &claimed.id))
+                    .flatten();
+                let mut record = completed(data, None);
                 let limit = self.config.max_item_bytes;
                 let mut too_large = None;
                 let size = record.item_size(&Default::default());
@@ -266,6 +269,26 @@ impl Idempotency {
             Ok(()) => Ok(()),
             Err(StoreError::LeaseLost { id }) => Err(Error::LeaseLost { key: id }),
             Err(other) => Err(Error::Store(other)),
+        }
+    }
+}
+
+/// The response as stored JSON, or `None` (logged) when it cannot be
+/// serialized, even by a panicking `Serialize` impl.
+fn serialize_response<T: Serialize>(value: &T, id: &str) -> Option<String> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| serde_json::to_string(value))) {
+        Ok(Ok(data)) => Some(data),
+        Ok(Err(err)) => {
+            tracing::error!(key = id, error = %err, "response not serializable: completion recorded without it");
+            None
+        }
+        Err(panic) => {
+            tracing::error!(
+                key = id,
+                panic = panic_message(&*panic),
+                "response serialization panicked: completion recorded without it"
+            );
+            None
         }
     }
 }

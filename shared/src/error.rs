@@ -170,8 +170,8 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
-    /// The response could not be serialized, or a stored one deserialized.
-    #[error("stored response could not be (de)serialized")]
+    /// A stored response could not be deserialized into the handler's type.
+    #[error("stored response could not be deserialized")]
     Serde(#[source] serde_json::Error),
     /// The record kept changing under this invocation (expired or deleted
     /// between the claim and the read) beyond the retry bound.

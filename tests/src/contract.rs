@@ -502,6 +502,27 @@ pub async fn responses_can_be_withheld(h: Harness) {
     );
 }
 
+/// A response that cannot be serialized does not undo the recorded effect:
+/// the completion is stored without it and duplicates are still caught.
+pub async fn unserializable_response_still_completes(h: Harness) {
+    use std::collections::HashMap;
+    let engine = h.engine(config());
+    let key = engine.key(&json!("odd-response")).unwrap();
+    let runs = AtomicUsize::new(0);
+    let run = || async {
+        runs.fetch_add(1, Ordering::SeqCst);
+        // JSON object keys must be strings: serializing this map fails.
+        Ok::<_, HandlerError>(HashMap::from([((1, 2), 3)]))
+    };
+    let first = engine.execute(&key, None, None, run).await.unwrap();
+    assert!(matches!(first, shared::Outcome::Executed(_)), "{first:?}");
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!((rec.status, rec.data), (Status::Completed, None));
+    let second = engine.execute(&key, None, None, run).await.unwrap();
+    assert_eq!(second, shared::Outcome::Replayed(None));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
 /// Runs `$case` of this module against each store: generates one test per
 /// store and case.
 #[macro_export]

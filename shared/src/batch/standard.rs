@@ -360,15 +360,18 @@ async fn follow<T: DeserializeOwned>(
 /// A first copy's outcome for its duplicates.
 fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
     match outcome {
-        RecordOutcome::Processed(t) | RecordOutcome::Unprotected(t) => {
-            Shared::Done(serde_json::to_value(t).ok())
-        }
-        RecordOutcome::Replayed(t) => {
-            Shared::Done(t.as_ref().and_then(|t| serde_json::to_value(t).ok()))
-        }
+        RecordOutcome::Processed(t) | RecordOutcome::Unprotected(t) => Shared::Done(to_value(t)),
+        RecordOutcome::Replayed(t) => Shared::Done(t.as_ref().and_then(to_value)),
         RecordOutcome::Rejected { error, .. } => Shared::Rejected(error.clone()),
         RecordOutcome::Failed(reason) => Shared::Failed(reason.clone()),
     }
+}
+
+/// The response as JSON for the copies, or `None` when it cannot be
+/// serialized (even by a panicking `Serialize` impl): the copies then replay
+/// no body, as a duplicate of a record stored without its response does.
+fn to_value<T: Serialize>(t: &T) -> Option<Value> {
+    catch_unwind(AssertUnwindSafe(|| serde_json::to_value(t).ok())).unwrap_or(None)
 }
 
 fn handler_failure(e: &HandlerError) -> FailureReason {
@@ -840,10 +843,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_panic_inside_the_engine_fails_only_its_record() {
-        // The response's Serialize runs inside the engine, outside the
-        // handler's panic guard.
-        #[derive(Debug, PartialEq, Deserialize)]
+    async fn a_panicking_response_serializer_still_completes_its_record() {
+        // The response's Serialize runs inside the engine and for in-batch
+        // copies: the effect happened, so the record completes (without a
+        // stored response) and the copy replays no body.
+        #[derive(Debug, Clone, PartialEq, Deserialize)]
         struct Touchy(String);
         impl Serialize for Touchy {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -853,36 +857,41 @@ mod tests {
                 s.serialize_str(&self.0)
             }
         }
-        let (engine, _, _) = memory_engine();
+        let (engine, store, _) = memory_engine();
         let event = batch(vec![
             message(Some("a"), r#"{"id":"a"}"#),
             message(Some("boom"), r#"{"id":"boom"}"#),
             message(Some("boom-copy"), r#"{"id":"boom"}"#),
             message(Some("c"), r#"{"id":"c"}"#),
         ]);
-        let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
-            .process(event, None, |r: SqsRecord<Value>| async move {
-                Ok::<_, HandlerError>(Touchy(r.body["id"].as_str().unwrap().to_owned()))
-            })
-            .await;
+        let runs = std::sync::atomic::AtomicUsize::new(0);
+        let report =
+            BatchProcessor::new(engine.clone(), KeySelector::pointer("/id"))
+                .process(event, None, |r: SqsRecord<Value>| {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async move {
+                        Ok::<_, HandlerError>(Touchy(r.body["id"].as_str().unwrap().to_owned()))
+                    }
+                })
+                .await;
+        let outcomes: Vec<_> = report.records.iter().map(|r| r.outcome.clone()).collect();
         assert_eq!(
-            report.records[0].outcome,
-            RecordOutcome::Processed(Touchy("a".into()))
+            outcomes,
+            [
+                RecordOutcome::Processed(Touchy("a".into())),
+                RecordOutcome::Processed(Touchy("boom".into())),
+                RecordOutcome::Replayed(None),
+                RecordOutcome::Processed(Touchy("c".into())),
+            ]
         );
-        assert_eq!(
-            report.records[3].outcome,
-            RecordOutcome::Processed(Touchy("c".into()))
-        );
-        assert!(
-            matches!(&report.records[1].outcome, RecordOutcome::Failed(FailureReason::Panic(m)) if m.contains("serializer exploded"))
-        );
-        assert!(
-            matches!(&report.records[2].outcome, RecordOutcome::Failed(FailureReason::DuplicateOf { first, .. }) if first == "boom")
-        );
-        assert_eq!(
-            failed_ids(&report.into_response().unwrap()),
-            ["boom", "boom-copy"]
-        );
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+        let key = engine.key(&json!("boom")).unwrap();
+        let rec = crate::Store::get(&store, key.as_str())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((rec.status, rec.data), (Status::Completed, None));
+        assert!(failed_ids(&report.into_response().unwrap()).is_empty());
     }
 
     #[tokio::test]

@@ -15,4 +15,5 @@ integration_tests::contract_suite!(
     terminal_errors_follow_policy,
     kill_switch_runs_unprotected,
     responses_can_be_withheld,
+    unserializable_response_still_completes,
 );
