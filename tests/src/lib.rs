@@ -16,6 +16,7 @@
 pub mod capture;
 pub mod contract;
 pub mod esm;
+pub mod events;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -1,0 +1,76 @@
+//! Sample events: the files in `events/`, and synthetic SQS events.
+
+use serde_json::{Value, json};
+
+/// A file of `events/`, parsed.
+pub fn sample(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../events")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// One record of a synthetic SQS event.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// `messageId`.
+    pub id: String,
+    /// `body`.
+    pub body: String,
+    /// `MessageGroupId` (FIFO).
+    pub group: Option<String>,
+}
+
+impl Msg {
+    /// A standard-queue message.
+    pub fn new(id: impl Into<String>, body: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            body: body.into(),
+            group: None,
+        }
+    }
+
+    /// A FIFO message in `group`.
+    pub fn in_group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+}
+
+/// An SQS event as Lambda delivers it, from `queue` (a `.fifo` name makes it FIFO).
+pub fn sqs_event(queue: &str, messages: &[Msg]) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut attributes = json!({
+                "ApproximateReceiveCount": "1",
+                "SentTimestamp": (1_795_950_000_000u64 + i as u64).to_string(),
+                "SenderId": "AROAEXAMPLE:test",
+                "ApproximateFirstReceiveTimestamp": (1_795_950_000_100u64 + i as u64).to_string(),
+            });
+            if let Some(group) = &m.group {
+                attributes["MessageGroupId"] = json!(group);
+                attributes["MessageDeduplicationId"] = json!(format!("dedup-{}", m.id));
+                attributes["SequenceNumber"] = json!(format!(
+                    "{:020}",
+                    18_000_000_000_000_000_000u128 + i as u128
+                ));
+            }
+            json!({
+                "messageId": m.id,
+                "receiptHandle": format!("handle-{}", m.id),
+                "body": m.body,
+                "attributes": attributes,
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": format!("arn:aws:sqs:us-east-1:123456789012:{queue}"),
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
