@@ -10,6 +10,9 @@ body read inside it. SQS and the rest stay concurrent (long polls).
 It also counts requests per X-Amz-Target operation:
   GET  /_launcher/counts   -> {"DynamoDB_20120810.PutItem": 3, ...}
   POST /_launcher/counts/reset
+and can add a simulated network round trip to every AWS request (slept
+outside the lock, as a network would add it), for benchmarks:
+  POST /_launcher/latency/<ms>
 
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
@@ -20,6 +23,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -35,12 +39,19 @@ class SerializedDynamoDB:
         self.lock = threading.Lock()
         self.counts = {}
         self.counts_lock = threading.Lock()
+        self.latency_s = 0.0
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path.startswith("/_launcher/counts"):
             return self.serve_counts(environ, start_response)
+        if path.startswith("/_launcher/latency/"):
+            self.latency_s = float(path.rsplit("/", 1)[1]) / 1000.0
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if self.latency_s:
+            time.sleep(self.latency_s)
         if target:
             with self.counts_lock:
                 self.counts[target] = self.counts.get(target, 0) + 1

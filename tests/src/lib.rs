@@ -142,6 +142,19 @@ impl Moto {
     }
 }
 
+impl Moto {
+    /// Adds a simulated network round trip of `ms` to every AWS request
+    /// (0 turns it off). For benchmarks.
+    pub async fn set_latency_ms(&self, ms: u64) {
+        http_request(self.port, "POST", &format!("/_launcher/latency/{ms}")).await;
+    }
+
+    /// Forgets the request counts.
+    pub async fn reset_counts(&self) {
+        http_request(self.port, "POST", "/_launcher/counts/reset").await;
+    }
+}
+
 /// A minimal HTTP/1.1 request to the launcher (no client crate needed).
 async fn http_request(port: u16, method: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
