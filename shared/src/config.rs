@@ -60,6 +60,10 @@ pub struct Config {
     /// Bound on claim attempts when the record changes between the
     /// conditional put and the read of the existing record.
     pub max_claim_attempts: u32,
+    /// Completed records kept in a per-process LRU cache, so a duplicate
+    /// seen by the same execution environment costs no request. 0 (the
+    /// default) turns it off: a cached record is only as fresh as its TTL.
+    pub local_cache: usize,
 }
 
 impl Config {
@@ -87,6 +91,7 @@ impl Config {
             terminal_errors: TerminalErrors::default(),
             disabled: disabled_from_env(),
             max_claim_attempts: 3,
+            local_cache: 0,
         }
     }
 
@@ -129,6 +134,12 @@ impl Config {
     /// Sets [`Config::max_item_bytes`].
     pub fn max_item_bytes(mut self, bytes: usize) -> Self {
         self.max_item_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Config::local_cache`] (entries; 0 turns it off).
+    pub fn local_cache(mut self, entries: usize) -> Self {
+        self.local_cache = entries;
         self
     }
 

@@ -1,12 +1,15 @@
 //! The engine: claim, run, complete; replay duplicates.
 
 use futures_util::FutureExt;
+use lru::LruCache;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
@@ -14,7 +17,8 @@ use crate::config::{Config, OversizedResponse, TerminalErrors};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::record::{Record, Status};
-use crate::store::{Claim, Store};
+use crate::store::{Claim, RecordWrite, Store, TransactError};
+use crate::write::{Staged, Write};
 
 /// What happened to one message. Duplicates and conflicts are outcomes, not errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,22 +48,74 @@ pub enum Outcome<T> {
     Unprotected(T),
 }
 
+/// How a transactional handler's writes are committed with its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitMode {
+    /// Claim first (one conditional `PutItem`), run, then one transaction
+    /// that commits the writes and the completion under the owner fence. A
+    /// crash before the commit applies nothing; a stale owner's commit fails.
+    /// Two requests per new message; safe for handlers with other effects.
+    #[default]
+    Fenced,
+    /// No claim: one transaction whose record `Put` carries the claim
+    /// condition. Concurrent duplicates may both compute; exactly one commits.
+    /// One request per new message. Only for handlers whose effects are
+    /// all staged writes.
+    Optimistic,
+}
+
 /// The idempotency engine for one handler. Cheap to clone; build it once per
 /// execution environment and share it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Idempotency {
     store: Arc<dyn Store>,
     config: Arc<Config>,
     clock: Arc<dyn Clock>,
+    cache: Option<Arc<Mutex<LruCache<String, Record>>>>,
+}
+
+impl std::fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .field("cache", &self.cache.as_ref().map(|_| "lru"))
+            .finish()
+    }
+}
+
+/// Records read ahead for a batch (see [`Idempotency::prefetch`]).
+#[derive(Debug, Default, Clone)]
+pub struct Prefetched(HashMap<String, Record>);
+
+impl Prefetched {
+    /// The record read for `key`, if any.
+    pub fn get(&self, key: &IdempotencyKey) -> Option<&Record> {
+        self.0.get(key.as_str())
+    }
+
+    /// Number of records found.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl Idempotency {
     /// An engine over `store` with `config`, on the system clock.
     pub fn new(store: impl Store + 'static, config: Config) -> Self {
+        let cache =
+            NonZeroUsize::new(config.local_cache).map(|n| Arc::new(Mutex::new(LruCache::new(n))));
         Self {
             store: Arc::new(store),
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
+            cache,
         }
     }
 
@@ -79,9 +135,103 @@ impl Idempotency {
         &*self.store
     }
 
+    /// The clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
     /// The key for `material` under this handler's prefix.
     pub fn key(&self, material: &Value) -> Result<IdempotencyKey, KeyError> {
         IdempotencyKey::new(&self.config.prefix, material)
+    }
+
+    fn validation(&self, payload: Option<&Value>) -> Option<String> {
+        payload
+            .filter(|_| self.config.validate_payload)
+            .map(payload_hash)
+    }
+
+    /// Reads the records of `keys` in one round trip per 100 keys
+    /// (`BatchGetItem`), so a batch's completed duplicates can be settled
+    /// with [`Idempotency::settle`] without a write.
+    pub async fn prefetch(&self, keys: &[&IdempotencyKey]) -> Result<Prefetched, Error> {
+        if self.config.disabled || keys.is_empty() {
+            return Ok(Prefetched::default());
+        }
+        let ids: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
+        let records = self.store.get_many(&ids).await?;
+        Ok(Prefetched(
+            records.into_iter().map(|r| (r.id.clone(), r)).collect(),
+        ))
+    }
+
+    /// The outcome a stored record settles for a delivery of `payload`, if
+    /// it settles one: a completed record (replayed, or a payload mismatch)
+    /// or a live claim (in progress). `None` when the record is expired or
+    /// its lease lapsed: the key must be claimed.
+    pub fn settle<T: DeserializeOwned>(
+        &self,
+        record: &Record,
+        payload: Option<&Value>,
+    ) -> Option<Result<Outcome<T>, Error>> {
+        self.settle_at(
+            record,
+            self.validation(payload).as_deref(),
+            self.clock.now_ms(),
+        )
+    }
+
+    fn settle_at<T: DeserializeOwned>(
+        &self,
+        existing: &Record,
+        validation: Option<&str>,
+        now_ms: u64,
+    ) -> Option<Result<Outcome<T>, Error>> {
+        if existing.is_claimable(now_ms) {
+            return None;
+        }
+        if let (Some(stored), Some(ours)) = (&existing.validation, validation)
+            && stored != ours
+        {
+            return Some(Ok(Outcome::PayloadMismatch));
+        }
+        Some(match existing.status {
+            Status::InProgress => Ok(Outcome::InProgress {
+                lease_expires_at_ms: existing.in_progress_expiration,
+            }),
+            Status::Completed => {
+                self.remember(existing);
+                match (&existing.error, &existing.data) {
+                    (Some(error), _) => Ok(Outcome::Rejected {
+                        error: error.clone(),
+                        replayed: true,
+                    }),
+                    (None, Some(data)) => serde_json::from_str(data)
+                        .map(|v| Outcome::Replayed(Some(v)))
+                        .map_err(Error::Serde),
+                    (None, None) => Ok(Outcome::Replayed(None)),
+                }
+            }
+        })
+    }
+
+    /// Keeps a completed record in the local cache (when enabled).
+    fn remember(&self, record: &Record) {
+        if let Some(cache) = &self.cache
+            && record.status == Status::Completed
+        {
+            lock(cache).put(record.id.clone(), record.clone());
+        }
+    }
+
+    /// The outcome the local cache settles, if enabled and it holds the key.
+    fn cached<T: DeserializeOwned>(
+        &self,
+        key: &IdempotencyKey,
+        validation: Option<&str>,
+    ) -> Option<Result<Outcome<T>, Error>> {
+        let record = lock(self.cache.as_ref()?).get(key.as_str()).cloned()?;
+        self.settle_at(&record, validation, self.clock.now_ms())
     }
 
     /// Runs `handler` at most once per `key` (within the record's lifetime).
@@ -109,20 +259,220 @@ impl Idempotency {
         Fut: Future<Output = Result<T, HandlerError>>,
     {
         if self.config.disabled {
-            return run_guarded(handler)
-                .await
-                .map(Outcome::Unprotected)
-                .map_err(Error::Handler);
+            return self.unprotected(handler).await;
         }
-        let validation = payload
-            .filter(|_| self.config.validate_payload)
-            .map(payload_hash);
+        let validation = self.validation(payload);
+        if let Some(outcome) = self.cached(key, validation.as_deref()) {
+            return outcome;
+        }
         let claimed = match self.claim(key, validation, remaining).await? {
             Ok(claimed) => claimed,
             Err(outcome) => return outcome,
         };
-        let result = run_guarded(handler).await;
-        self.finish(claimed, result).await
+        match run_guarded(handler).await {
+            Ok(value) => {
+                let (record, too_large) = self.completion(&claimed, &value);
+                self.store_completion(&record).await?;
+                self.remember(&record);
+                match too_large {
+                    Some(err) => Err(err),
+                    None => Ok(Outcome::Executed(value)),
+                }
+            }
+            Err(err) => self.fail(&claimed, err).await,
+        }
+    }
+
+    /// Runs a handler whose effects are DynamoDB writes it stages
+    /// ([`Staged`]), and commits them in the same transaction as the
+    /// idempotency record: the writes and the record can never disagree.
+    ///
+    /// A staged write whose condition fails becomes the handler's outcome:
+    /// its [`Write::or_reject`] message as a terminal error, or else a
+    /// retryable one. `mode` picks [`CommitMode::Fenced`] (claim, then
+    /// commit under the owner fence) or [`CommitMode::Optimistic`] (one
+    /// transaction carrying the claim condition).
+    pub async fn execute_transaction<T, F, Fut>(
+        &self,
+        key: &IdempotencyKey,
+        payload: Option<&Value>,
+        remaining: Option<Duration>,
+        mode: CommitMode,
+        handler: F,
+    ) -> Result<Outcome<T>, Error>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        if self.config.disabled {
+            return self.unprotected_transaction(handler).await;
+        }
+        let validation = self.validation(payload);
+        if let Some(outcome) = self.cached(key, validation.as_deref()) {
+            return outcome;
+        }
+        match mode {
+            CommitMode::Fenced => self.fenced(key, validation, remaining, handler).await,
+            CommitMode::Optimistic => self.optimistic(key, validation, handler).await,
+        }
+    }
+
+    /// Runs `handler` without idempotency (the kill switch, or a record
+    /// without a key under a run-unprotected policy). A panic is a retryable
+    /// error.
+    pub async fn unprotected<T, F, Fut>(&self, handler: F) -> Result<Outcome<T>, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, HandlerError>>,
+    {
+        run_guarded(handler)
+            .await
+            .map(Outcome::Unprotected)
+            .map_err(Error::Handler)
+    }
+
+    /// Runs a staging `handler` without idempotency and commits its writes
+    /// (atomically, without a record).
+    pub async fn unprotected_transaction<T, F, Fut>(&self, handler: F) -> Result<Outcome<T>, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        let staged = run_guarded(handler).await.map_err(Error::Handler)?;
+        match self.store.transact(RecordWrite::None, &staged.writes).await {
+            Ok(()) => Ok(Outcome::Unprotected(staged.response)),
+            Err(TransactError::Write(i)) => Err(Error::Handler(rejection(&staged.writes[i]))),
+            Err(TransactError::Record(_)) => unreachable_record(),
+            Err(TransactError::Store(e)) => Err(Error::Store(e)),
+        }
+    }
+
+    async fn fenced<T, F, Fut>(
+        &self,
+        key: &IdempotencyKey,
+        validation: Option<String>,
+        remaining: Option<Duration>,
+        handler: F,
+    ) -> Result<Outcome<T>, Error>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        let claimed = match self.claim(key, validation, remaining).await? {
+            Ok(claimed) => claimed,
+            Err(outcome) => return outcome,
+        };
+        let staged = match run_guarded(handler).await {
+            Ok(staged) => staged,
+            Err(err) => return self.fail(&claimed, err).await,
+        };
+        let (record, too_large) = self.completion(&claimed, &staged.response);
+        match self
+            .store
+            .transact(RecordWrite::Fenced(&record), &staged.writes)
+            .await
+        {
+            Ok(()) => {
+                self.remember(&record);
+                match too_large {
+                    Some(err) => Err(err),
+                    None => Ok(Outcome::Executed(staged.response)),
+                }
+            }
+            Err(TransactError::Record(_)) => Err(Error::LeaseLost {
+                key: claimed.id.clone(),
+            }),
+            Err(TransactError::Write(i)) => self.fail(&claimed, rejection(&staged.writes[i])).await,
+            Err(TransactError::Store(e)) => {
+                // Nothing was applied, or (a timeout) it committed: then the
+                // record is completed and the fenced release cannot touch it.
+                self.release(&claimed).await;
+                Err(Error::Store(e))
+            }
+        }
+    }
+
+    async fn optimistic<T, F, Fut>(
+        &self,
+        key: &IdempotencyKey,
+        validation: Option<String>,
+        handler: F,
+    ) -> Result<Outcome<T>, Error>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        let base = self.new_claim(key, validation.clone(), None);
+        let staged = match run_guarded(handler).await {
+            Ok(staged) => staged,
+            Err(err) => return self.fail_unclaimed(&base, validation, err).await,
+        };
+        let attempts = self.config.max_claim_attempts.max(1);
+        for _ in 0..attempts {
+            let now_ms = self.clock.now_ms();
+            let (record, too_large) = self.completion(&base, &staged.response);
+            let result = self
+                .store
+                .transact(
+                    RecordWrite::Claim {
+                        record: &record,
+                        now_ms,
+                    },
+                    &staged.writes,
+                )
+                .await;
+            let existing = match result {
+                Ok(()) => {
+                    self.remember(&record);
+                    return match too_large {
+                        Some(err) => Err(err),
+                        None => Ok(Outcome::Executed(staged.response)),
+                    };
+                }
+                Err(TransactError::Record(Some(existing))) => Some(existing),
+                Err(TransactError::Record(None)) => self.store.get(key.as_str()).await?,
+                Err(TransactError::Write(i)) => {
+                    return self
+                        .fail_unclaimed(&base, validation, rejection(&staged.writes[i]))
+                        .await;
+                }
+                Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+            };
+            if let Some(outcome) = existing
+                .as_ref()
+                .and_then(|e| self.settle_at(e, validation.as_deref(), self.clock.now_ms()))
+            {
+                return outcome;
+            }
+        }
+        Err(Error::Contention {
+            key: key.as_str().to_owned(),
+            attempts,
+        })
+    }
+
+    /// A fresh in-progress record for `key` with a new owner token.
+    fn new_claim(
+        &self,
+        key: &IdempotencyKey,
+        validation: Option<String>,
+        remaining: Option<Duration>,
+    ) -> Record {
+        let now_ms = self.clock.now_ms();
+        let lease = remaining.map_or(self.config.lease, |r| r.min(self.config.lease));
+        Record {
+            id: key.as_str().to_owned(),
+            status: Status::InProgress,
+            expiration: now_ms / 1000 + self.config.expires_after.as_secs(),
+            in_progress_expiration: Some(now_ms.saturating_add(millis(lease))),
+            data: None,
+            error: None,
+            validation,
+            owner: Some(uuid::Uuid::new_v4().to_string()),
+        }
     }
 
     /// Claims `key`, or returns the outcome that makes running unnecessary.
@@ -135,48 +485,18 @@ impl Idempotency {
     ) -> Result<Result<Record, Result<Outcome<T>, Error>>, Error> {
         let attempts = self.config.max_claim_attempts.max(1);
         for _ in 0..attempts {
+            let record = self.new_claim(key, validation.clone(), remaining);
             let now_ms = self.clock.now_ms();
-            let lease = remaining.map_or(self.config.lease, |r| r.min(self.config.lease));
-            let record = Record {
-                id: key.as_str().to_owned(),
-                status: Status::InProgress,
-                expiration: now_ms / 1000 + self.config.expires_after.as_secs(),
-                in_progress_expiration: Some(now_ms.saturating_add(millis(lease))),
-                data: None,
-                error: None,
-                validation: validation.clone(),
-                owner: Some(uuid::Uuid::new_v4().to_string()),
-            };
             let existing = match self.store.claim(&record, now_ms).await? {
                 Claim::Acquired => return Ok(Ok(record)),
                 Claim::Vanished => continue,
                 Claim::Existing(existing) => existing,
             };
-            // Changed between the conditional put and the read: claim again.
-            if existing.is_claimable(now_ms) {
-                continue;
+            // `None`: it changed between the conditional put and the read
+            // (expired or its lease lapsed): claim again.
+            if let Some(outcome) = self.settle_at(&existing, validation.as_deref(), now_ms) {
+                return Ok(Err(outcome));
             }
-            if let (Some(stored), Some(ours)) = (&existing.validation, &validation)
-                && stored != ours
-            {
-                return Ok(Err(Ok(Outcome::PayloadMismatch)));
-            }
-            let outcome = match existing.status {
-                Status::InProgress => Ok(Outcome::InProgress {
-                    lease_expires_at_ms: existing.in_progress_expiration,
-                }),
-                Status::Completed => match (existing.error, existing.data) {
-                    (Some(error), _) => Ok(Outcome::Rejected {
-                        error,
-                        replayed: true,
-                    }),
-                    (None, Some(data)) => serde_json::from_str(&data)
-                        .map(|v| Outcome::Replayed(Some(v)))
-                        .map_err(Error::Serde),
-                    (None, None) => Ok(Outcome::Replayed(None)),
-                },
-            };
-            return Ok(Err(outcome));
         }
         Err(Error::Contention {
             key: key.as_str().to_owned(),
@@ -184,83 +504,120 @@ impl Idempotency {
         })
     }
 
-    /// Records the handler's result on the claimed record.
-    async fn finish<T: Serialize>(
-        &self,
-        claimed: Record,
-        result: Result<T, HandlerError>,
-    ) -> Result<Outcome<T>, Error> {
-        let owner = claimed.owner.clone().unwrap_or_default();
+    /// The completed record for a claimed one, with the response stored
+    /// according to the configuration, and the error to report when the
+    /// response is too large and the policy says fail.
+    fn completion<T: Serialize>(&self, claimed: &Record, value: &T) -> (Record, Option<Error>) {
+        // The effect has happened (or commits with this record): whatever
+        // becomes of the response, the completion is recorded so a
+        // redelivery does not repeat it.
+        let data = self
+            .config
+            .store_responses
+            .then(|| serialize_response(value, &claimed.id))
+            .flatten();
+        let mut record = self.completed(claimed, data, None);
+        let limit = self.config.max_item_bytes;
+        let size = record.item_size(&Default::default());
+        if size <= limit {
+            return (record, None);
+        }
+        let body = record.data.take().map_or(0, |d| d.len());
+        tracing::warn!(
+            key = claimed.id.as_str(),
+            size,
+            limit,
+            "response too large for the idempotency record"
+        );
+        if self.config.oversized == OversizedResponse::Fail {
+            record.error = Some(format!(
+                "response of {body} bytes exceeds the {limit} byte record limit"
+            ));
+            return (record, Some(Error::ResponseTooLarge { size: body, limit }));
+        }
+        (record, None)
+    }
+
+    fn completed(&self, claimed: &Record, data: Option<String>, error: Option<String>) -> Record {
         let now_ms = self.clock.now_ms();
-        let completed = |data: Option<String>, error: Option<String>| Record {
+        Record {
             status: Status::Completed,
             expiration: now_ms / 1000 + self.config.expires_after.as_secs(),
             in_progress_expiration: None,
             data,
             error,
             ..claimed.clone()
-        };
-        match result {
-            Ok(value) => {
-                // The effect has happened: whatever becomes of the response,
-                // the completion is recorded so a redelivery does not repeat it.
-                let data = self
-                    .config
-                    .store_responses
-                    .then(|| serialize_response(&value, &claimed.id))
-                    .flatten();
-                let mut record = completed(data, None);
-                let limit = self.config.max_item_bytes;
-                let mut too_large = None;
-                let size = record.item_size(&Default::default());
-                if size > limit {
-                    let body = record.data.take().map_or(0, |d| d.len());
-                    tracing::warn!(
-                        key = claimed.id.as_str(),
-                        size,
-                        limit,
-                        "response too large for the idempotency record"
-                    );
-                    if self.config.oversized == OversizedResponse::Fail {
-                        record.error = Some(format!(
-                            "response of {body} bytes exceeds the {limit} byte record limit"
-                        ));
-                        too_large = Some(Error::ResponseTooLarge { size: body, limit });
-                    }
-                }
-                self.store_completion(&record).await?;
-                match too_large {
-                    Some(err) => Err(err),
-                    None => Ok(Outcome::Executed(value)),
-                }
-            }
-            Err(err)
-                if err.kind() == ErrorKind::Terminal
-                    && self.config.terminal_errors == TerminalErrors::Record =>
-            {
-                let message = err.to_string();
-                let mut record = completed(None, Some(message.clone()));
-                if record.item_size(&Default::default()) > self.config.max_item_bytes {
-                    let cut = floor_char_boundary(&message, 1024);
-                    record.error = Some(message[..cut].to_owned());
-                }
-                self.store_completion(&record).await?;
+        }
+    }
+
+    /// A terminal error as the record's outcome (cut to fit the item limit).
+    fn rejection_record(&self, claimed: &Record, err: &HandlerError) -> Record {
+        let message = err.to_string();
+        let mut record = self.completed(claimed, None, Some(message.clone()));
+        if record.item_size(&Default::default()) > self.config.max_item_bytes {
+            let cut = floor_char_boundary(&message, 1024);
+            record.error = Some(message[..cut].to_owned());
+        }
+        record
+    }
+
+    fn records_terminal(&self, err: &HandlerError) -> bool {
+        err.kind() == ErrorKind::Terminal && self.config.terminal_errors == TerminalErrors::Record
+    }
+
+    /// A handler failure on a claimed key: record a terminal error when so
+    /// configured, otherwise release the claim.
+    async fn fail<T>(&self, claimed: &Record, err: HandlerError) -> Result<Outcome<T>, Error> {
+        if self.records_terminal(&err) {
+            let record = self.rejection_record(claimed, &err);
+            self.store_completion(&record).await?;
+            self.remember(&record);
+            return Ok(Outcome::Rejected {
+                error: record.error.unwrap_or_default(),
+                replayed: false,
+            });
+        }
+        self.release(claimed).await;
+        Err(Error::Handler(err))
+    }
+
+    /// A handler failure without a claim (optimistic mode): a terminal error
+    /// to record is written under the claim condition.
+    async fn fail_unclaimed<T: DeserializeOwned>(
+        &self,
+        base: &Record,
+        validation: Option<String>,
+        err: HandlerError,
+    ) -> Result<Outcome<T>, Error> {
+        if !self.records_terminal(&err) {
+            return Err(Error::Handler(err));
+        }
+        let record = self.rejection_record(base, &err);
+        let now_ms = self.clock.now_ms();
+        match self.store.claim(&record, now_ms).await? {
+            Claim::Acquired => {
+                self.remember(&record);
                 Ok(Outcome::Rejected {
                     error: record.error.unwrap_or_default(),
                     replayed: false,
                 })
             }
-            Err(err) => {
-                if let Err(release) = self.store.release(&claimed.id, &owner).await {
-                    // The lease lapses by itself; the redelivery waits for it.
-                    tracing::warn!(
-                        key = claimed.id.as_str(),
-                        error = %crate::error::report(&release),
-                        "could not release the claim after a handler error"
-                    );
-                }
-                Err(Error::Handler(err))
-            }
+            Claim::Existing(existing) => self
+                .settle_at(&existing, validation.as_deref(), now_ms)
+                .unwrap_or(Err(Error::Handler(err))),
+            Claim::Vanished => Err(Error::Handler(err)),
+        }
+    }
+
+    async fn release(&self, claimed: &Record) {
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        if let Err(release) = self.store.release(&claimed.id, owner).await {
+            // The lease lapses by itself; the redelivery waits for it.
+            tracing::warn!(
+                key = claimed.id.as_str(),
+                error = %crate::error::report(&release),
+                "could not release the claim after a handler error"
+            );
         }
     }
 
@@ -271,6 +628,28 @@ impl Idempotency {
             Err(other) => Err(Error::Store(other)),
         }
     }
+}
+
+/// The handler error a staged write's failed condition stands for.
+fn rejection(write: &Write) -> HandlerError {
+    match &write.rejection {
+        Some(message) => HandlerError::terminal(message.clone()),
+        None => HandlerError::retryable(format!(
+            "the condition of a staged write on table {} failed",
+            write.table
+        )),
+    }
+}
+
+fn unreachable_record<T>() -> Result<T, Error> {
+    Err(Error::Store(StoreError::Corrupt {
+        id: String::new(),
+        reason: "a transaction without a record reported a record condition".into(),
+    }))
+}
+
+fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The response as stored JSON, or `None` (logged) when it cannot be
@@ -332,4 +711,108 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
         .rev()
         .find(|&i| s.is_char_boundary(i))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use async_trait::async_trait;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A memory store that counts the requests reaching it.
+    #[derive(Debug, Default)]
+    struct Counting {
+        inner: MemoryStore,
+        calls: AtomicUsize,
+    }
+
+    impl Counting {
+        fn hit(&self) {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait]
+    impl Store for Counting {
+        async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
+            self.hit();
+            self.inner.claim(record, now_ms).await
+        }
+        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
+            self.hit();
+            self.inner.complete(record).await
+        }
+        async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+            self.hit();
+            self.inner.release(id, owner).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+            self.hit();
+            self.inner.get(id).await
+        }
+        async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+            self.hit();
+            self.inner.get_many(ids).await
+        }
+        async fn transact(
+            &self,
+            record: RecordWrite<'_>,
+            writes: &[Write],
+        ) -> Result<(), TransactError> {
+            self.hit();
+            self.inner.transact(record, writes).await
+        }
+    }
+
+    #[tokio::test]
+    async fn local_cache_replays_without_a_request_and_evicts() {
+        let store = Arc::new(Counting::default());
+        let engine = Idempotency::new(
+            store.clone(),
+            Config::with_prefix("cache").local_cache(2).disabled(false),
+        );
+        let calls = || store.calls.load(Ordering::SeqCst);
+        let run = |v: u32| move || async move { Ok::<_, HandlerError>(v) };
+        let k1 = engine.key(&json!(1)).unwrap();
+        let k2 = engine.key(&json!(2)).unwrap();
+        let k3 = engine.key(&json!(3)).unwrap();
+        assert_eq!(
+            engine.execute(&k1, None, None, run(1)).await.unwrap(),
+            Outcome::Executed(1)
+        );
+        assert_eq!(calls(), 2, "claim and complete");
+        assert_eq!(
+            engine.execute(&k1, None, None, run(9)).await.unwrap(),
+            Outcome::Replayed(Some(1))
+        );
+        assert_eq!(calls(), 2, "served from the cache");
+        engine.execute(&k2, None, None, run(2)).await.unwrap();
+        engine.execute(&k3, None, None, run(3)).await.unwrap();
+        assert_eq!(calls(), 6);
+        // k1 was evicted (capacity 2): the duplicate goes to the store.
+        assert_eq!(
+            engine.execute(&k1, None, None, run(9)).await.unwrap(),
+            Outcome::Replayed(Some(1))
+        );
+        assert_eq!(calls(), 7);
+    }
+
+    #[tokio::test]
+    async fn cache_is_off_by_default() {
+        let store = Arc::new(Counting::default());
+        let engine = Idempotency::new(
+            store.clone(),
+            Config::with_prefix("nocache").disabled(false),
+        );
+        let k = engine.key(&json!("k")).unwrap();
+        for _ in 0..3 {
+            engine
+                .execute(&k, None, None, || async { Ok::<_, HandlerError>(1) })
+                .await
+                .unwrap();
+        }
+        assert_eq!(store.calls.load(Ordering::SeqCst), 4);
+    }
 }

@@ -43,7 +43,9 @@ pub mod error;
 pub mod eventbridge;
 pub mod key;
 pub mod record;
+pub mod runtime;
 pub mod store;
+pub mod write;
 
 pub use batch::{
     BatchError, BatchProcessor, BatchReport, EnvelopeMode, FailureReason, FifoFailureMode,
@@ -57,7 +59,8 @@ pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
 pub use record::{Record, Status};
-pub use store::{Claim, DynamoDbStore, MemoryStore, Store};
+pub use store::{Claim, DynamoDbStore, MemoryStore, RecordWrite, Store, TransactError};
+pub use write::{Change, CmpOp, Cond, Item, Staged, Write, WriteOp};
 
 use std::time::Duration;
 
@@ -90,4 +93,3 @@ pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
                 .build(),
         )
 }
-pub mod runtime;

@@ -7,9 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::engine::CommitMode;
 use shared::{
-    Claim, Config, Error, HandlerError, Idempotency, IdempotencyKey, ManualClock, MemoryStore,
-    OversizedResponse, Record, Status, Store, StoreError, TableConfig, TerminalErrors,
+    Claim, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item, ManualClock,
+    MemoryStore, OversizedResponse, Record, Staged, Status, Store, StoreError, TableConfig,
+    TerminalErrors, Write,
 };
 
 /// A store under test and the clock its engines use.
@@ -19,16 +22,80 @@ pub struct Harness {
     pub store: Arc<dyn Store>,
     /// The clock, starting at a fixed instant.
     pub clock: ManualClock,
+    /// Where business tables live: the memory store itself, or DynamoDB.
+    pub tables: Tables,
+}
+
+/// The business tables of a harness.
+#[derive(Debug, Clone)]
+pub enum Tables {
+    /// Tables inside the memory store.
+    Memory(MemoryStore),
+    /// Tables on moto.
+    DynamoDb(aws_sdk_dynamodb::Client),
 }
 
 /// 2026-11-29T10:00:00.250Z: a fixed start with a millisecond part.
 pub const START_MS: u64 = 1_795_950_000_250;
 
 impl Harness {
-    fn new(store: Arc<dyn Store>) -> Self {
+    fn new(store: Arc<dyn Store>, tables: Tables) -> Self {
         Self {
             store,
             clock: ManualClock::new(START_MS),
+            tables,
+        }
+    }
+
+    /// A fresh business table with partition key `pk` (S).
+    pub async fn business_table(&self) -> String {
+        match &self.tables {
+            Tables::Memory(_) => crate::unique_name("business"),
+            Tables::DynamoDb(client) => crate::create_table(client, "business", "pk", None).await,
+        }
+    }
+
+    /// A business item.
+    pub async fn item(&self, table: &str, pk: &str) -> Option<Item> {
+        let key = pk_key(pk);
+        match &self.tables {
+            Tables::Memory(store) => store.item(table, &key),
+            Tables::DynamoDb(client) => client
+                .get_item()
+                .table_name(table)
+                .set_key(Some(key))
+                .consistent_read(true)
+                .send()
+                .await
+                .expect("get item")
+                .item()
+                .cloned(),
+        }
+    }
+
+    /// A business item's number attribute.
+    pub async fn number(&self, table: &str, pk: &str, attr: &str) -> Option<i64> {
+        self.item(table, pk)
+            .await?
+            .get(attr)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok())
+    }
+
+    /// Seeds a business item with a number attribute.
+    pub async fn seed(&self, table: &str, pk: &str, attr: &str, n: i64) {
+        let item = Item::from([(attr.to_owned(), AttributeValue::N(n.to_string()))]);
+        match &self.tables {
+            Tables::Memory(store) => store.put_item(table, &pk_key(pk), item),
+            Tables::DynamoDb(client) => {
+                client
+                    .put_item()
+                    .table_name(table)
+                    .set_item(Some(item.into_iter().chain(pk_key(pk)).collect()))
+                    .send()
+                    .await
+                    .expect("seed item");
+            }
         }
     }
 
@@ -45,17 +112,26 @@ impl Harness {
 
 /// The in-memory store.
 pub async fn memory() -> Harness {
-    Harness::new(Arc::new(MemoryStore::new()))
+    let store = MemoryStore::new();
+    Harness::new(Arc::new(store.clone()), Tables::Memory(store))
 }
 
 /// The DynamoDB store on moto, with a fresh table.
 pub async fn dynamodb() -> Harness {
     let client = crate::moto().dynamodb().await;
     let table = crate::create_idempotency_table(&client).await;
-    Harness::new(Arc::new(shared::DynamoDbStore::new(
-        client,
-        TableConfig::new(table),
-    )))
+    Harness::new(
+        Arc::new(shared::DynamoDbStore::new(
+            client.clone(),
+            TableConfig::new(table),
+        )),
+        Tables::DynamoDb(client),
+    )
+}
+
+/// A `pk` key.
+pub fn pk_key(pk: &str) -> Item {
+    Item::from([("pk".to_owned(), AttributeValue::S(pk.to_owned()))])
 }
 
 fn config() -> Config {
@@ -521,6 +597,240 @@ pub async fn unserializable_response_still_completes(h: Harness) {
     let second = engine.execute(&key, None, None, run).await.unwrap();
     assert_eq!(second, shared::Outcome::Replayed(None));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+const MODES: [CommitMode; 2] = [CommitMode::Fenced, CommitMode::Optimistic];
+
+/// A credit of `n` to `pk`'s balance, staged.
+fn credit(table: &str, pk: &str, n: i64) -> Write {
+    Write::update(table, pk_key(pk)).add("balance", n)
+}
+
+/// Staged writes commit with the record; a duplicate replays and the effect
+/// is not applied again (both commit modes).
+pub async fn transaction_commits_writes_with_the_record(h: Harness) {
+    let table = h.business_table().await;
+    for mode in MODES {
+        let engine = h.engine(config());
+        let key = engine.key(&json!(format!("tx-{mode:?}"))).unwrap();
+        let account = format!("acct-{mode:?}");
+        let runs = AtomicUsize::new(0);
+        for delivery in 0..3 {
+            let out = engine
+                .execute_transaction(&key, Some(&json!({"n": 5})), None, mode, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, HandlerError>(
+                        Staged::new(json!({"credited": 5})).write(credit(&table, &account, 5)),
+                    )
+                })
+                .await
+                .unwrap();
+            let expected = if delivery == 0 {
+                shared::Outcome::Executed(json!({"credited": 5}))
+            } else {
+                shared::Outcome::Replayed(Some(json!({"credited": 5})))
+            };
+            assert_eq!(out, expected, "{mode:?} delivery {delivery}");
+        }
+        assert_eq!(
+            h.number(&table, &account, "balance").await,
+            Some(5),
+            "{mode:?}"
+        );
+        let rec = h.record(&key).await.unwrap();
+        assert_eq!(rec.status, Status::Completed);
+        match mode {
+            // Fenced duplicates stop at the claim.
+            CommitMode::Fenced => assert_eq!(runs.load(Ordering::SeqCst), 1),
+            // Optimistic duplicates compute, but only one commit applies.
+            CommitMode::Optimistic => assert_eq!(runs.load(Ordering::SeqCst), 3),
+        }
+    }
+}
+
+/// A failed business condition is the handler's outcome: a recorded
+/// rejection (nothing applied) with `or_reject`, a retryable error without.
+pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
+    let table = h.business_table().await;
+    h.seed(&table, "mug", "stock", 1).await;
+    for mode in MODES {
+        let engine = h.engine(config().on_terminal_error(TerminalErrors::Record));
+        let key = engine.key(&json!(format!("order-{mode:?}"))).unwrap();
+        let reserve = || async {
+            Ok::<_, HandlerError>(
+                Staged::new(json!("reserved")).write(
+                    Write::update(&table, pk_key("mug"))
+                        .add("stock", -2)
+                        .when(Cond::ge("stock", 2))
+                        .or_reject("insufficient stock"),
+                ),
+            )
+        };
+        for replayed in [false, true] {
+            let out = engine
+                .execute_transaction(&key, None, None, mode, reserve)
+                .await
+                .unwrap();
+            assert_eq!(
+                out,
+                shared::Outcome::Rejected {
+                    error: "insufficient stock".into(),
+                    replayed
+                },
+                "{mode:?}"
+            );
+        }
+        assert_eq!(h.number(&table, "mug", "stock").await, Some(1), "{mode:?}");
+
+        let key = engine.key(&json!(format!("plain-{mode:?}"))).unwrap();
+        let err = engine
+            .execute_transaction(&key, None, None, mode, || async {
+                Ok::<_, HandlerError>(
+                    Staged::new(json!(0)).write(
+                        Write::update(&table, pk_key("mug"))
+                            .add("stock", -2)
+                            .when(Cond::ge("stock", 2)),
+                    ),
+                )
+            })
+            .await
+            .unwrap_err();
+        assert!(err.is_retryable(), "{mode:?}: {err}");
+        assert_eq!(h.record(&key).await, None, "{mode:?}: nothing recorded");
+        assert_eq!(h.number(&table, "mug", "stock").await, Some(1));
+    }
+}
+
+/// Fenced: after the lease lapses and another invocation takes over and
+/// commits, the stale owner's commit fails and applies nothing.
+pub async fn fenced_stale_commit_applies_nothing(h: Harness) {
+    let table = h.business_table().await;
+    let engine = h.engine(config());
+    let key = engine.key(&json!("stale-tx")).unwrap();
+    let result = engine
+        .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+            h.clock.advance(Duration::from_secs(31));
+            let takeover = engine
+                .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+                    Ok::<_, HandlerError>(Staged::new(json!("b")).write(credit(&table, "x", 1)))
+                })
+                .await
+                .unwrap();
+            assert_eq!(takeover, shared::Outcome::Executed(json!("b")));
+            Ok::<_, HandlerError>(Staged::new(json!("a")).write(credit(&table, "x", 1)))
+        })
+        .await;
+    assert!(matches!(result, Err(Error::LeaseLost { .. })), "{result:?}");
+    assert_eq!(h.number(&table, "x", "balance").await, Some(1));
+    let rec = h.record(&key).await.unwrap();
+    assert_eq!(rec.data.as_deref(), Some(r#""b""#));
+}
+
+/// Fenced: an invocation that dies after its claim, before its commit,
+/// applies nothing; after the lease the redelivery applies the effect once.
+pub async fn fenced_crash_before_commit_applies_nothing(h: Harness) {
+    let table = h.business_table().await;
+    let engine = h.engine(config());
+    let key = engine.key(&json!("crash-tx")).unwrap();
+    let crashed = tokio::time::timeout(
+        Duration::from_millis(50),
+        engine.execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+            std::future::pending::<()>().await;
+            Ok::<_, HandlerError>(Staged::new(json!("never")).write(credit(&table, "y", 1)))
+        }),
+    )
+    .await;
+    assert!(crashed.is_err(), "the invocation was cut off");
+    assert_eq!(h.record(&key).await.unwrap().status, Status::InProgress);
+    assert_eq!(h.number(&table, "y", "balance").await, None);
+    h.clock.advance(Duration::from_secs(31));
+    let out = engine
+        .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+            Ok::<_, HandlerError>(Staged::new(json!("once")).write(credit(&table, "y", 1)))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Executed(json!("once")));
+    assert_eq!(h.number(&table, "y", "balance").await, Some(1));
+}
+
+/// Optimistic: eight concurrent deliveries of one key all compute; exactly
+/// one commits.
+pub async fn optimistic_concurrent_duplicates_commit_once(h: Harness) {
+    let table = h.business_table().await;
+    let engine = h.engine(config());
+    let key = engine.key(&json!("race-tx")).unwrap();
+    let tasks = (0..8).map(|_| {
+        let (engine, key, table) = (engine.clone(), key.clone(), table.clone());
+        tokio::spawn(async move {
+            engine
+                .execute_transaction(&key, None, None, CommitMode::Optimistic, || async {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Ok::<_, HandlerError>(Staged::new(json!("one")).write(credit(&table, "z", 1)))
+                })
+                .await
+                .unwrap()
+        })
+    });
+    let mut executed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            shared::Outcome::Executed(_) => executed += 1,
+            shared::Outcome::Replayed(Some(v)) => assert_eq!(v, json!("one")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(executed, 1);
+    assert_eq!(h.number(&table, "z", "balance").await, Some(1));
+}
+
+/// A pre-read settles completed duplicates without a write; unknown keys
+/// are absent; the kill switch commits writes without a record.
+pub async fn prefetch_and_kill_switch(h: Harness) {
+    let table = h.business_table().await;
+    let engine = h.engine(config());
+    let done = engine.key(&json!("pre-1")).unwrap();
+    let unknown = engine.key(&json!("pre-2")).unwrap();
+    engine
+        .execute(&done, Some(&json!({"p": 1})), None, || async {
+            ok(json!("r"))
+        })
+        .await
+        .unwrap();
+    let pre = engine.prefetch(&[&done, &unknown]).await.unwrap();
+    assert_eq!(pre.len(), 1);
+    assert!(pre.get(&unknown).is_none());
+    let record = pre.get(&done).unwrap();
+    assert_eq!(
+        engine
+            .settle::<Value>(record, Some(&json!({"p": 1})))
+            .unwrap()
+            .unwrap(),
+        shared::Outcome::Replayed(Some(json!("r")))
+    );
+    assert_eq!(
+        engine
+            .settle::<Value>(record, Some(&json!({"p": 2})))
+            .unwrap()
+            .unwrap(),
+        shared::Outcome::PayloadMismatch
+    );
+    h.clock.advance(Duration::from_secs(3601));
+    assert!(engine.settle::<Value>(record, None).is_none(), "expired");
+
+    let off = h.engine(config().disabled(true));
+    let key = off.key(&json!("off-tx")).unwrap();
+    for _ in 0..2 {
+        let out = off
+            .execute_transaction(&key, None, None, CommitMode::Optimistic, || async {
+                Ok::<_, HandlerError>(Staged::new(json!(1)).write(credit(&table, "w", 1)))
+            })
+            .await
+            .unwrap();
+        assert_eq!(out, shared::Outcome::Unprotected(json!(1)));
+    }
+    assert_eq!(h.number(&table, "w", "balance").await, Some(2));
+    assert_eq!(h.record(&key).await, None);
 }
 
 /// Runs `$case` of this module against each store: generates one test per

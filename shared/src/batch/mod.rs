@@ -57,6 +57,8 @@
 //! # }
 //! ```
 
+mod exec;
+
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
@@ -72,9 +74,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
-use crate::engine::{Idempotency, panic_message};
-use crate::error::{ErrorKind, HandlerError, KeyError};
+use crate::engine::{CommitMode, Idempotency, Prefetched, panic_message};
+use crate::error::{ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
+use crate::write::Staged;
 
 mod fifo;
 mod standard;
@@ -304,6 +307,21 @@ pub enum EnvelopeMode {
     Never,
     /// Bodies must be envelopes; any other body fails its record.
     Required,
+}
+
+/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
+/// per 100 keys, so completed duplicates are replayed without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreRead {
+    /// Never: every record claims (or commits) directly.
+    Never,
+    /// When the batch shows a redelivery (a record with
+    /// `ApproximateReceiveCount` > 1): the case where most records are
+    /// duplicates, at no cost for first deliveries.
+    #[default]
+    OnRedelivery,
+    /// Always: one extra request per batch; duplicates cost no write.
+    Always,
 }
 
 /// One record as the handler sees it.
@@ -647,6 +665,7 @@ pub struct BatchProcessor {
     fifo_failure_mode: FifoFailureMode,
     payload: PayloadScope,
     envelope: EnvelopeMode,
+    pre_read: PreRead,
 }
 
 impl BatchProcessor {
@@ -661,7 +680,15 @@ impl BatchProcessor {
             fifo_failure_mode: FifoFailureMode::default(),
             payload: PayloadScope::default(),
             envelope: EnvelopeMode::default(),
+            pre_read: PreRead::default(),
         }
+    }
+
+    /// When to read the batch's records ahead (default
+    /// [`PreRead::OnRedelivery`]).
+    pub fn pre_read(mut self, policy: PreRead) -> Self {
+        self.pre_read = policy;
+        self
     }
 
     /// At most `n` records run at a time (0 counts as 1). Default: the batch
@@ -727,6 +754,48 @@ impl BatchProcessor {
         H: Fn(SqsRecord<M>) -> Fut,
         Fut: Future<Output = Result<T, HandlerError>>,
     {
+        self.process_with(event, remaining, exec::Plain(&handler))
+            .await
+    }
+
+    /// Like [`BatchProcessor::process`], for handlers whose effects are
+    /// DynamoDB writes they stage: each record's writes commit in one
+    /// transaction with its idempotency record
+    /// ([`Idempotency::execute_transaction`], in `mode`).
+    pub async fn process_transactions<M, T, H, Fut>(
+        &self,
+        event: SqsEvent,
+        remaining: Option<Duration>,
+        mode: CommitMode,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        H: Fn(SqsRecord<M>) -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        self.process_with(
+            event,
+            remaining,
+            exec::Transactional {
+                handler: &handler,
+                mode,
+            },
+        )
+        .await
+    }
+
+    async fn process_with<M, E>(
+        &self,
+        event: SqsEvent,
+        remaining: Option<Duration>,
+        exec: E,
+    ) -> BatchReport<E::Response>
+    where
+        M: DeserializeOwned,
+        E: exec::Execute<M>,
+    {
         let started = Instant::now();
         let fifo = fifo::is_fifo(self.queue_kind, &event);
         let size = event.records.len();
@@ -740,6 +809,7 @@ impl BatchProcessor {
             fifo::fail_after_missing_group(&mut slots);
         }
         self.assign_duplicates(&mut slots);
+        let known = self.read_ahead(&slots).await;
         let units = if fifo {
             fifo::units(slots, self.fifo_failure_mode)
         } else {
@@ -752,7 +822,8 @@ impl BatchProcessor {
                 .clamp(1, Semaphore::MAX_PERMITS),
         );
         let run = Run {
-            handler: &handler,
+            exec: &exec,
+            known: &known,
             permits: &permits,
             started,
             remaining,
@@ -761,14 +832,14 @@ impl BatchProcessor {
             .into_iter()
             .map(|unit| self.run_unit(unit, &run))
             .collect();
-        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
+        let mut results: Vec<Option<RecordResult<E::Response>>> = (0..size).map(|_| None).collect();
         while let Some(done) = running.next().await {
             for result in done {
                 let position = result.position;
                 results[position] = Some(result);
             }
         }
-        let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
+        let records: Vec<RecordResult<E::Response>> = results.into_iter().flatten().collect();
         debug_assert_eq!(records.len(), size);
 
         let count = |label: &str| {
@@ -791,19 +862,51 @@ impl BatchProcessor {
         BatchReport { records, fifo }
     }
 
+    /// Reads ahead the records of the batch's keys when [`PreRead`] says so.
+    /// A failed read is logged and ignored: each record then claims as usual.
+    async fn read_ahead<M>(&self, slots: &[Slot<M>]) -> Prefetched {
+        let redelivered = || {
+            slots.iter().any(|s| match &s.state {
+                State::Ready { record, .. } => record.receive_count().is_some_and(|c| c > 1),
+                State::Failed(_) => false,
+            })
+        };
+        let wanted = match self.pre_read {
+            PreRead::Never => false,
+            PreRead::Always => true,
+            PreRead::OnRedelivery => redelivered(),
+        };
+        if !wanted {
+            return Prefetched::default();
+        }
+        let keys: Vec<&IdempotencyKey> = slots
+            .iter()
+            .filter(|s| !matches!(s.role, Role::Follower { .. }))
+            .filter_map(|s| match &s.state {
+                State::Ready { key: Some(k), .. } => Some(k),
+                _ => None,
+            })
+            .collect();
+        match self.engine.prefetch(&keys).await {
+            Ok(known) => known,
+            Err(err) => {
+                tracing::warn!(error = %report(&err), "pre-read failed; records claim one by one");
+                Prefetched::default()
+            }
+        }
+    }
+
     /// Runs the records of one unit (one record; a FIFO group; a whole FIFO
     /// batch in [`FifoFailureMode::StopBatch`]) one after another. After the
     /// first failure, the unit's later records are failed without running.
-    async fn run_unit<M, T, H, Fut>(
+    async fn run_unit<M, E>(
         &self,
         unit: Vec<Slot<M>>,
-        run: &Run<'_, H>,
-    ) -> Vec<RecordResult<T>>
+        run: &Run<'_, E>,
+    ) -> Vec<RecordResult<E::Response>>
     where
         M: DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        H: Fn(SqsRecord<M>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        E: exec::Execute<M>,
     {
         let mut results = Vec::with_capacity(unit.len());
         let mut failed: Option<String> = None;
@@ -820,8 +923,10 @@ impl BatchProcessor {
 }
 
 /// What every record of one `process` call shares.
-struct Run<'a, H> {
-    handler: &'a H,
+struct Run<'a, E> {
+    exec: &'a E,
+    /// Records read ahead ([`PreRead`]).
+    known: &'a Prefetched,
     permits: &'a Semaphore,
     started: Instant,
     remaining: Option<Duration>,

@@ -5,7 +5,6 @@
 use std::any::type_name;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
@@ -15,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::exec::Execute;
 use super::{
     BatchProcessor, EnvelopeMode, EventBridgeEvent, FailureReason, MissingKey, PayloadScope,
     RecordOutcome, RecordResult, Role, Run, Shared, Slot, SqsMessage, SqsRecord, State, ident,
@@ -212,17 +212,15 @@ impl BatchProcessor {
     /// Runs one record (or fails it without running when `skip_after` names
     /// an earlier failure it must follow), shares its outcome with its
     /// in-batch duplicates and logs it.
-    pub(super) async fn run_slot<M, T, H, Fut>(
+    pub(super) async fn run_slot<M, E>(
         &self,
         slot: Slot<M>,
         skip_after: Option<&str>,
-        run: &Run<'_, H>,
-    ) -> RecordResult<T>
+        run: &Run<'_, E>,
+    ) -> RecordResult<E::Response>
     where
         M: DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        H: Fn(SqsRecord<M>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        E: Execute<M>,
     {
         let start = Instant::now();
         let Slot {
@@ -290,36 +288,36 @@ impl BatchProcessor {
 
     /// Runs the handler through the engine (or unprotected without a key),
     /// holding one of the batch's concurrency permits.
-    async fn execute<M, T, H, Fut>(
+    async fn execute<M, E>(
         &self,
         record: SqsRecord<M>,
         key: Option<IdempotencyKey>,
         payload: Option<Value>,
-        run: &Run<'_, H>,
-    ) -> RecordOutcome<T>
+        run: &Run<'_, E>,
+    ) -> RecordOutcome<E::Response>
     where
-        T: Serialize + DeserializeOwned,
-        H: Fn(SqsRecord<M>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        E: Execute<M>,
     {
+        // A record read ahead may settle the outcome without a request.
+        if let Some(known) = key.as_ref().and_then(|k| run.known.get(k))
+            && let Some(settled) = self.engine.settle(known, payload.as_ref())
+        {
+            return from_engine(settled);
+        }
         // The semaphore is never closed; without a permit, run anyway.
         let _permit = run.permits.acquire().await.ok();
         let remaining = run
             .remaining
             .map(|r| r.saturating_sub(run.started.elapsed()));
-        let Some(key) = key else {
-            return match AssertUnwindSafe((run.handler)(record)).catch_unwind().await {
-                Ok(Ok(response)) => RecordOutcome::Unprotected(response),
-                Ok(Err(e)) => RecordOutcome::Failed(handler_failure(&e)),
-                Err(panic) => RecordOutcome::Failed(FailureReason::Handler {
-                    message: format!("handler panicked: {}", panic_message(&*panic)),
-                    kind: crate::ErrorKind::Retryable,
-                }),
-            };
-        };
-        let result = self
-            .engine
-            .execute(&key, payload.as_ref(), remaining, || (run.handler)(record))
+        let result = run
+            .exec
+            .execute(
+                &self.engine,
+                record,
+                key.as_ref(),
+                payload.as_ref(),
+                remaining,
+            )
             .await;
         from_engine(result)
     }

@@ -11,14 +11,25 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use std::collections::HashMap;
+use std::time::Duration;
 
-use super::{Claim, Store};
+use super::{Claim, RecordWrite, Store, TransactError};
 use crate::config::{Attributes, TableConfig};
 use crate::error::StoreError;
 use crate::record::{Record, Status};
+use crate::write::{Rendered, Write, WriteOp};
+
+/// Keys per `BatchGetItem` request (the service's limit).
+const BATCH_GET_LIMIT: usize = 100;
+/// Rounds of retrying `UnprocessedKeys` before giving up.
+const BATCH_GET_ROUNDS: u32 = 6;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -250,6 +261,116 @@ pub(crate) fn from_item(a: &Attributes, item: &Item) -> Result<Record, StoreErro
     })
 }
 
+fn none_if_empty<V>(map: HashMap<String, V>) -> Option<HashMap<String, V>> {
+    (!map.is_empty()).then_some(map)
+}
+
+fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Backend {
+        operation: "TransactWriteItems",
+        source: Box::new(e),
+    }
+}
+
+/// A staged write as one item of `TransactWriteItems`.
+pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> {
+    let mut r = Rendered::default();
+    let condition = w.condition.as_ref().map(|c| r.condition(c));
+    let item = match &w.op {
+        WriteOp::Put(item) => {
+            let put = Put::builder()
+                .table_name(&w.table)
+                .set_item(Some(item.clone()))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(none_if_empty(r.names))
+                .set_expression_attribute_values(none_if_empty(r.values))
+                .build()
+                .map_err(build_error)?;
+            TransactWriteItem::builder().put(put).build()
+        }
+        WriteOp::Update(changes) => {
+            let update_expression = r.update(changes);
+            let update = Update::builder()
+                .table_name(&w.table)
+                .set_key(Some(w.key.clone()))
+                .update_expression(update_expression)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(none_if_empty(r.names))
+                .set_expression_attribute_values(none_if_empty(r.values))
+                .build()
+                .map_err(build_error)?;
+            TransactWriteItem::builder().update(update).build()
+        }
+        WriteOp::Delete => {
+            let delete = Delete::builder()
+                .table_name(&w.table)
+                .set_key(Some(w.key.clone()))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(none_if_empty(r.names))
+                .set_expression_attribute_values(none_if_empty(r.values))
+                .build()
+                .map_err(build_error)?;
+            TransactWriteItem::builder().delete(delete).build()
+        }
+        WriteOp::ConditionCheck => {
+            let check = ConditionCheck::builder()
+                .table_name(&w.table)
+                .set_key(Some(w.key.clone()))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(none_if_empty(r.names))
+                .set_expression_attribute_values(none_if_empty(r.values))
+                .build()
+                .map_err(build_error)?;
+            TransactWriteItem::builder().condition_check(check).build()
+        }
+    };
+    Ok(item)
+}
+
+impl DynamoDbStore {
+    /// The record's part of a transaction.
+    fn record_item(&self, write: RecordWrite<'_>) -> Result<Option<TransactWriteItem>, StoreError> {
+        let a = &self.table.attributes;
+        let item = match write {
+            RecordWrite::None => return Ok(None),
+            RecordWrite::Fenced(record) => {
+                let owner = record.owner.as_deref().unwrap_or_default();
+                let cond = owner_condition(a, owner);
+                let update = complete_update(a, record, owner);
+                let update = Update::builder()
+                    .table_name(&self.table.table_name)
+                    .key(&a.id, AttributeValue::S(record.id.clone()))
+                    .update_expression(update.expression)
+                    .condition_expression(cond.expression)
+                    .set_expression_attribute_names(Some(update.names))
+                    .set_expression_attribute_values(Some(update.values))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .build()
+                    .map_err(build_error)?;
+                TransactWriteItem::builder().update(update).build()
+            }
+            RecordWrite::Claim { record, now_ms } => {
+                let cond = claim_condition(a, now_ms);
+                let put = Put::builder()
+                    .table_name(&self.table.table_name)
+                    .set_item(Some(self.to_item(record)))
+                    .condition_expression(cond.expression)
+                    .set_expression_attribute_names(Some(cond.names))
+                    .set_expression_attribute_values(Some(cond.values))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .build()
+                    .map_err(build_error)?;
+                TransactWriteItem::builder().put(put).build()
+            }
+        };
+        Ok(Some(item))
+    }
+}
+
 #[async_trait]
 impl Store for DynamoDbStore {
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
@@ -358,6 +479,115 @@ impl Store for DynamoDbStore {
             .await
             .map_err(|e| Self::backend("GetItem", e))?;
         out.item().map(|item| from_item(a, item)).transpose()
+    }
+
+    async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+        let a = &self.table.attributes;
+        let mut records = Vec::with_capacity(ids.len());
+        let mut unique: Vec<&String> = ids.iter().collect();
+        unique.sort();
+        unique.dedup();
+        for chunk in unique.chunks(BATCH_GET_LIMIT) {
+            let keys: Vec<_> = chunk
+                .iter()
+                .map(|id| HashMap::from([(a.id.clone(), AttributeValue::S((*id).clone()))]))
+                .collect();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| StoreError::Backend {
+                        operation: "BatchGetItem",
+                        source: Box::new(e),
+                    })?,
+            );
+            let mut round = 0;
+            while let Some(keys) = request.take() {
+                if round == BATCH_GET_ROUNDS {
+                    return Err(StoreError::Backend {
+                        operation: "BatchGetItem",
+                        source: "unprocessed keys remained after retries".into(),
+                    });
+                }
+                if round > 0 {
+                    tokio::time::sleep(Duration::from_millis(10 << round)).await;
+                }
+                round += 1;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table.table_name, keys)
+                    .send()
+                    .await
+                    .map_err(|e| Self::backend("BatchGetItem", e))?;
+                if let Some(items) = out.responses().and_then(|r| r.get(&self.table.table_name)) {
+                    for item in items {
+                        records.push(from_item(a, item)?);
+                    }
+                }
+                request = out
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.table.table_name))
+                    .filter(|k| !k.keys().is_empty())
+                    .cloned();
+            }
+        }
+        Ok(records)
+    }
+
+    async fn transact(
+        &self,
+        record: RecordWrite<'_>,
+        writes: &[Write],
+    ) -> Result<(), TransactError> {
+        let mut items = writes
+            .iter()
+            .map(transact_item)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(TransactError::Store)?;
+        items.extend(self.record_item(record).map_err(TransactError::Store)?);
+        if items.is_empty() {
+            return Ok(());
+        }
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(()),
+            Err(err) => err,
+        };
+        if let SdkError::ServiceError(ref se) = err
+            && let TransactWriteItemsError::TransactionCanceledException(cancel) = se.err()
+        {
+            let reasons = cancel.cancellation_reasons();
+            let failed = |i: usize| {
+                reasons
+                    .get(i)
+                    .and_then(|r| r.code())
+                    .is_some_and(|c| c == "ConditionalCheckFailed")
+            };
+            if failed(writes.len()) {
+                let old = reasons
+                    .get(writes.len())
+                    .and_then(|r| r.item())
+                    .filter(|item| !item.is_empty())
+                    .map(|item| from_item(&self.table.attributes, item))
+                    .transpose()
+                    .map_err(TransactError::Store)?;
+                return Err(TransactError::Record(old));
+            }
+            if let Some(i) = (0..writes.len()).find(|&i| failed(i)) {
+                return Err(TransactError::Write(i));
+            }
+        }
+        Err(TransactError::Store(Self::backend(
+            "TransactWriteItems",
+            err,
+        )))
     }
 }
 

@@ -1,19 +1,29 @@
 //! The embedded in-memory store: local runs and unit tests, with the same
-//! conditions, expiry and fencing as DynamoDB.
+//! conditions, expiry, fencing and transactions as DynamoDB. It also holds
+//! business tables, so a handler's staged writes commit atomically with its
+//! record here too.
 
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Claim, Store};
+use super::{Claim, RecordWrite, Store, TransactError};
 use crate::config::{Attributes, DEFAULT_MAX_ITEM_BYTES};
 use crate::error::StoreError;
 use crate::record::{Record, Status};
+use crate::write::{Item, Write, holds};
 
-/// An in-memory store. Clones share the same records.
+#[derive(Debug, Default)]
+struct Inner {
+    records: HashMap<String, Record>,
+    /// table → canonical key → item
+    tables: HashMap<String, HashMap<String, Item>>,
+}
+
+/// An in-memory store. Clones share the same records and tables.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
-    records: Arc<Mutex<HashMap<String, Record>>>,
+    inner: Arc<Mutex<Inner>>,
     max_item_bytes: usize,
 }
 
@@ -23,30 +33,76 @@ impl Default for MemoryStore {
     }
 }
 
+/// A canonical text form of a key (attribute order does not matter).
+fn key_text(key: &Item) -> String {
+    let mut parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    parts.sort();
+    parts.join("\u{1f}")
+}
+
 impl MemoryStore {
     /// An empty store that rejects items over DynamoDB's size limit.
     pub fn new() -> Self {
         Self {
-            records: Arc::default(),
+            inner: Arc::default(),
             max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
         }
     }
 
-    /// Number of records held (expired ones included, as in DynamoDB until
-    /// its TTL sweeper runs).
+    /// Number of idempotency records held (expired ones included, as in
+    /// DynamoDB until its TTL sweeper runs).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().records.len()
     }
 
-    /// Whether the store holds no records.
+    /// Whether the store holds no idempotency records.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Record>> {
-        // A panic while holding the lock cannot leave a map half-written:
-        // every mutation is a single insert or remove.
-        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    /// Reads a business item.
+    pub fn item(&self, table: &str, key: &Item) -> Option<Item> {
+        self.lock()
+            .tables
+            .get(table)
+            .and_then(|t| t.get(&key_text(key)))
+            .cloned()
+    }
+
+    /// Writes a business item (seeding tables for local runs and tests).
+    pub fn put_item(&self, table: &str, key: &Item, item: Item) {
+        let mut item = item;
+        item.extend(key.clone());
+        self.lock()
+            .tables
+            .entry(table.to_owned())
+            .or_default()
+            .insert(key_text(key), item);
+    }
+
+    /// Applies one write outside any transaction (with its condition), as a
+    /// single DynamoDB request would: `Ok(false)` when the condition failed.
+    pub fn write(&self, write: &Write) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let table = inner.tables.entry(write.table.clone()).or_default();
+        let key = key_text(&write.key);
+        if let Some(cond) = &write.condition
+            && !holds(cond, table.get(&key))
+        {
+            return Ok(false);
+        }
+        let new = crate::write::apply(write, table.get(&key).cloned()).map_err(invalid)?;
+        match new {
+            Some(item) => table.insert(key, item),
+            None => table.remove(&key),
+        };
+        Ok(true)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the maps half-written:
+        // every mutation is computed first and applied with inserts/removes.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn check_size(&self, record: &Record) -> Result<(), StoreError> {
@@ -61,6 +117,13 @@ impl MemoryStore {
     }
 }
 
+fn invalid(reason: String) -> StoreError {
+    StoreError::Backend {
+        operation: "TransactWriteItems",
+        source: reason.into(),
+    }
+}
+
 fn owned_by(existing: Option<&Record>, owner: Option<&str>) -> bool {
     existing.is_some_and(|r| r.status == Status::InProgress && r.owner.as_deref() == owner)
 }
@@ -69,13 +132,13 @@ fn owned_by(existing: Option<&Record>, owner: Option<&str>) -> bool {
 impl Store for MemoryStore {
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
         self.check_size(record)?;
-        let mut records = self.lock();
-        match records.get(&record.id) {
+        let mut inner = self.lock();
+        match inner.records.get(&record.id) {
             Some(existing) if !existing.is_claimable(now_ms) => {
                 Ok(Claim::Existing(existing.clone()))
             }
             _ => {
-                records.insert(record.id.clone(), record.clone());
+                inner.records.insert(record.id.clone(), record.clone());
                 Ok(Claim::Acquired)
             }
         }
@@ -83,26 +146,94 @@ impl Store for MemoryStore {
 
     async fn complete(&self, record: &Record) -> Result<(), StoreError> {
         self.check_size(record)?;
-        let mut records = self.lock();
-        if !owned_by(records.get(&record.id), record.owner.as_deref()) {
+        let mut inner = self.lock();
+        if !owned_by(inner.records.get(&record.id), record.owner.as_deref()) {
             return Err(StoreError::LeaseLost {
                 id: record.id.clone(),
             });
         }
-        records.insert(record.id.clone(), record.clone());
+        inner.records.insert(record.id.clone(), record.clone());
         Ok(())
     }
 
     async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
-        let mut records = self.lock();
-        if !owned_by(records.get(id), Some(owner)) {
+        let mut inner = self.lock();
+        if !owned_by(inner.records.get(id), Some(owner)) {
             return Err(StoreError::LeaseLost { id: id.to_owned() });
         }
-        records.remove(id);
+        inner.records.remove(id);
         Ok(())
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-        Ok(self.lock().get(id).cloned())
+        Ok(self.lock().records.get(id).cloned())
+    }
+
+    async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+        let inner = self.lock();
+        Ok(ids
+            .iter()
+            .filter_map(|id| inner.records.get(id).cloned())
+            .collect())
+    }
+
+    async fn transact(
+        &self,
+        record_write: RecordWrite<'_>,
+        writes: &[Write],
+    ) -> Result<(), TransactError> {
+        let record = match record_write {
+            RecordWrite::Fenced(r) | RecordWrite::Claim { record: r, .. } => Some(r),
+            RecordWrite::None => None,
+        };
+        if let Some(record) = record {
+            self.check_size(record).map_err(TransactError::Store)?;
+        }
+        let mut inner = self.lock();
+        if let Some(record) = record {
+            let existing = inner.records.get(&record.id);
+            let record_ok = match record_write {
+                RecordWrite::Fenced(r) => owned_by(existing, r.owner.as_deref()),
+                RecordWrite::Claim { now_ms, .. } => {
+                    existing.is_none_or(|e| e.is_claimable(now_ms))
+                }
+                RecordWrite::None => true,
+            };
+            if !record_ok {
+                return Err(TransactError::Record(existing.cloned()));
+            }
+        }
+        // Check every condition and compute every new item before applying
+        // any: all or nothing.
+        let mut seen = std::collections::HashSet::new();
+        let mut updates = Vec::with_capacity(writes.len());
+        for (i, w) in writes.iter().enumerate() {
+            let key = key_text(&w.key);
+            if !seen.insert((w.table.clone(), key.clone())) {
+                return Err(TransactError::Store(invalid(
+                    "transaction request cannot include multiple operations on one item".into(),
+                )));
+            }
+            let current = inner.tables.get(&w.table).and_then(|t| t.get(&key));
+            if let Some(cond) = &w.condition
+                && !holds(cond, current)
+            {
+                return Err(TransactError::Write(i));
+            }
+            let new = crate::write::apply(w, current.cloned())
+                .map_err(|e| TransactError::Store(invalid(e)))?;
+            updates.push((w.table.clone(), key, new));
+        }
+        for (table, key, new) in updates {
+            let table = inner.tables.entry(table).or_default();
+            match new {
+                Some(item) => table.insert(key, item),
+                None => table.remove(&key),
+            };
+        }
+        if let Some(record) = record {
+            inner.records.insert(record.id.clone(), record.clone());
+        }
+        Ok(())
     }
 }

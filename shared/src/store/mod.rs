@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::error::StoreError;
 use crate::record::Record;
+use crate::write::Write;
 
 pub mod dynamodb;
 pub mod memory;
@@ -27,6 +28,38 @@ pub enum Claim {
     /// The condition failed but the record was gone by the time it was read
     /// (deleted or expired in between): claim again.
     Vanished,
+}
+
+/// How the idempotency record is written in a transaction.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordWrite<'a> {
+    /// Complete a record this invocation claimed, only while it carries the
+    /// record's owner token (fenced mode).
+    Fenced(&'a Record),
+    /// Write a completed record under the claim condition at `now_ms`,
+    /// without a prior claim (optimistic mode).
+    Claim {
+        /// The completed record.
+        record: &'a Record,
+        /// The time the claim condition is evaluated at.
+        now_ms: u64,
+    },
+    /// No record (the kill switch is on): only the writes.
+    None,
+}
+
+/// Why a transaction did not commit. Nothing was applied, except that after
+/// [`TransactError::Store`] from a timeout the outcome is unknown.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TransactError {
+    /// The record's condition failed. Fenced: the lease was lost. Claim: a
+    /// record stands in the way, returned when the store has it.
+    Record(Option<Record>),
+    /// The condition of the staged write at this index failed.
+    Write(usize),
+    /// Anything else (throttling, a conflicting transaction, a network error).
+    Store(StoreError),
 }
 
 /// A conditional store of idempotency records.
@@ -49,6 +82,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Reads a record (strongly consistent).
     async fn get(&self, id: &str) -> Result<Option<Record>, StoreError>;
+
+    /// Reads many records at once (strongly consistent); absent ones are
+    /// left out.
+    async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError>;
+
+    /// Commits `writes` and the record write atomically: all or nothing.
+    async fn transact(
+        &self,
+        record: RecordWrite<'_>,
+        writes: &[Write],
+    ) -> Result<(), TransactError>;
 }
 
 #[async_trait]
@@ -64,5 +108,15 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
         (**self).get(id).await
+    }
+    async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+        (**self).get_many(ids).await
+    }
+    async fn transact(
+        &self,
+        record: RecordWrite<'_>,
+        writes: &[Write],
+    ) -> Result<(), TransactError> {
+        (**self).transact(record, writes).await
     }
 }

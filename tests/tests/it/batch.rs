@@ -199,3 +199,90 @@ async fn overlapping_batches_race_to_exactly_once() {
         assert!(counts.values().all(|&n| n == 1), "{queue}: {counts:?}");
     }
 }
+
+/// Transactional batches on moto: each new record is one
+/// `TransactWriteItems` (optimistic); a redelivered batch is settled by one
+/// `BatchGetItem` and applies nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_batch_and_pre_read_request_counts() {
+    use integration_tests::capture::Capture;
+    use integration_tests::contract::pk_key;
+    use shared::engine::CommitMode;
+    use shared::{Staged, Write};
+
+    let sdk = moto().sdk_config().await;
+    let plain = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = create_idempotency_table(&plain).await;
+    let accounts = integration_tests::create_table(&plain, "accounts", "pk", None).await;
+    let capture = Capture::default();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .interceptor(capture.clone())
+            .build(),
+    );
+    let engine = Idempotency::new(
+        DynamoDbStore::new(client, TableConfig::new(&table)),
+        Config::with_prefix("it.tx-batch").disabled(false),
+    );
+    let processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
+    let messages: Vec<Msg> = (0..10)
+        .map(|i| {
+            Msg::new(
+                format!("m{i}"),
+                json!({"id": format!("pay-{i}"), "account": format!("a{}", i % 2)}).to_string(),
+            )
+        })
+        .collect();
+    let handler = |r: SqsRecord<Value>| {
+        let accounts = accounts.clone();
+        async move {
+            let account = r.body["account"].as_str().unwrap_or_default().to_owned();
+            Ok::<_, HandlerError>(
+                Staged::new(json!("ok"))
+                    .write(Write::update(&accounts, pk_key(&account)).add("balance", 10)),
+            )
+        }
+    };
+    let first = parse_sqs_event(sqs_event("payments", &messages)).unwrap();
+    let report = processor
+        .process_transactions(first, None, CommitMode::Optimistic, handler)
+        .await;
+    assert!(report.is_success());
+    let ops = capture.operations();
+    assert_eq!(ops.len(), 10, "{ops:?}");
+    assert!(ops.iter().all(|o| o == "TransactWriteItems"), "{ops:?}");
+
+    // The same batch redelivered (receive count 2): one read settles it.
+    capture.clear();
+    let mut again = sqs_event("payments", &messages);
+    for r in again["Records"].as_array_mut().unwrap() {
+        r["attributes"]["ApproximateReceiveCount"] = json!("2");
+    }
+    let report = processor
+        .process_transactions(
+            parse_sqs_event(again).unwrap(),
+            None,
+            CommitMode::Optimistic,
+            handler,
+        )
+        .await;
+    assert!(
+        report
+            .records
+            .iter()
+            .all(|r| matches!(r.outcome, RecordOutcome::Replayed(Some(_))))
+    );
+    assert_eq!(capture.operations(), ["BatchGetItem"]);
+
+    for account in ["a0", "a1"] {
+        let item = plain
+            .get_item()
+            .table_name(&accounts)
+            .set_key(Some(pk_key(account)))
+            .send()
+            .await
+            .unwrap();
+        let balance = item.item().unwrap()["balance"].as_n().unwrap().clone();
+        assert_eq!(balance, "50", "{account}");
+    }
+}

@@ -16,4 +16,10 @@ integration_tests::contract_suite!(
     kill_switch_runs_unprotected,
     responses_can_be_withheld,
     unserializable_response_still_completes,
+    transaction_commits_writes_with_the_record,
+    transaction_business_condition_is_the_outcome,
+    fenced_stale_commit_applies_nothing,
+    fenced_crash_before_commit_applies_nothing,
+    optimistic_concurrent_duplicates_commit_once,
+    prefetch_and_kill_switch,
 );

@@ -136,3 +136,91 @@ async fn retryable_failure_is_a_fenced_delete() {
         })
     );
 }
+
+#[tokio::test]
+async fn transactional_modes_cost_one_or_two_requests() {
+    use shared::engine::CommitMode;
+    use shared::{Staged, Write};
+    let (engine, capture, table) = engine().await;
+    let business = integration_tests::create_table(
+        &integration_tests::moto().dynamodb().await,
+        "pinned-business",
+        "pk",
+        None,
+    )
+    .await;
+    let stage = |n: i64| {
+        let business = business.clone();
+        move || async move {
+            Ok::<_, HandlerError>(
+                Staged::new(json!(n)).write(
+                    Write::update(&business, integration_tests::contract::pk_key("a"))
+                        .add("balance", n),
+                ),
+            )
+        }
+    };
+
+    let key = engine.key(&json!("tx-opt")).unwrap();
+    let out = engine
+        .execute_transaction(&key, None, None, CommitMode::Optimistic, stage(1))
+        .await
+        .unwrap();
+    assert_eq!(out, Outcome::Executed(json!(1)));
+    assert_eq!(capture.operations(), ["TransactWriteItems"]);
+    let tx = &capture.requests()[0].body["TransactItems"];
+    assert_eq!(
+        tx[0]["Update"]["UpdateExpression"],
+        json!("ADD #n0 :v0"),
+        "{tx}"
+    );
+    let record_put = &tx[1]["Put"];
+    assert_eq!(record_put["TableName"], json!(table));
+    assert_eq!(record_put["Item"]["status"]["S"], json!("COMPLETED"));
+    assert_eq!(
+        record_put["ConditionExpression"],
+        json!(
+            "attribute_not_exists(#id) OR #expiration < :now OR (#status = :inprogress AND #in_progress_expiration < :now_ms)"
+        )
+    );
+    assert_eq!(
+        record_put["ReturnValuesOnConditionCheckFailure"],
+        json!("ALL_OLD")
+    );
+
+    // A duplicate: the record's condition cancels the transaction and its
+    // ALL_OLD item is replayed: still one request, nothing applied twice.
+    capture.clear();
+    let dup = engine
+        .execute_transaction(&key, None, None, CommitMode::Optimistic, stage(1))
+        .await
+        .unwrap();
+    assert_eq!(dup, Outcome::Replayed(Some(json!(1))));
+    assert_eq!(capture.operations(), ["TransactWriteItems"]);
+
+    capture.clear();
+    let key = engine.key(&json!("tx-fenced")).unwrap();
+    engine
+        .execute_transaction(&key, None, None, CommitMode::Fenced, stage(2))
+        .await
+        .unwrap();
+    assert_eq!(capture.operations(), ["PutItem", "TransactWriteItems"]);
+    let record_update = &capture.requests()[1].body["TransactItems"][1]["Update"];
+    assert_eq!(
+        record_update["ConditionExpression"],
+        json!("#owner = :owner AND #status = :inprogress")
+    );
+    let owner = capture.requests()[0].body["Item"]["owner_token"].clone();
+    assert_eq!(record_update["ExpressionAttributeValues"][":owner"], owner);
+
+    // The pre-read: one BatchGetItem settles both completed keys.
+    capture.clear();
+    let k1 = engine.key(&json!("tx-opt")).unwrap();
+    let pre = engine.prefetch(&[&k1, &key]).await.unwrap();
+    assert_eq!(pre.len(), 2);
+    assert_eq!(capture.operations(), ["BatchGetItem"]);
+    assert_eq!(
+        capture.requests()[0].body["RequestItems"][&table]["ConsistentRead"],
+        json!(true)
+    );
+}
