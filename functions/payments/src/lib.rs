@@ -2,7 +2,10 @@
 //! per `payment_id`, whatever SQS redelivers.
 //!
 //! The effect, `ADD balance_cents :amount`, is not naturally idempotent: this
-//! function is the canary for the engine. Records of one account (its
+//! function is the canary for the engine. By default the credit is staged and
+//! committed in **one `TransactWriteItems` with the idempotency record**
+//! (optimistic mode): the balance and the record can never disagree, and a
+//! new payment costs one request. Records of one account (its
 //! `MessageGroupId`) run in order; accounts run concurrently; a failed record
 //! holds back the later records of its account only.
 
@@ -11,14 +14,19 @@ pub mod accounts;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, KeySelector, SqsRecord};
-use shared::{Config, HandlerError, Idempotency};
-use std::sync::Arc;
+use shared::batch::{BatchProcessor, KeySelector, SqsBatchResponse, SqsRecord};
+use shared::engine::CommitMode;
+use shared::{Config, HandlerError, Idempotency, MemoryStore, Staged};
 
-pub use accounts::{Accounts, DynamoDbAccounts, MemoryAccounts};
+pub use accounts::Accounts;
 
 /// Environment variable naming the accounts table.
 pub const ACCOUNTS_TABLE_ENV: &str = "ACCOUNTS_TABLE";
+/// Environment variable choosing the [`Mode`] (`optimistic`, `fenced`,
+/// `claim-complete`); default `optimistic`.
+pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
+/// The accounts table's name in local runs.
+pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
 
 /// A payment message body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,16 +46,39 @@ pub struct Applied {
     pub payment_id: String,
     /// The account credited.
     pub account_id: String,
-    /// The account's balance right after this payment.
-    pub balance_cents: i64,
+    /// The amount credited.
+    pub amount_cents: u64,
 }
 
-/// Validates and applies one payment: the business logic, free of Lambda.
-pub async fn apply_payment(
-    accounts: &dyn Accounts,
-    payment: &Payment,
-    group_id: Option<&str>,
-) -> Result<Applied, HandlerError> {
+/// How the credit and the idempotency record are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Claim, credit with its own `UpdateItem`, complete: 3 requests per new
+    /// payment, and a crash between the credit and the completion credits
+    /// again after the lease (the classic approach, for comparison).
+    ClaimComplete,
+    /// Claim, then one transaction with the credit and the completion under
+    /// the owner fence: 2 requests.
+    Fenced,
+    /// One transaction carrying the claim condition: 1 request.
+    #[default]
+    Optimistic,
+}
+
+impl Mode {
+    /// Parses `optimistic`, `fenced` or `claim-complete`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "optimistic" => Some(Mode::Optimistic),
+            "fenced" => Some(Mode::Fenced),
+            "claim-complete" | "claim_complete" => Some(Mode::ClaimComplete),
+            _ => None,
+        }
+    }
+}
+
+/// Checks a payment before any effect: terminal errors for bad input.
+pub fn validate(payment: &Payment, group_id: Option<&str>) -> Result<i64, HandlerError> {
     if payment.payment_id.trim().is_empty() {
         return Err(HandlerError::terminal("payment_id is empty"));
     }
@@ -63,78 +94,109 @@ pub async fn apply_payment(
             payment.account_id
         )));
     }
-    let balance_cents = accounts
-        .credit(&payment.account_id, payment.amount_cents)
-        .await?;
-    Ok(Applied {
+    i64::try_from(payment.amount_cents)
+        .map_err(|_| HandlerError::terminal("amount_cents is too large"))
+}
+
+fn applied(payment: &Payment) -> Applied {
+    Applied {
         payment_id: payment.payment_id.clone(),
         account_id: payment.account_id.clone(),
-        balance_cents,
-    })
+        amount_cents: payment.amount_cents,
+    }
+}
+
+/// The payment as staged writes (transactional modes): the business logic,
+/// free of Lambda.
+pub fn stage_payment(
+    accounts: &Accounts,
+    payment: &Payment,
+    group_id: Option<&str>,
+) -> Result<Staged<Applied>, HandlerError> {
+    let amount = validate(payment, group_id)?;
+    Ok(Staged::new(applied(payment)).write(accounts.credit_write(&payment.account_id, amount)))
+}
+
+/// The payment applied directly (claim/complete mode).
+pub async fn apply_payment(
+    accounts: &Accounts,
+    payment: &Payment,
+    group_id: Option<&str>,
+) -> Result<Applied, HandlerError> {
+    let amount = validate(payment, group_id)?;
+    accounts.credit(&payment.account_id, amount).await?;
+    Ok(applied(payment))
 }
 
 /// The function: its engine and tables, built once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
     processor: BatchProcessor,
-    accounts: Arc<dyn Accounts>,
+    accounts: Accounts,
+    mode: Mode,
 }
 
 impl App {
-    /// The function over the given engine and accounts.
-    pub fn new(engine: Idempotency, accounts: Arc<dyn Accounts>) -> Self {
-        let processor = BatchProcessor::new(engine, KeySelector::Pointer("/payment_id".into()));
+    /// The function over the given engine, accounts table and mode. In the
+    /// transactional modes the engine's store must reach the accounts table
+    /// (the same DynamoDB account, or the same [`MemoryStore`]).
+    pub fn new(engine: Idempotency, accounts: Accounts, mode: Mode) -> Self {
+        let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"));
         Self {
             processor,
             accounts,
+            mode,
         }
     }
 
     /// Engine configuration: keys under `payments.credit`, kept 24 h (past
-    /// the queue's retention of redeliveries).
+    /// any redelivery of the queue), lease 60 s (2 x the function timeout).
     pub fn config() -> Config {
         Config::with_prefix("payments.credit")
             .expires_after(std::time::Duration::from_secs(24 * 60 * 60))
     }
 
-    /// From the environment: DynamoDB for each table whose variable is set
-    /// (`IDEMPOTENCY_TABLE`, `ACCOUNTS_TABLE`, honouring `AWS_ENDPOINT_URL`),
-    /// embedded in-memory stores otherwise (local runs).
-    pub async fn from_env() -> Self {
+    /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
+    /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
+    /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
+    pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
+        let mode = match std::env::var(MODE_ENV) {
+            Ok(v) => Mode::parse(&v).ok_or_else(|| format!("{MODE_ENV}={v:?} is not a mode"))?,
+            Err(_) => Mode::default(),
+        };
         let idempotency = shared::TableConfig::from_env();
         let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty());
-        let sdk = match (&idempotency, &accounts) {
-            (None, None) => None,
-            _ => Some(shared::aws_sdk_config().await),
-        };
-        let engine = match (idempotency, &sdk) {
-            (Some(table), Some(sdk)) => Idempotency::new(
-                shared::DynamoDbStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
-                Self::config(),
-            ),
-            _ => {
-                tracing::warn!("IDEMPOTENCY_TABLE not set: idempotency records kept in memory");
-                Idempotency::new(shared::MemoryStore::new(), Self::config())
+        Ok(match (idempotency, accounts) {
+            (Some(table), Some(accounts)) => {
+                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
+                let engine = Idempotency::new(
+                    shared::DynamoDbStore::new(client.clone(), table),
+                    Self::config(),
+                );
+                Self::new(engine, Accounts::dynamodb(client, accounts), mode)
             }
-        };
-        let accounts: Arc<dyn Accounts> = match (accounts, &sdk) {
-            (Some(table), Some(sdk)) => Arc::new(DynamoDbAccounts::new(
-                aws_sdk_dynamodb::Client::new(sdk),
-                table,
-            )),
-            _ => {
-                tracing::warn!("ACCOUNTS_TABLE not set: balances kept in memory");
-                Arc::new(MemoryAccounts::default())
+            (None, None) => {
+                tracing::warn!(
+                    "IDEMPOTENCY_TABLE not set (nor ACCOUNTS_TABLE): idempotency records and \
+                     balances are kept in memory (local run)"
+                );
+                let store = MemoryStore::new();
+                let engine = Idempotency::new(store.clone(), Self::config());
+                Self::new(engine, Accounts::memory(store, LOCAL_ACCOUNTS_TABLE), mode)
             }
-        };
-        Self::new(engine, accounts)
+            _ => {
+                return Err(
+                    "set both IDEMPOTENCY_TABLE and ACCOUNTS_TABLE, or neither (local run)".into(),
+                );
+            }
+        })
     }
 
     /// The accounts table.
-    pub fn accounts(&self) -> &dyn Accounts {
-        &*self.accounts
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
     }
 
     /// Handles one SQS FIFO event: the partial batch response lists exactly
@@ -142,18 +204,108 @@ impl App {
     pub async fn handle(
         &self,
         event: LambdaEvent<Value>,
-    ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
+    ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
         let (payload, ctx) = event.into_parts();
         let event = shared::batch::parse_sqs_event(payload)?;
-        let remaining =
-            shared::batch::remaining_time(&ctx, shared::Clock::now_ms(&shared::SystemClock));
-        let accounts = &*self.accounts;
-        let report = self
-            .processor
-            .process(event, remaining, |record: SqsRecord<Payment>| async move {
-                apply_payment(accounts, &record.body, record.group_id()).await
-            })
-            .await;
+        let now_ms = shared::Clock::now_ms(&shared::SystemClock);
+        let remaining = shared::batch::remaining_time(&ctx, now_ms);
+        let accounts = &self.accounts;
+        let report = match self.mode {
+            Mode::ClaimComplete => {
+                self.processor
+                    .process(event, remaining, |r: SqsRecord<Payment>| async move {
+                        apply_payment(accounts, &r.body, r.group_id()).await
+                    })
+                    .await
+            }
+            Mode::Fenced | Mode::Optimistic => {
+                let commit = if self.mode == Mode::Fenced {
+                    CommitMode::Fenced
+                } else {
+                    CommitMode::Optimistic
+                };
+                self.processor
+                    .process_transactions(
+                        event,
+                        remaining,
+                        commit,
+                        |r: SqsRecord<Payment>| async move {
+                            stage_payment(accounts, &r.body, r.group_id())
+                        },
+                    )
+                    .await
+            }
+        };
         Ok(report.into_response()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payment(id: &str, account: &str, amount: u64) -> Payment {
+        Payment {
+            payment_id: id.into(),
+            account_id: account.into(),
+            amount_cents: amount,
+        }
+    }
+
+    #[test]
+    fn bad_payments_are_terminal() {
+        let accounts = Accounts::memory(MemoryStore::new(), "a");
+        for (p, group, why) in [
+            (payment("", "a1", 1), None, "payment_id is empty"),
+            (payment("p", " ", 1), None, "account_id is empty"),
+            (payment("p", "a1", 1), Some("a2"), "MessageGroupId"),
+            (payment("p", "a1", u64::MAX), None, "too large"),
+        ] {
+            let err = stage_payment(&accounts, &p, group).unwrap_err();
+            assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+            assert!(err.to_string().contains(why), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn every_mode_credits_once_per_payment() {
+        for mode in [Mode::ClaimComplete, Mode::Fenced, Mode::Optimistic] {
+            let store = MemoryStore::new();
+            let engine = Idempotency::new(store.clone(), App::config().disabled(false));
+            let app = App::new(engine, Accounts::memory(store, "accounts"), mode);
+            let event: Value =
+                serde_json::from_str(include_str!("../../../events/payments-fifo-duplicate.json"))
+                    .unwrap();
+            for _ in 0..2 {
+                let response = app
+                    .handle(LambdaEvent::new(event.clone(), Default::default()))
+                    .await
+                    .unwrap();
+                assert!(response.batch_item_failures.is_empty(), "{mode:?}");
+            }
+            let mut expected = std::collections::HashMap::<String, i64>::new();
+            let mut seen = std::collections::HashSet::new();
+            for r in event["Records"].as_array().unwrap() {
+                let p: Payment = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+                if seen.insert(p.payment_id.clone()) {
+                    *expected.entry(p.account_id).or_default() += p.amount_cents as i64;
+                }
+            }
+            for (account, sum) in expected {
+                assert_eq!(
+                    app.accounts().balance(&account).await.unwrap(),
+                    Some(sum),
+                    "{mode:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!(Mode::parse("Fenced"), Some(Mode::Fenced));
+        assert_eq!(Mode::parse("claim-complete"), Some(Mode::ClaimComplete));
+        assert_eq!(Mode::parse("optimistic"), Some(Mode::Optimistic));
+        assert_eq!(Mode::parse("yolo"), None);
     }
 }
