@@ -13,15 +13,23 @@ It also counts requests per X-Amz-Target operation:
 and can add a simulated network round trip to every AWS request (slept
 outside the lock, as a network would add it), for benchmarks:
   POST /_launcher/latency/<ms>
+and, for crash tests, kills a process right after the n-th DynamoDB request
+from now has been answered (its response written):
+  POST /_launcher/kill-after/<n>/<pid>/<marker>
+counting only the DynamoDB requests whose body contains <marker> (a table
+name), so tests running side by side do not disturb each other (pid 0
+disarms a marker).
 
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
 """
 
 import argparse
+import io
 import json
 import os
 import sys
+import signal
 import threading
 import time
 
@@ -33,6 +41,23 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 
+class KillAfterResponse:
+    """A response body whose close() (called once it is written) kills a pid."""
+
+    def __init__(self, body, pid):
+        self.body = body
+        self.pid = pid
+
+    def __iter__(self):
+        return iter([self.body])
+
+    def close(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class SerializedDynamoDB:
     def __init__(self, app):
         self.app = app
@@ -40,6 +65,7 @@ class SerializedDynamoDB:
         self.counts = {}
         self.counts_lock = threading.Lock()
         self.latency_s = 0.0
+        self.kills = {}  # marker -> {"n": int, "pid": int, "seen": int}
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -47,6 +73,15 @@ class SerializedDynamoDB:
             return self.serve_counts(environ, start_response)
         if path.startswith("/_launcher/latency/"):
             self.latency_s = float(path.rsplit("/", 1)[1]) / 1000.0
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+        if path.startswith("/_launcher/kill-after/"):
+            n, pid, marker = path.split("/")[-3:]
+            with self.counts_lock:
+                if int(pid) > 0:
+                    self.kills[marker.encode()] = {"n": int(n), "pid": int(pid), "seen": 0}
+                else:
+                    self.kills.pop(marker.encode(), None)
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok"]
         target = environ.get("HTTP_X_AMZ_TARGET", "")
@@ -57,6 +92,9 @@ class SerializedDynamoDB:
                 self.counts[target] = self.counts.get(target, 0) + 1
         if not target.startswith("DynamoDB_"):
             return self.app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        request_body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(request_body)
         with self.lock:
             captured = {}
 
@@ -73,6 +111,16 @@ class SerializedDynamoDB:
                     close()
         status, headers, exc_info = captured["args"]
         start_response(status, headers, exc_info)
+        victim = None
+        with self.counts_lock:
+            for marker, kill in list(self.kills.items()):
+                if marker in request_body:
+                    kill["seen"] += 1
+                    if kill["seen"] == kill["n"]:
+                        victim = kill["pid"]
+                        del self.kills[marker]
+        if victim is not None:
+            return KillAfterResponse(body, victim)
         return [body]
 
     def serve_counts(self, environ, start_response):

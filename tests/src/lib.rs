@@ -17,6 +17,7 @@ pub mod capture;
 pub mod contract;
 pub mod esm;
 pub mod events;
+pub mod runtime_api;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -149,6 +150,17 @@ impl Moto {
         http_request(self.port, "POST", &format!("/_launcher/latency/{ms}")).await;
     }
 
+    /// Kills `pid` right after the `n`-th DynamoDB request from now whose
+    /// body contains `marker` (a table name) has been answered (crash tests).
+    pub async fn kill_after(&self, n: u32, pid: u32, marker: &str) {
+        http_request(
+            self.port,
+            "POST",
+            &format!("/_launcher/kill-after/{n}/{pid}/{marker}"),
+        )
+        .await;
+    }
+
     /// Forgets the request counts.
     pub async fn reset_counts(&self) {
         http_request(self.port, "POST", "/_launcher/counts/reset").await;
@@ -191,7 +203,16 @@ pub async fn create_table(
     key: &str,
     ttl_attribute: Option<&str>,
 ) -> String {
-    let name = unique_name(prefix);
+    create_table_named(client, unique_name(prefix), key, ttl_attribute).await
+}
+
+/// [`create_table`] with an exact name.
+pub async fn create_table_named(
+    client: &aws_sdk_dynamodb::Client,
+    name: String,
+    key: &str,
+    ttl_attribute: Option<&str>,
+) -> String {
     client
         .create_table()
         .table_name(&name)

@@ -5,5 +5,9 @@
 
 mod batch;
 mod contract;
+mod crash;
 mod dynamodb_requests;
+mod inventory;
+mod local_run;
+mod orders;
 mod payments;

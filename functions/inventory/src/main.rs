@@ -1,0 +1,8 @@
+//! The `inventory` Lambda function (EventBridge rule trigger).
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    shared::runtime::init_telemetry();
+    let app = inventory::App::from_env().await;
+    shared::runtime::run(|event| app.handle(event)).await
+}

@@ -1,0 +1,229 @@
+//! A local Lambda Runtime API (the `2018-06-01` HTTP interface a function
+//! binary polls under Lambda), to run function binaries as Lambda runs them:
+//! invocations with a real deadline, cold start measured to the first poll.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+/// What an invocation returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Invocation {
+    /// `POST .../response` with this body.
+    Response(Value),
+    /// `POST .../error` with this body.
+    Error(Value),
+}
+
+struct Pending {
+    id: String,
+    event: Value,
+    deadline_ms: u64,
+    done: oneshot::Sender<Invocation>,
+}
+
+#[derive(Default)]
+struct State {
+    first_poll: Option<Instant>,
+    waiting: HashMap<String, oneshot::Sender<Invocation>>,
+}
+
+/// A running Runtime API on 127.0.0.1.
+pub struct RuntimeApi {
+    port: u16,
+    queue: mpsc::Sender<Pending>,
+    state: Arc<Mutex<State>>,
+    polled: Arc<Notify>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for RuntimeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeApi")
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl RuntimeApi {
+    /// Starts the server on a free port.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .expect("bind runtime api");
+        let port = listener.local_addr().expect("local addr").port();
+        let (queue, rx) = mpsc::channel::<Pending>(64);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let state: Arc<Mutex<State>> = Arc::default();
+        let polled = Arc::new(Notify::new());
+        let (st, po) = (state.clone(), polled.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, rx.clone(), st.clone(), po.clone()));
+            }
+        });
+        Self {
+            port,
+            queue,
+            state,
+            polled,
+            next_id: 0.into(),
+        }
+    }
+
+    /// The value for `AWS_LAMBDA_RUNTIME_API`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// When the function first polled for an invocation.
+    pub fn first_poll(&self) -> Option<Instant> {
+        self.state.lock().expect("state").first_poll
+    }
+
+    /// Waits (at most `limit`) for the function's first poll.
+    pub async fn wait_first_poll(&self, limit: Duration) -> Option<Instant> {
+        let notified = self.polled.notified();
+        if let Some(t) = self.first_poll() {
+            return Some(t);
+        }
+        let _ = tokio::time::timeout(limit, notified).await;
+        self.first_poll()
+    }
+
+    /// Queues an invocation with `deadline_ms` (epoch ms) and waits (at most
+    /// `limit`) for its result; `None` when none came (the function died).
+    pub async fn invoke(
+        &self,
+        event: Value,
+        deadline_ms: u64,
+        limit: Duration,
+    ) -> Option<Invocation> {
+        let n = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (done, result) = oneshot::channel();
+        let pending = Pending {
+            id: format!("req-{n}"),
+            event,
+            deadline_ms,
+            done,
+        };
+        self.queue.send(pending).await.ok()?;
+        tokio::time::timeout(limit, result).await.ok()?.ok()
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
+    state: Arc<Mutex<State>>,
+    polled: Arc<Notify>,
+) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let mut parts = request_line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let reply = if method == "GET" && path.ends_with("/runtime/invocation/next") {
+            {
+                let mut st = state.lock().expect("state");
+                if st.first_poll.is_none() {
+                    st.first_poll = Some(Instant::now());
+                    polled.notify_waiters();
+                }
+            }
+            let Some(next) = queue.lock().await.recv().await else {
+                return;
+            };
+            state
+                .lock()
+                .expect("state")
+                .waiting
+                .insert(next.id.clone(), next.done);
+            let body = next.event.to_string();
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                 Lambda-Runtime-Aws-Request-Id: {}\r\nLambda-Runtime-Deadline-Ms: {}\r\n\
+                 Lambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:local\r\n\
+                 Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000;Sampled=0\r\n\
+                 Content-Length: {}\r\n\r\n{}",
+                next.id,
+                next.deadline_ms,
+                body.len(),
+                body
+            )
+        } else if method == "POST" && path.contains("/runtime/invocation/") {
+            let segments: Vec<&str> = path.split('/').collect();
+            let id = segments
+                .get(segments.len().saturating_sub(2))
+                .copied()
+                .unwrap_or("");
+            let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let result = if path.ends_with("/response") {
+                Invocation::Response(value)
+            } else {
+                Invocation::Error(value)
+            };
+            if let Some(done) = state.lock().expect("state").waiting.remove(id) {
+                let _ = done.send(result);
+            }
+            "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned()
+        } else {
+            // init/error and anything else: accepted, not used.
+            "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_owned()
+        };
+        if write.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The path of a workspace binary built by `cargo build --workspace --bins`
+/// (which `tests/run` does before the tests), next to this test's target dir.
+///
+/// # Panics
+/// When it is missing, saying how to build it.
+pub fn function_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test binary> -> target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `tests/run` (it builds the function binaries) or `cargo build --workspace --bins`",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,234 @@
+//! `payments` as a real process under a local Lambda Runtime API, against
+//! moto, killed (SIGKILL) right after each DynamoDB request of a batch is
+//! answered — every boundary in turn — then restarted; the batch is
+//! redelivered after the lease. Balances must be exact in every trial.
+
+use integration_tests::events::{Msg, sqs_event};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary};
+use integration_tests::{create_table_named, moto, unique_name};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LEASE: Duration = Duration::from_millis(1500);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+struct Tables {
+    marker: String,
+    idempotency: String,
+    accounts: String,
+}
+
+async fn tables() -> Tables {
+    let ddb = moto().dynamodb().await;
+    let marker = unique_name("crash");
+    let idempotency =
+        create_table_named(&ddb, format!("{marker}-idem"), "id", Some("expiration")).await;
+    let accounts = create_table_named(&ddb, format!("{marker}-acct"), "account_id", None).await;
+    Tables {
+        marker,
+        idempotency,
+        accounts,
+    }
+}
+
+fn spawn(api: &RuntimeApi, t: &Tables, mode: &str) -> Child {
+    Command::new(function_binary("payments"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AWS_LAMBDA_RUNTIME_API", api.address())
+        .env("AWS_LAMBDA_FUNCTION_NAME", "payments")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "crash-test")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/payments")
+        .env("AWS_ENDPOINT_URL", moto().endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("IDEMPOTENCY_TABLE", &t.idempotency)
+        .env("ACCOUNTS_TABLE", &t.accounts)
+        .env("PAYMENTS_COMMIT_MODE", mode)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the payments binary")
+}
+
+fn failed_ids(result: &Option<Invocation>) -> Option<Vec<String>> {
+    match result {
+        Some(Invocation::Response(r)) => Some(
+            r["batchItemFailures"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+async fn balance(accounts: &str, account: &str) -> Option<i64> {
+    let out = moto()
+        .dynamodb()
+        .await
+        .get_item()
+        .table_name(accounts)
+        .key(
+            "account_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(account.to_owned()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("read balance");
+    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
+}
+
+/// One trial: kill after the `n`-th request, restart, redeliver until the
+/// batch succeeds. Returns whether the kill happened, and the balances.
+async fn trial(
+    mode: &str,
+    n: u32,
+    event: &Value,
+    accounts: &[&str],
+) -> (bool, BTreeMap<String, Option<i64>>) {
+    let t = tables().await;
+    let api = RuntimeApi::start().await;
+    let mut child = spawn(&api, &t, mode);
+    moto().kill_after(n, child.id(), &t.marker).await;
+    let started = Instant::now();
+    // Wait for the response, or for the kill (then no response ever comes).
+    let invoke = api.invoke(
+        event.clone(),
+        now_ms() + LEASE.as_millis() as u64,
+        Duration::from_secs(20),
+    );
+    tokio::pin!(invoke);
+    let mut first = None;
+    let mut killed = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        tokio::select! {
+            result = &mut invoke => {
+                first = result;
+                break;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    killed = !status.success();
+                    break;
+                }
+            }
+        }
+    }
+    if first.is_some() {
+        // Answered: a kill can still land on the last answer; let it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
+    }
+    // Killed, or done: it is not needed any more either way.
+    let _ = child.kill();
+    let _ = child.wait();
+    if !killed {
+        moto().kill_after(u32::MAX, 0, &t.marker).await; // disarm
+        assert_eq!(failed_ids(&first), Some(vec![]), "{mode} n={n}: {first:?}");
+    } else {
+        // The runtime restarts the function; SQS redelivers after the lease.
+        let api = RuntimeApi::start().await;
+        let mut child = spawn(&api, &t, mode);
+        let mut pending = event.clone();
+        for round in 0..6 {
+            let wait = (started + LEASE + Duration::from_millis(200))
+                .saturating_duration_since(Instant::now());
+            tokio::time::sleep(wait.max(Duration::from_millis(if round == 0 { 0 } else { 500 })))
+                .await;
+            let result = api
+                .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
+                .await;
+            let failed = failed_ids(&result).unwrap_or_else(|| panic!("{mode} n={n}: {result:?}"));
+            if failed.is_empty() {
+                break;
+            }
+            assert!(round < 5, "{mode} n={n}: still failing {failed:?}");
+            let records: Vec<Value> = event["Records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
+                .cloned()
+                .collect();
+            pending = json!({ "Records": records });
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut balances = BTreeMap::new();
+    for account in accounts {
+        balances.insert((*account).to_owned(), balance(&t.accounts, account).await);
+    }
+    (killed, balances)
+}
+
+fn batch() -> (Value, BTreeMap<String, Option<i64>>) {
+    let payments = [("a", 100), ("b", 20), ("a", 3), ("b", 4000)];
+    let mut expected: BTreeMap<String, Option<i64>> = BTreeMap::new();
+    let messages: Vec<Msg> = payments
+        .iter()
+        .enumerate()
+        .map(|(i, (account, amount))| {
+            let e = expected.entry((*account).to_owned()).or_insert(Some(0));
+            *e = e.map(|v| v + amount);
+            Msg::new(
+                format!("m{i}"),
+                json!({"payment_id": format!("p{i}"), "account_id": account, "amount_cents": amount})
+                    .to_string(),
+            )
+            .in_group(*account)
+        })
+        .collect();
+    (sqs_event("payments.fifo", &messages), expected)
+}
+
+/// Both transactional modes are exact at every boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_payments_survive_a_kill_at_every_request_boundary() {
+    let (event, expected) = batch();
+    for mode in ["optimistic", "fenced"] {
+        let mut boundaries = 0;
+        for n in 1..=40 {
+            let (killed, balances) = trial(mode, n, &event, &["a", "b"]).await;
+            assert_eq!(balances, expected, "{mode}: killed after request {n}");
+            if !killed {
+                break;
+            }
+            boundaries += 1;
+        }
+        // 4 payments: 1 request each (optimistic), 2 each (fenced).
+        let per_payment = if mode == "optimistic" { 1 } else { 2 };
+        assert_eq!(boundaries, 4 * per_payment, "{mode}");
+    }
+}
+
+/// The control: the classic claim / credit / complete sequence, killed right
+/// after the credit is answered, credits twice. The crash test can tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_then_complete_double_credits_when_killed_after_the_effect() {
+    let messages = [Msg::new(
+        "m0",
+        json!({"payment_id": "p0", "account_id": "a", "amount_cents": 7}).to_string(),
+    )
+    .in_group("a")];
+    let event = sqs_event("payments.fifo", &messages);
+    let (killed, balances) = trial("claim-complete", 2, &event, &["a"]).await;
+    assert!(killed);
+    assert_eq!(balances["a"], Some(14), "credited twice");
+}

@@ -1,0 +1,378 @@
+//! The README's "run it" command: each function binary run as a process on
+//! sample event files (`<function> --event events/x.json events/x.json`),
+//! with no table variables (embedded in-memory stores) and, for payments,
+//! against DynamoDB on moto through `AWS_ENDPOINT_URL`.
+//!
+//! The binaries are the ones `tests/run` builds (`cargo build --workspace
+//! --bins`) next to this test binary's directory: `target/debug/<name>`.
+
+use integration_tests::{create_idempotency_table, create_table, moto};
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Variables the binaries read; removed so that the runs use in-memory
+/// stores (and are not pointed anywhere by the caller's environment).
+const CLEARED: [&str; 14] = [
+    "AWS_LAMBDA_RUNTIME_API",
+    "AWS_LAMBDA_FUNCTION_NAME",
+    "AWS_LAMBDA_LOG_LEVEL",
+    "IDEMPOTENCY_TABLE",
+    "IDEMPOTENCY_DISABLED",
+    "ACCOUNTS_TABLE",
+    "ORDERS_TABLE",
+    "NOTIFICATIONS_QUEUE_URL",
+    "STOCK_TABLE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ENDPOINT_URL_SQS",
+    "AWS_PROFILE",
+    "AWS_SESSION_TOKEN",
+];
+
+/// How long one run may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `target/debug/<name>`: the directory above this test binary's (`deps/`).
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "the function binary {} is missing: run `tests/run` (it builds the binaries before \
+         the tests) or `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// What a run printed.
+struct Run {
+    success: bool,
+    /// stdout, one JSON value per line.
+    responses: Vec<Value>,
+    /// The JSON log lines of stderr (`AWS_LAMBDA_LOG_FORMAT=JSON`).
+    logs: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    /// Log lines whose message starts with `message`, with their request id.
+    fn logs_of(&self, message: &str) -> Vec<(String, &Value)> {
+        self.logs
+            .iter()
+            .filter(|l| {
+                l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(message))
+            })
+            .map(|l| {
+                let request = l["span"]["requestId"].as_str().unwrap_or_default();
+                (request.to_owned(), &l["fields"])
+            })
+            .collect()
+    }
+
+    /// The per-batch summary counts (`batch processed`) by request id.
+    fn batch_summaries(&self) -> BTreeMap<String, [u64; 3]> {
+        self.logs_of("batch processed")
+            .into_iter()
+            .map(|(request, f)| {
+                let n = |k: &str| f[k].as_u64().unwrap();
+                (request, [n("processed"), n("replayed"), n("failed")])
+            })
+            .collect()
+    }
+}
+
+/// Runs `name --event FILE...` from the workspace root with `env` added to
+/// a cleared environment; bounded by [`RUN_TIMEOUT`].
+fn run_local(name: &str, events: &[&str], env: &[(&str, String)]) -> Run {
+    let mut command = Command::new(binary(name));
+    command
+        .current_dir(workspace_root())
+        .arg("--event")
+        .args(events)
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in CLEARED {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let mut child = command.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).map(|_| s)
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).map(|_| s)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > RUN_TIMEOUT {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{name} did not finish within {RUN_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out.join().unwrap().unwrap();
+    let stderr = err.join().unwrap().unwrap();
+    Run {
+        success: status.success(),
+        responses: stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{name}: stdout line is not JSON ({e}): {l}"))
+            })
+            .collect(),
+        // Log lines; anything else (a panic message) stays in `stderr`.
+        logs: stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+        stderr,
+    }
+}
+
+fn sample(name: &str) -> Value {
+    let text = std::fs::read_to_string(workspace_root().join("events").join(name)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Each account's sum over the unique payments of an SQS event file.
+fn sums(event: &Value) -> BTreeMap<String, i64> {
+    let mut seen = std::collections::HashSet::new();
+    let mut sums = BTreeMap::new();
+    for r in event["Records"].as_array().unwrap() {
+        let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+        if seen.insert(body["payment_id"].clone()) {
+            *sums
+                .entry(body["account_id"].as_str().unwrap().to_owned())
+                .or_insert(0) += body["amount_cents"].as_i64().unwrap();
+        }
+    }
+    sums
+}
+
+/// payments, in memory: the second delivery of the batch gets the same
+/// response and every record is replayed (the handler did not run, so the
+/// balances did not move).
+#[test]
+fn payments_second_delivery_is_replayed() {
+    let file = "events/payments-fifo.json";
+    let run = run_local("payments", &[file, file], &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 2, "{:?}", run.responses);
+    assert_eq!(
+        run.responses[0],
+        serde_json::json!({"batchItemFailures": []})
+    );
+    assert_eq!(run.responses[1], run.responses[0]);
+    let records = sample("payments-fifo.json")["Records"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert_eq!(
+        run.batch_summaries(),
+        BTreeMap::from([
+            ("local-1".to_owned(), [records, 0, 0]),
+            ("local-2".to_owned(), [0, records, 0]),
+        ]),
+        "{}",
+        run.stderr
+    );
+    let replayed = run.logs_of("duplicate record");
+    assert_eq!(replayed.len() as u64, records);
+    assert!(
+        replayed
+            .iter()
+            .all(|(request, f)| request == "local-2" && f["outcome"] == "replayed")
+    );
+    assert_eq!(run.logs_of("IDEMPOTENCY_TABLE not set").len(), 1);
+}
+
+/// orders, in memory: each unique event is confirmed once (the notifier
+/// logs what it would send), the poison record is reported both times, and
+/// the second delivery replays everything else.
+#[test]
+fn orders_second_delivery_is_replayed() {
+    let file = "events/orders-standard.json";
+    let run = run_local("orders", &[file, file], &[]);
+    assert!(run.success, "{}", run.stderr);
+    let poison = sample("orders-standard.json")["Records"][3]["messageId"].clone();
+    let expected = serde_json::json!({"batchItemFailures": [{"itemIdentifier": poison}]});
+    assert_eq!(run.responses, [expected.clone(), expected]);
+    assert_eq!(
+        run.batch_summaries(),
+        BTreeMap::from([
+            ("local-1".to_owned(), [3, 1, 1]),
+            ("local-2".to_owned(), [0, 4, 1]),
+        ]),
+        "{}",
+        run.stderr
+    );
+    let notes = run.logs_of("OrderConfirmed kept in memory");
+    let mut events: Vec<String> = notes
+        .iter()
+        .map(|(request, f)| {
+            assert_eq!(request, "local-1");
+            let body: Value = serde_json::from_str(f["body"].as_str().unwrap()).unwrap();
+            assert_eq!(body["type"], "OrderConfirmed");
+            body["event_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    events.sort();
+    assert_eq!(events, ["evt-5c1e0a11", "evt-5c1e0a12", "evt-5c1e0a13"]);
+}
+
+/// inventory, in memory (sample stock): the order reserves once and its
+/// redelivery gets the same response; the order for more than the stock is
+/// rejected, and its redelivery replays the rejection.
+#[test]
+fn inventory_second_delivery_is_replayed() {
+    let placed = "events/inventory-order-placed.json";
+    let short = "events/inventory-insufficient-stock.json";
+    let run = run_local("inventory", &[placed, placed, short, short], &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 4, "{:?}", run.responses);
+    assert_eq!(
+        run.responses[0],
+        serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2, "remaining": 98})
+    );
+    assert_eq!(run.responses[1], run.responses[0]);
+    let rejected = run.responses[2]["rejected"].as_str().unwrap();
+    assert!(
+        rejected.starts_with("insufficient stock for SKU-RED-MUG: 1000 requested, 98 available"),
+        "{rejected}"
+    );
+    assert_eq!(run.responses[3], run.responses[2]);
+    let outcomes: Vec<(String, String, bool)> = run
+        .logs
+        .iter()
+        .filter(|l| l["fields"]["event_id"].is_string())
+        .map(|l| {
+            (
+                l["span"]["requestId"].as_str().unwrap().to_owned(),
+                l["fields"]["outcome"].as_str().unwrap().to_owned(),
+                l["fields"]["replayed"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    let o = |r: &str, outcome: &str, replayed| (r.to_owned(), outcome.to_owned(), replayed);
+    assert_eq!(
+        outcomes,
+        [
+            o("local-1", "executed", false),
+            o("local-2", "replayed", false),
+            o("local-3", "rejected", false),
+            o("local-4", "rejected", true),
+        ],
+        "{}",
+        run.stderr
+    );
+}
+
+/// Without `--event` and outside Lambda, a binary says how to run it.
+#[test]
+fn usage_without_event_or_runtime_api() {
+    let run = Command::new(binary("inventory"))
+        .env_remove("AWS_LAMBDA_RUNTIME_API")
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("--event") && stderr.contains("AWS_LAMBDA_RUNTIME_API"),
+        "{stderr}"
+    );
+}
+
+/// payments with `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` set runs on
+/// DynamoDB, reached through `AWS_ENDPOINT_URL` (moto): the balances in the
+/// table are the sums of the unique payments after two deliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_on_dynamodb_through_aws_endpoint_url() {
+    let moto = moto();
+    let ddb = moto.dynamodb().await;
+    let idempotency = create_idempotency_table(&ddb).await;
+    let accounts = create_table(&ddb, "accounts", "account_id", None).await;
+    let env = vec![
+        ("IDEMPOTENCY_TABLE", idempotency.clone()),
+        ("ACCOUNTS_TABLE", accounts.clone()),
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+    ];
+    let file = "events/payments-fifo.json";
+    let run = tokio::task::spawn_blocking(move || run_local("payments", &[file, file], &env))
+        .await
+        .unwrap();
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 2);
+    assert!(
+        run.responses
+            .iter()
+            .all(|r| r == &serde_json::json!({"batchItemFailures": []}))
+    );
+    assert!(
+        !run.stderr.contains("kept in memory"),
+        "the tables were not used: {}",
+        run.stderr
+    );
+    let records = sample("payments-fifo.json")["Records"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    assert_eq!(
+        run.batch_summaries()["local-2"],
+        [0, records, 0],
+        "{}",
+        run.stderr
+    );
+
+    let table = payments::Accounts::dynamodb(ddb.clone(), accounts);
+    let expected = sums(&sample("payments-fifo.json"));
+    assert!(!expected.is_empty());
+    for (account, sum) in expected {
+        assert_eq!(
+            table.balance(&account).await.unwrap(),
+            Some(sum),
+            "balance of {account}"
+        );
+    }
+    let items = ddb
+        .scan()
+        .table_name(&idempotency)
+        .send()
+        .await
+        .unwrap()
+        .count();
+    assert_eq!(items as u64, records, "one idempotency record per payment");
+}
