@@ -306,6 +306,7 @@ impl EventBridgeProcessor {
         let result = self.run(&event_id, event, remaining, handler).await;
         let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         log_event(&event_id, &result, latency_ms);
+        crate::metrics::emit(&event_counts(&result));
         result.map(|(outcome, _)| outcome)
     }
 
@@ -434,6 +435,25 @@ impl EventBridgeProcessor {
 }
 
 /// One log line per event; the key appears only as its hash.
+/// The metric counts of one event.
+fn event_counts<T>(
+    result: &Result<(EventOutcome<T>, Option<IdempotencyKey>), EventError>,
+) -> crate::metrics::Counts {
+    let mut counts = crate::metrics::Counts::default();
+    match result {
+        Ok((EventOutcome::Executed(_) | EventOutcome::Unprotected(_), _)) => counts.processed = 1,
+        Ok((EventOutcome::Replayed(_), _))
+        | Ok((EventOutcome::Rejected { replayed: true, .. }, _)) => counts.replayed = 1,
+        Ok((EventOutcome::Rejected { .. }, _)) => counts.rejected = 1,
+        Err(EventError::InProgress { .. }) => {
+            counts.in_progress = 1;
+            counts.failed = 1;
+        }
+        Err(_) => counts.failed = 1,
+    }
+    counts
+}
+
 fn log_event<T>(
     event_id: &str,
     result: &Result<(EventOutcome<T>, Option<IdempotencyKey>), EventError>,

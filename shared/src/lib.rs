@@ -42,6 +42,7 @@ pub mod engine;
 pub mod error;
 pub mod eventbridge;
 pub mod key;
+pub mod metrics;
 pub mod record;
 pub mod runtime;
 pub mod store;

@@ -533,6 +533,29 @@ pub struct BatchReport<T> {
 }
 
 impl<T> BatchReport<T> {
+    /// The per-invocation metric counts of this batch.
+    pub fn counts(&self) -> crate::metrics::Counts {
+        let mut counts = crate::metrics::Counts::default();
+        for r in &self.records {
+            match &r.outcome {
+                RecordOutcome::Processed(_) | RecordOutcome::Unprotected(_) => {
+                    counts.processed += 1
+                }
+                RecordOutcome::Replayed(_) | RecordOutcome::Rejected { replayed: true, .. } => {
+                    counts.replayed += 1
+                }
+                RecordOutcome::Rejected { .. } => counts.rejected += 1,
+                RecordOutcome::Failed(reason) => {
+                    counts.failed += 1;
+                    if matches!(reason, FailureReason::InProgress { .. }) {
+                        counts.in_progress += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
     /// The failed records.
     pub fn failures(&self) -> impl Iterator<Item = &RecordResult<T>> {
         self.records.iter().filter(|r| r.outcome.is_failure())
@@ -859,7 +882,9 @@ impl BatchProcessor {
             latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "batch processed"
         );
-        BatchReport { records, fifo }
+        let report = BatchReport { records, fifo };
+        crate::metrics::emit(&report.counts());
+        report
     }
 
     /// Reads ahead the records of the batch's keys when [`PreRead`] says so.

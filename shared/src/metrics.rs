@@ -1,0 +1,132 @@
+//! CloudWatch metrics in Embedded Metric Format (EMF): one JSON line per
+//! invocation that CloudWatch Logs turns into metrics, with no API call.
+//!
+//! Namespace `Idempotency`, dimension `service` (the function name, from
+//! `AWS_LAMBDA_FUNCTION_NAME`), metrics `Processed`, `Replayed`,
+//! `InProgressConflict`, `Failed` (plus `Rejected`, terminal outcomes
+//! recorded). A rising `Replayed` rate means trouble upstream: the template
+//! alarms on it. Lines go to stderr (CloudWatch reads both streams; a local
+//! run's stdout stays the responses). `IDEMPOTENCY_METRICS=off` silences them.
+
+use std::io::Write as _;
+
+/// The metric namespace.
+pub const NAMESPACE: &str = "Idempotency";
+/// Environment variable that turns the EMF lines off (`off`, `false`, `0`).
+pub const METRICS_ENV: &str = "IDEMPOTENCY_METRICS";
+
+/// Per-invocation counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Handlers run now (idempotently or, with the kill switch, not).
+    pub processed: u64,
+    /// Duplicates answered from a stored outcome.
+    pub replayed: u64,
+    /// Records another invocation held (retried later).
+    pub in_progress: u64,
+    /// Records that failed (reported for redelivery), in-progress included.
+    pub failed: u64,
+    /// Terminal outcomes recorded (not retried).
+    pub rejected: u64,
+}
+
+/// The EMF JSON line for `counts` at `timestamp_ms` for `service`.
+pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
+    let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["service"]],
+                "Metrics": [
+                    metric("Processed"),
+                    metric("Replayed"),
+                    metric("InProgressConflict"),
+                    metric("Failed"),
+                    metric("Rejected"),
+                ],
+            }],
+        },
+        "service": service,
+        "Processed": counts.processed,
+        "Replayed": counts.replayed,
+        "InProgressConflict": counts.in_progress,
+        "Failed": counts.failed,
+        "Rejected": counts.rejected,
+    })
+    .to_string()
+}
+
+fn enabled() -> bool {
+    !std::env::var(METRICS_ENV).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "false" | "0" | "no"
+        )
+    })
+}
+
+/// The service name: the Lambda function's name, or `local`.
+pub fn service() -> String {
+    std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned())
+}
+
+/// Writes the EMF line for `counts` to stderr (unless turned off).
+pub fn emit(counts: &Counts) {
+    if !enabled() {
+        return;
+    }
+    let line = emf_line(
+        &service(),
+        counts,
+        crate::clock::Clock::now_ms(&crate::clock::SystemClock),
+    );
+    // One write of the whole line, so lines from concurrent tasks never
+    // interleave. A closed stderr is not worth failing an invocation for.
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emf_line_declares_every_metric_it_carries() {
+        let counts = Counts {
+            processed: 3,
+            replayed: 2,
+            in_progress: 1,
+            failed: 4,
+            rejected: 5,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&emf_line("payments", &counts, 42)).unwrap();
+        let meta = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(v["_aws"]["Timestamp"], 42);
+        assert_eq!(meta["Namespace"], NAMESPACE);
+        assert_eq!(meta["Dimensions"], serde_json::json!([["service"]]));
+        assert_eq!(v["service"], "payments");
+        let declared: Vec<&str> = meta["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            declared,
+            [
+                "Processed",
+                "Replayed",
+                "InProgressConflict",
+                "Failed",
+                "Rejected"
+            ]
+        );
+        for (name, n) in declared.iter().zip([3, 2, 1, 4, 5]) {
+            assert_eq!(v[*name], n, "{name}");
+        }
+    }
+}
