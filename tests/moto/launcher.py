@@ -20,6 +20,26 @@ counting only the DynamoDB requests whose body contains <marker> (a table
 name), so tests running side by side do not disturb each other (pid 0
 disarms a marker).
 
+Fault injection, scoped the same way (DynamoDB requests whose body contains
+<marker>; the first matching marker decides):
+  POST   /_launcher/faults/<marker>?rate=0.1&kinds=throttle,throughput,500,reset,slow
+         &seed=N&slow_ms=500&stall_ms=1000&max=N&target=TransactWriteItems
+  GET    /_launcher/faults/<marker>  -> {"requests": 812, "injected": 80,
+                                         "throttle": 17, ..., "active": true}
+  DELETE /_launcher/faults/<marker>  (or rate=0): stop; the counts stay readable
+Each matching request gets a fault with probability `rate` (a seeded RNG),
+its kind drawn uniformly from `kinds`; `max` bounds the faults injected (then
+injection stops), `target` restricts them to one operation (the X-Amz-Target
+suffix). A POST starts fresh counts. Kinds:
+  throttle    HTTP 400 ThrottlingException        } decided before moto sees
+  throughput  HTTP 400 ProvisionedThroughput...   } the request: nothing is
+  500         HTTP 500 InternalServerError        } applied
+  reset       the connection is shut down without a response (nothing applied)
+  slow        applied, then answered `slow_ms` later (past the client's attempt
+              timeout: the client cannot know whether it was applied)
+  stall       held `stall_ms` before reaching moto, then applied and answered
+              (a request overtaken by later ones: lease races)
+
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
 """
@@ -28,10 +48,15 @@ import argparse
 import io
 import json
 import os
-import sys
+import random
 import signal
+import socket
+import struct
+import sys
 import threading
 import time
+import urllib.parse
+import uuid
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -58,6 +83,100 @@ class KillAfterResponse:
             pass
 
 
+FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall")
+
+# Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
+# `__type` after the `#`, and classifies ThrottlingException and
+# ProvisionedThroughputExceededException as throttling, a 500 as transient.
+FAULT_ERRORS = {
+    "throttle": (
+        "400 Bad Request",
+        "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+        "Rate of requests exceeds the allowed throughput (injected fault).",
+    ),
+    "throughput": (
+        "400 Bad Request",
+        "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded "
+        "(injected fault).",
+    ),
+    "500": (
+        "500 Internal Server Error",
+        "com.amazonaws.dynamodb.v20120810#InternalServerError",
+        "Internal server error (injected fault).",
+    ),
+}
+
+
+class Faults:
+    """The fault plan of one marker, and what it injected."""
+
+    def __init__(self, query):
+        def one(name, default):
+            values = query.get(name)
+            return values[0] if values else default
+
+        self.rate = float(one("rate", "0"))
+        kinds = [k for k in one("kinds", ",".join(FAULT_KINDS[:5])).split(",") if k]
+        unknown = [k for k in kinds if k not in FAULT_KINDS]
+        if unknown or not kinds:
+            raise ValueError(f"unknown fault kinds {unknown}; known: {FAULT_KINDS}")
+        self.kinds = kinds
+        self.rng = random.Random(int(one("seed", "0")))
+        self.slow_s = float(one("slow_ms", "500")) / 1000.0
+        self.stall_s = float(one("stall_ms", "1000")) / 1000.0
+        max_faults = one("max", None)
+        self.max = int(max_faults) if max_faults is not None else None
+        self.target = one("target", None)
+        self.active = self.rate > 0
+        self.counts = {"requests": 0, "injected": 0}
+        self.counts.update({k: 0 for k in FAULT_KINDS})
+
+    def decide(self, target):
+        """The fault for one matching request, or None (call under a lock)."""
+        if self.target and not target.endswith("." + self.target):
+            return None
+        self.counts["requests"] += 1
+        if not self.active or (self.max is not None and self.counts["injected"] >= self.max):
+            return None
+        if self.rng.random() >= self.rate:
+            return None
+        kind = self.rng.choice(self.kinds)
+        self.counts[kind] += 1
+        self.counts["injected"] += 1
+        return kind
+
+    def report(self):
+        return dict(self.counts, active=self.active)
+
+
+def error_response(start_response, kind):
+    status, error_type, message = FAULT_ERRORS[kind]
+    body = json.dumps({"__type": error_type, "message": message}).encode()
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Length", str(len(body))),
+            ("x-amzn-RequestId", str(uuid.uuid4())),
+        ],
+    )
+    return [body]
+
+
+def reset_connection(environ):
+    """Drops the client's connection without an answer: shut the socket down
+    (RST on close, no linger) and let werkzeug see a dropped connection."""
+    sock = environ.get("werkzeug.socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    raise ConnectionResetError("connection reset (injected fault)")
+
+
 class SerializedDynamoDB:
     def __init__(self, app):
         self.app = app
@@ -66,6 +185,7 @@ class SerializedDynamoDB:
         self.counts_lock = threading.Lock()
         self.latency_s = 0.0
         self.kills = {}  # marker -> {"n": int, "pid": int, "seen": int}
+        self.faults = {}  # marker (bytes) -> Faults
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -84,6 +204,8 @@ class SerializedDynamoDB:
                     self.kills.pop(marker.encode(), None)
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok"]
+        if path.startswith("/_launcher/faults/"):
+            return self.serve_faults(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if self.latency_s:
             time.sleep(self.latency_s)
@@ -95,6 +217,13 @@ class SerializedDynamoDB:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         request_body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(request_body)
+        fault, delay_s = self.fault_for(target, request_body)
+        if fault in FAULT_ERRORS:
+            return error_response(start_response, fault)
+        if fault == "reset":
+            reset_connection(environ)
+        if fault == "stall":
+            time.sleep(delay_s)
         with self.lock:
             captured = {}
 
@@ -110,6 +239,9 @@ class SerializedDynamoDB:
                 if close:
                     close()
         status, headers, exc_info = captured["args"]
+        if fault == "slow":
+            # Applied; the answer comes after the client has given up.
+            time.sleep(delay_s)
         start_response(status, headers, exc_info)
         victim = None
         with self.counts_lock:
@@ -123,13 +255,56 @@ class SerializedDynamoDB:
             return KillAfterResponse(body, victim)
         return [body]
 
+    def fault_for(self, target, request_body):
+        """(kind, delay in s) for one DynamoDB request; kind None: no fault."""
+        with self.counts_lock:
+            for marker, faults in self.faults.items():
+                if marker in request_body:
+                    kind = faults.decide(target)
+                    delay_s = {"slow": faults.slow_s, "stall": faults.stall_s}.get(kind, 0.0)
+                    return kind, delay_s
+        return None, 0.0
+
+    def serve_faults(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD")
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        try:
+            marker = path_marker(environ.get("PATH_INFO", ""), "/_launcher/faults/")
+            with self.counts_lock:
+                stop = method == "DELETE" or (
+                    method == "POST" and float(query.get("rate", ["0"])[0]) <= 0
+                )
+                if stop:
+                    if marker in self.faults:
+                        self.faults[marker].active = False
+                elif method == "POST":
+                    self.faults[marker] = Faults(query)
+                faults = self.faults.get(marker)
+                report = faults.report() if faults else {"requests": 0, "injected": 0}
+        except ValueError as e:
+            start_response("400 Bad Request", [("Content-Type", "text/plain")])
+            return [str(e).encode()]
+        body = json.dumps(report).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
     def serve_counts(self, environ, start_response):
         with self.counts_lock:
             if environ.get("REQUEST_METHOD") == "POST":
                 self.counts.clear()
             body = json.dumps(self.counts).encode()
-        start_response("200 OK", [("Content-Type", "application/json")])
+        start_response(
+            "200 OK",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
         return [body]
+
+
+def path_marker(path, prefix):
+    marker = urllib.parse.unquote(path[len(prefix):])
+    if not marker:
+        raise ValueError("empty marker")
+    return marker.encode()
 
 
 def main():

@@ -1,13 +1,7 @@
-//! Benchmarks against moto (a README command, not a timed test):
-//!
-//! ```sh
-//! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
-//! ```
-//!
-//! `batch`: a 10-record standard-queue batch, each record claiming its key
-//! and doing one DynamoDB write, processed sequentially (concurrency 1) and
-//! concurrently (concurrency 10), interleaved round by round so both see the
-//! same machine load; prints median and p90 batch latency and their ratio.
+//! `bench batch`: a 10-record standard-queue batch, each record claiming its
+//! key and doing one DynamoDB write, processed sequentially (concurrency 1)
+//! and concurrently (concurrency 10), interleaved round by round so both see
+//! the same machine load; with and without a simulated network round trip.
 
 use integration_tests::events::{Msg, sqs_event};
 use integration_tests::{create_idempotency_table, create_table, moto};
@@ -16,24 +10,9 @@ use shared::batch::{BatchProcessor, KeySelector, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, TableConfig};
 use std::time::{Duration, Instant};
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("batch") => {
-            let rounds = args.next().map_or(Ok(30), |r| r.parse())?;
-            batch(rounds).await
-        }
-        _ => Err("usage: bench batch [ROUNDS]".into()),
-    }
-}
+use crate::percentile;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-async fn batch(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
     let rounds = rounds.clamp(1, 500);
     let moto = moto();
     let ddb = moto.dynamodb().await;

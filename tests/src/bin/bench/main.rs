@@ -1,0 +1,35 @@
+//! Benchmarks against moto (README commands, not timed tests). Every figure
+//! comes from one run, modes interleaved or side by side, so they compare
+//! under the same machine load.
+//!
+//! ```sh
+//! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
+//! cargo build --release -p payments && \
+//!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES]
+//! ```
+
+mod batch;
+mod payments;
+
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next();
+    let n = args.next().map(|r| r.parse::<usize>()).transpose()?;
+    match command.as_deref() {
+        Some("batch") => batch::run(n.unwrap_or(30)).await,
+        Some("payments") => payments::run(n.unwrap_or(2000)).await,
+        _ => Err("usage: bench batch [ROUNDS] | bench payments [MESSAGES]".into()),
+    }
+}
+
+/// The `p` quantile of sorted samples.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}

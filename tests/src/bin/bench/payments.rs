@@ -1,0 +1,361 @@
+//! `bench payments`: the payments function in each mode (claim/complete,
+//! fenced transactional, optimistic transactional) against moto, for
+//! (a) unique payments in FIFO batches of 10 over 20 groups, (b) the same
+//! batches redelivered, (c) 50 % duplicates (redeliveries mixed with new
+//! payments). Per mode and scenario: DynamoDB requests per message by
+//! operation (counted by the moto launcher), msgs/s, the function's CPU time
+//! per message, p50/p99 batch latency. Then the function binary's cold
+//! start (process start to first Runtime API poll) and RSS.
+
+use integration_tests::events::{Msg, sqs_event};
+use integration_tests::runtime_api::{Invocation, RuntimeApi};
+use integration_tests::{create_idempotency_table, create_table, moto};
+use lambda_runtime::LambdaEvent;
+use payments::{Accounts, App, Mode};
+use serde_json::{Value, json};
+use shared::{DynamoDbStore, Idempotency, TableConfig};
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::percentile;
+
+const GROUPS: usize = 20;
+const BATCH: usize = 10;
+
+/// One message of a scenario.
+#[derive(Clone)]
+struct Payment {
+    id: usize,
+    redelivered: bool,
+}
+
+fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
+    payments
+        .chunks(BATCH)
+        .enumerate()
+        .map(|(b, chunk)| {
+            let msgs: Vec<Msg> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let account = format!("acct-{}", p.id % GROUPS);
+                    let body = json!({"payment_id": format!("pay-{}", p.id), "account_id": account, "amount_cents": 100 + p.id % 7});
+                    Msg::new(format!("{tag}-{b}-{i}"), body.to_string()).in_group(account)
+                })
+                .collect();
+            let mut event = sqs_event("payments.fifo", &msgs);
+            for (r, p) in event["Records"].as_array_mut().into_iter().flatten().zip(chunk) {
+                if p.redelivered {
+                    r["attributes"]["ApproximateReceiveCount"] = json!("2");
+                }
+            }
+            event
+        })
+        .collect()
+}
+
+/// CPU time (user + system) of this process.
+fn cpu_time() -> Duration {
+    let ticks_per_s: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // Fields after the command name: state is 0, utime 11, stime 12.
+    Duration::from_secs_f64((ticks(11) + ticks(12)) / ticks_per_s)
+}
+
+struct Row {
+    mode: &'static str,
+    scenario: &'static str,
+    messages: usize,
+    requests: BTreeMap<String, u64>,
+    wall: Duration,
+    cpu: Duration,
+    latencies: Vec<Duration>,
+}
+
+async fn run_scenario(
+    app: &App,
+    events: &[Value],
+) -> Result<(Duration, Duration, Vec<Duration>), String> {
+    let cpu0 = cpu_time();
+    let start = Instant::now();
+    let mut latencies = Vec::with_capacity(events.len());
+    for event in events {
+        let mut pending = event.clone();
+        let t = Instant::now();
+        for round in 0..5 {
+            let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+            let response = app
+                .handle(LambdaEvent::new(pending.clone(), ctx))
+                .await
+                .map_err(|e| e.to_string())?;
+            if response.batch_item_failures.is_empty() {
+                break;
+            }
+            if round == 4 {
+                return Err(format!(
+                    "records still failing: {:?}",
+                    response.batch_item_failures
+                ));
+            }
+            let failed: Vec<String> = response
+                .batch_item_failures
+                .into_iter()
+                .map(|f| f.item_identifier)
+                .collect();
+            let records: Vec<Value> = event["Records"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
+                .cloned()
+                .collect();
+            pending = json!({ "Records": records });
+        }
+        latencies.push(t.elapsed());
+    }
+    Ok((start.elapsed(), cpu_time().saturating_sub(cpu0), latencies))
+}
+
+async fn counts() -> BTreeMap<String, u64> {
+    moto()
+        .request_counts()
+        .await
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.rsplit('.').next()?.to_owned(), v.as_u64()?)))
+        .collect()
+}
+
+pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let messages = messages.clamp(BATCH, 20_000) / BATCH * BATCH;
+    let moto = moto();
+    let unique: Vec<Payment> = (0..messages)
+        .map(|id| Payment {
+            id,
+            redelivered: false,
+        })
+        .collect();
+    let redelivered: Vec<Payment> = unique
+        .iter()
+        .map(|p| Payment {
+            redelivered: true,
+            ..p.clone()
+        })
+        .collect();
+    // (c): every other message redelivers one from ten messages earlier.
+    let half = messages / 2;
+    let mut mixed = Vec::with_capacity(messages);
+    for i in 0..half {
+        mixed.push(Payment {
+            id: messages + i,
+            redelivered: false,
+        });
+        if i >= BATCH {
+            mixed.push(Payment {
+                id: messages + i - BATCH,
+                redelivered: true,
+            });
+        }
+    }
+    for i in half.saturating_sub(BATCH)..half {
+        mixed.push(Payment {
+            id: messages + i,
+            redelivered: true,
+        });
+    }
+
+    let modes = [
+        ("claim/complete", Mode::ClaimComplete),
+        ("fenced tx", Mode::Fenced),
+        ("optimistic tx", Mode::Optimistic),
+    ];
+    let mut rows = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    for (name, mode) in modes {
+        let ddb = moto.dynamodb().await;
+        let idempotency = create_idempotency_table(&ddb).await;
+        let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
+        let engine = Idempotency::new(
+            DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
+            App::config().disabled(false),
+        );
+        let app = App::new(engine, Accounts::dynamodb(ddb, accounts), mode);
+        for (scenario, list, tag) in [
+            ("(a) unique", &unique, "a"),
+            ("(b) all redelivered", &redelivered, "b"),
+            ("(c) 50% duplicates", &mixed, "c"),
+        ] {
+            if Instant::now() > deadline {
+                return Err("time bound reached".into());
+            }
+            let events = batches(list, tag);
+            moto.reset_counts().await;
+            let (wall, cpu, latencies) = run_scenario(&app, &events).await?;
+            rows.push(Row {
+                mode: name,
+                scenario,
+                messages: list.len(),
+                requests: counts().await,
+                wall,
+                cpu,
+                latencies,
+            });
+        }
+        // The canary: every account holds exactly the sum of its unique payments.
+        let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+        for id in (0..messages).chain(messages..messages + half) {
+            *expected.entry(format!("acct-{}", id % GROUPS)).or_default() += (100 + id % 7) as i64;
+        }
+        for (account, sum) in &expected {
+            let balance = app
+                .accounts()
+                .balance(account)
+                .await
+                .map_err(|e| e.to_string())?;
+            if balance != Some(*sum) {
+                return Err(format!("{name}: {account} holds {balance:?}, expected {sum}").into());
+            }
+        }
+    }
+
+    println!(
+        "payments against moto: {messages} messages per scenario, FIFO batches of {BATCH} over {GROUPS} groups"
+    );
+    println!(
+        "| mode | scenario | DynamoDB requests / message (by operation) | msgs/s | CPU / message | p50 batch | p99 batch |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for row in &mut rows {
+        row.latencies.sort();
+        let n = row.messages as f64;
+        let total: u64 = row.requests.values().sum();
+        let by_op: Vec<String> = row
+            .requests
+            .iter()
+            .map(|(op, c)| format!("{op} {:.2}", *c as f64 / n))
+            .collect();
+        println!(
+            "| {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} ms | {:.1} ms |",
+            row.mode,
+            row.scenario,
+            total as f64 / n,
+            by_op.join(", "),
+            n / row.wall.as_secs_f64(),
+            row.cpu.as_secs_f64() * 1e3 / n,
+            percentile(&row.latencies, 0.5).as_secs_f64() * 1e3,
+            percentile(&row.latencies, 0.99).as_secs_f64() * 1e3,
+        );
+    }
+    cold_start().await
+}
+
+/// The `payments` binary's cold start and memory under a local Runtime API.
+async fn cold_start() -> Result<(), Box<dyn std::error::Error>> {
+    let exe = std::env::current_exe()?;
+    let binary = exe
+        .parent()
+        .map(|d| d.join("payments"))
+        .ok_or("no target dir")?;
+    if !binary.exists() {
+        return Err(format!(
+            "{} is missing: run `cargo build --release -p payments` first",
+            binary.display()
+        )
+        .into());
+    }
+    let ddb = moto().dynamodb().await;
+    let idempotency = create_idempotency_table(&ddb).await;
+    let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
+    let event = batches(
+        &(0..10)
+            .map(|id| Payment {
+                id,
+                redelivered: false,
+            })
+            .collect::<Vec<_>>(),
+        "cold",
+    )
+    .remove(0);
+    let mut starts = Vec::new();
+    let mut rss_kb = Vec::new();
+    let mut hwm_kb = Vec::new();
+    for i in 0..10 {
+        let api = RuntimeApi::start().await;
+        let t0 = Instant::now();
+        let mut child = Command::new(&binary)
+            .env_clear()
+            .env("AWS_LAMBDA_RUNTIME_API", api.address())
+            .env("AWS_LAMBDA_FUNCTION_NAME", "payments")
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+            .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+            .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/payments")
+            .env("AWS_ENDPOINT_URL", moto().endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("IDEMPOTENCY_TABLE", &idempotency)
+            .env("ACCOUNTS_TABLE", &accounts)
+            .env("RUST_LOG", "warn")
+            .env("IDEMPOTENCY_METRICS", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let polled = api
+            .wait_first_poll(Duration::from_secs(10))
+            .await
+            .ok_or("no first poll")?;
+        starts.push(polled.duration_since(t0));
+        let deadline = shared::Clock::now_ms(&shared::SystemClock) + 30_000;
+        let mut event = event.clone();
+        for r in event["Records"].as_array_mut().into_iter().flatten() {
+            let body = r["body"]
+                .as_str()
+                .unwrap_or_default()
+                .replace("pay-", &format!("cold{i}-"));
+            r["body"] = json!(body);
+        }
+        match api.invoke(event, deadline, Duration::from_secs(20)).await {
+            Some(Invocation::Response(_)) => {}
+            other => return Err(format!("cold start invocation: {other:?}").into()),
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id()))?;
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        rss_kb.push(field("VmRSS:"));
+        hwm_kb.push(field("VmHWM:"));
+        child.kill()?;
+        child.wait()?;
+    }
+    starts.sort();
+    println!(
+        "payments binary, 10 starts: cold start (spawn to first Runtime API poll) p50 {:.1} ms, max {:.1} ms; \
+         RSS after a 10-record batch on DynamoDB: max {:.1} MB (peak {:.1} MB)",
+        percentile(&starts, 0.5).as_secs_f64() * 1e3,
+        starts.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        *rss_kb.iter().max().unwrap_or(&0) as f64 / 1024.0,
+        *hwm_kb.iter().max().unwrap_or(&0) as f64 / 1024.0,
+    );
+    Ok(())
+}
