@@ -4,14 +4,21 @@
 //! redeliver.
 //!
 //! The effect, a conditional decrement (`stock >= quantity`), is not
-//! naturally idempotent. Refusals are final business outcomes: not enough
-//! stock, or an unknown SKU, is recorded as the event's outcome
+//! naturally idempotent. It is staged ([`StockTable::reserve_write`]) and
+//! committed **in the same `TransactWriteItems` as the event's idempotency
+//! record** ([`COMMIT_MODE`]): the stock and the record can never disagree
+//! (no crash window between them), and a new event costs one request.
+//!
+//! A refusal is a final business outcome: when the decrement's condition
+//! fails (not enough stock, or no such SKU: one transaction cannot tell them
+//! apart), the refusal is recorded as the event's outcome
 //! ([`TerminalErrors::Record`]) and replayed to redeliveries without touching
 //! the stock again; the function returns `Ok` (`{"rejected": ...}`) so Lambda
-//! does not retry it. An event in progress elsewhere, or a retryable failure,
-//! is an `Err`: Lambda delivers the event again. A malformed event (wrong
-//! source or detail-type, a `detail` that does not parse, an empty id or a
-//! zero quantity) is an `Err` that retrying cannot fix: it ends in the
+//! does not retry it. A retryable failure (throttling, a conflicting
+//! transaction), or with [`CommitMode::Fenced`] an event in progress
+//! elsewhere, is an `Err`: Lambda delivers the event again. A malformed event
+//! (wrong source or detail-type, a `detail` that does not parse, an empty id
+//! or a zero quantity) is an `Err` that retrying cannot fix: it ends in the
 //! on-failure destination.
 
 pub mod stock;
@@ -20,13 +27,17 @@ use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventOutcome};
-use shared::{Config, HandlerError, Idempotency, TerminalErrors};
+use shared::engine::CommitMode;
+use shared::eventbridge::{EventBridgeEvent, EventOutcome};
+use shared::{
+    Config, Error, EventError, HandlerError, Idempotency, IdempotencyKey, KeyError, MemoryStore,
+    Outcome, Staged, TerminalErrors,
+};
 use std::fmt;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-pub use stock::{DynamoDbStock, MemoryStock, Reserve, SAMPLE_STOCK, Stock};
+pub use stock::{LOCAL_STOCK_TABLE, SAMPLE_STOCK, StockTable};
 
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
@@ -34,6 +45,27 @@ pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
 pub const SOURCE: &str = "shop.orders";
 /// The `detail-type` of the events this function handles.
 pub const DETAIL_TYPE: &str = "OrderPlaced";
+
+/// How the reservation commits with the idempotency record: optimistic.
+///
+/// The function's only effect is the staged stock decrement, and staging it
+/// is pure computation, so nothing needs the claim that
+/// [`CommitMode::Fenced`] takes first (a conditional `PutItem`) to protect
+/// it. Optimistic mode sends one `TransactWriteItems` whose record `Put`
+/// carries the claim condition: **1 request per new event** instead of 2.
+/// Two concurrent deliveries of one event may both stage the decrement;
+/// exactly one transaction commits, and the other finds the completed
+/// record (its condition fails, the decrement is cancelled with it) and
+/// replays it: both invocations succeed, with no in-progress error and no
+/// Lambda retry. A crash before the commit leaves nothing behind, so the
+/// retry starts clean. A duplicate costs one (cancelled) transaction; a
+/// refusal costs the cancelled transaction and the `PutItem` recording it.
+///
+/// Were the function to gain an effect outside DynamoDB (a message, an API
+/// call), it would need [`CommitMode::Fenced`] (and its role the
+/// `UpdateItem`/`DeleteItem` actions on the idempotency table that fenced
+/// mode uses).
+pub const COMMIT_MODE: CommitMode = CommitMode::Optimistic;
 
 /// The `detail` of an `OrderPlaced` event. Deserialization rejects empty ids
 /// and a zero quantity, so such an event fails as a bad detail.
@@ -61,6 +93,11 @@ fn non_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Er
 }
 
 /// A reservation made: recorded, and replayed to redeliveries.
+///
+/// It carries no stock level: the response is built (and recorded) before
+/// the transaction commits, when the level after the decrement is unknown.
+/// Records written by earlier versions, which carried `remaining`, still
+/// replay (the extra field is ignored).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
     /// The order.
@@ -69,16 +106,14 @@ pub struct Reservation {
     pub sku: String,
     /// Units reserved.
     pub reserved: u32,
-    /// Stock left right after this reservation.
-    pub remaining: i64,
 }
 
 /// The function's response (what a local run prints).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Response {
-    /// `{"order_id","sku","reserved","remaining"}`: reserved now, or the
-    /// recorded reservation replayed to a redelivery.
+    /// `{"order_id","sku","reserved"}`: reserved now, or the recorded
+    /// reservation replayed to a redelivery.
     Reserved(Reservation),
     /// `{"rejected": "insufficient stock ..."}`: a recorded refusal (now or
     /// replayed). The event is done; Lambda does not retry it.
@@ -116,12 +151,13 @@ impl fmt::Display for WrongEvent {
 
 impl std::error::Error for WrongEvent {}
 
-/// Reserves the stock of one order: the business logic, free of Lambda.
-/// Not enough stock and an unknown SKU are terminal errors.
-pub async fn reserve_stock(
-    stock: &dyn Stock,
+/// The reservation of one order as a staged write: the business logic, free
+/// of Lambda. Empty ids are terminal errors; not enough stock (or an unknown
+/// SKU) is the staged write's rejection, decided when it commits.
+pub fn stage_reservation(
+    stock: &StockTable,
     order: &OrderPlaced,
-) -> Result<Reservation, HandlerError> {
+) -> Result<Staged<Reservation>, HandlerError> {
     if order.order_id.trim().is_empty() {
         return Err(HandlerError::terminal("order_id is empty"));
     }
@@ -129,98 +165,108 @@ pub async fn reserve_stock(
         return Err(HandlerError::terminal("sku is empty"));
     }
     let quantity = order.quantity.get();
-    match stock.reserve(&order.sku, quantity).await? {
-        Reserve::Reserved { remaining } => Ok(Reservation {
-            order_id: order.order_id.clone(),
-            sku: order.sku.clone(),
-            reserved: quantity,
-            remaining,
-        }),
-        Reserve::Insufficient { available } => Err(HandlerError::terminal(format!(
-            "insufficient stock for {}: {quantity} requested, {available} available (order {})",
-            order.sku, order.order_id
-        ))),
-        Reserve::UnknownSku => Err(HandlerError::terminal(format!(
-            "unknown sku {} (order {})",
-            order.sku, order.order_id
-        ))),
-    }
+    Ok(Staged::new(Reservation {
+        order_id: order.order_id.clone(),
+        sku: order.sku.clone(),
+        reserved: quantity,
+    })
+    .write(stock.reserve_write(&order.sku, quantity, &order.order_id)))
 }
 
 /// The function: its engine and stock table, built once per execution
 /// environment.
 #[derive(Debug, Clone)]
 pub struct App {
-    processor: EventBridgeProcessor,
-    stock: Arc<dyn Stock>,
+    engine: Idempotency,
+    stock: StockTable,
+    mode: CommitMode,
 }
 
+/// An event's result with the key it was processed under (for the log).
+type Processed = Result<(EventOutcome<Reservation>, Option<IdempotencyKey>), EventError>;
+
 impl App {
-    /// The function over the given engine and stock, keyed by the event id.
-    pub fn new(engine: Idempotency, stock: Arc<dyn Stock>) -> Self {
+    /// The function over the given engine and stock table, keyed by the
+    /// event id, committing with [`COMMIT_MODE`]. The engine's store must
+    /// reach the stock table (the same DynamoDB account, or the same
+    /// [`MemoryStore`]).
+    pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
-            processor: EventBridgeProcessor::new(engine),
+            engine,
             stock,
+            mode: COMMIT_MODE,
         }
+    }
+
+    /// Commits with `mode` instead of [`COMMIT_MODE`] (tests, comparisons).
+    pub fn with_commit_mode(mut self, mode: CommitMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// Engine configuration: keys under `inventory.reserve`, kept 24 h (past
     /// EventBridge's and Lambda's retries), terminal errors recorded.
     pub fn config() -> Config {
         Config::with_prefix("inventory.reserve")
-            .expires_after(std::time::Duration::from_secs(24 * 60 * 60))
+            .expires_after(Duration::from_secs(24 * 60 * 60))
             .on_terminal_error(TerminalErrors::Record)
     }
 
-    /// From the environment: DynamoDB for each table whose variable is set
-    /// (`IDEMPOTENCY_TABLE`, `STOCK_TABLE`, honouring `AWS_ENDPOINT_URL`),
-    /// in-memory stores otherwise (local runs: the stock starts as
-    /// [`SAMPLE_STOCK`]).
-    pub async fn from_env() -> Self {
+    /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
+    /// [`STOCK_TABLE_ENV`] are set (honouring `AWS_ENDPOINT_URL`), the
+    /// embedded memory store otherwise (local runs: the stock starts as
+    /// [`SAMPLE_STOCK`]). One without the other is an error: the decrement
+    /// commits in one transaction with the record, so both tables must live
+    /// in the same store.
+    pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let idempotency = shared::TableConfig::from_env();
         let stock = std::env::var(STOCK_TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty());
-        let sdk = match (&idempotency, &stock) {
-            (None, None) => None,
-            _ => Some(shared::aws_sdk_config().await),
-        };
-        let engine = match (idempotency, &sdk) {
-            (Some(table), Some(sdk)) => Idempotency::new(
-                shared::DynamoDbStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
-                Self::config(),
-            ),
-            _ => {
-                tracing::warn!("IDEMPOTENCY_TABLE not set: idempotency records kept in memory");
-                Idempotency::new(shared::MemoryStore::new(), Self::config())
+        Ok(match (idempotency, stock) {
+            (Some(table), Some(stock)) => {
+                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
+                let engine = Idempotency::new(
+                    shared::DynamoDbStore::new(client.clone(), table),
+                    Self::config(),
+                );
+                Self::new(engine, StockTable::dynamodb(client, stock))
             }
-        };
-        let stock: Arc<dyn Stock> = match (stock, &sdk) {
-            (Some(table), Some(sdk)) => Arc::new(DynamoDbStock::new(
-                aws_sdk_dynamodb::Client::new(sdk),
-                table,
-            )),
-            _ => {
+            (None, None) => {
                 tracing::warn!(
                     sample = ?SAMPLE_STOCK,
-                    "STOCK_TABLE not set: stock kept in memory, seeded with sample levels"
+                    "IDEMPOTENCY_TABLE not set (nor STOCK_TABLE): idempotency records and stock \
+                     are kept in memory (local run), the stock seeded with sample levels"
                 );
-                Arc::new(MemoryStock::sample())
+                let store = MemoryStore::new();
+                let engine = Idempotency::new(store.clone(), Self::config());
+                Self::new(engine, StockTable::sample(store))
             }
-        };
-        Self::new(engine, stock)
+            _ => {
+                return Err(format!(
+                    "set both IDEMPOTENCY_TABLE and {STOCK_TABLE_ENV}, or neither (local run): \
+                     the stock decrement commits in one transaction with the idempotency record"
+                )
+                .into());
+            }
+        })
     }
 
     /// The stock table.
-    pub fn stock(&self) -> &dyn Stock {
-        &*self.stock
+    pub fn stock(&self) -> &StockTable {
+        &self.stock
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.engine
     }
 
     /// Handles one EventBridge event. `Ok` when the event is done (reserved,
     /// replayed, or a recorded refusal); `Err` to have Lambda deliver it
-    /// again (in progress elsewhere, a retryable failure) or, for a malformed
-    /// event, to send it to the on-failure destination after the retries.
-    /// The error is a [`WrongEvent`] or a [`shared::EventError`].
+    /// again (a retryable failure, an event in progress elsewhere) or, for
+    /// a malformed event, to send it to the on-failure destination after the
+    /// retries. The error is a [`WrongEvent`] or a [`shared::EventError`].
     pub async fn handle(
         &self,
         event: LambdaEvent<Value>,
@@ -236,18 +282,7 @@ impl App {
         }
         let remaining =
             shared::batch::remaining_time(&ctx, shared::Clock::now_ms(&shared::SystemClock));
-        let stock = &*self.stock;
-        let outcome =
-            self.processor
-                .process(
-                    event,
-                    remaining,
-                    |e: EventBridgeEvent<OrderPlaced>| async move {
-                        reserve_stock(stock, &e.detail).await
-                    },
-                )
-                .await?;
-        match outcome {
+        match self.process(event, remaining).await? {
             EventOutcome::Executed(r)
             | EventOutcome::Replayed(Some(r))
             | EventOutcome::Unprotected(r) => Ok(Response::Reserved(r)),
@@ -256,6 +291,174 @@ impl App {
             other => Err(format!("unexpected outcome {other:?}").into()),
         }
     }
+
+    /// One event through [`Idempotency::execute_transaction`], keyed by the
+    /// event id: the transactional counterpart of
+    /// [`shared::EventBridgeProcessor::process`] (which runs handlers through
+    /// `execute`, claim then complete, and so cannot commit a staged write
+    /// with the record). Same errors, the same log line and EMF metrics.
+    async fn process(
+        &self,
+        event: EventBridgeEvent<Value>,
+        remaining: Option<Duration>,
+    ) -> Result<EventOutcome<Reservation>, EventError> {
+        let start = Instant::now();
+        let event_id = match event.id.as_deref() {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => "(no id)".to_owned(),
+        };
+        let result = self.run(&event_id, event, remaining).await;
+        let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        log_event(&event_id, &result, latency_ms);
+        shared::metrics::emit(&counts(&result));
+        result.map(|(outcome, _)| outcome)
+    }
+
+    async fn run(
+        &self,
+        event_id: &str,
+        event: EventBridgeEvent<Value>,
+        remaining: Option<Duration>,
+    ) -> Processed {
+        let id = || event_id.to_owned();
+        let order: OrderPlaced =
+            serde_json::from_value(event.detail.clone()).map_err(|e| EventError::BadDetail {
+                event_id: id(),
+                expected: std::any::type_name::<OrderPlaced>(),
+                error: e.to_string(),
+            })?;
+        let key = event
+            .id
+            .clone()
+            .map(Value::String)
+            .ok_or_else(|| KeyError::Missing("id".to_owned()))
+            .and_then(|material| self.engine.key(&material))
+            .map_err(|error| EventError::Key {
+                event_id: id(),
+                error,
+            })?;
+        let stock = &self.stock;
+        let result = self
+            .engine
+            .execute_transaction(&key, Some(&event.detail), remaining, self.mode, || async {
+                stage_reservation(stock, &order)
+            })
+            .await;
+        let outcome = match result {
+            Ok(Outcome::Executed(r)) => EventOutcome::Executed(r),
+            Ok(Outcome::Replayed(r)) => EventOutcome::Replayed(r),
+            Ok(Outcome::Unprotected(r)) => EventOutcome::Unprotected(r),
+            Ok(Outcome::Rejected { error, replayed }) => EventOutcome::Rejected { error, replayed },
+            Ok(Outcome::InProgress {
+                lease_expires_at_ms,
+            }) => {
+                return Err(EventError::InProgress {
+                    event_id: id(),
+                    lease_expires_at_ms,
+                });
+            }
+            Ok(Outcome::PayloadMismatch) => {
+                return Err(EventError::PayloadMismatch { event_id: id() });
+            }
+            Ok(other) => {
+                return Err(EventError::Handler {
+                    event_id: id(),
+                    error: HandlerError::retryable(format!("unexpected outcome {other:?}")),
+                });
+            }
+            Err(Error::Handler(error)) => {
+                return Err(EventError::Handler {
+                    event_id: id(),
+                    error,
+                });
+            }
+            Err(error) => {
+                return Err(EventError::Idempotency {
+                    event_id: id(),
+                    error,
+                });
+            }
+        };
+        Ok((outcome, Some(key)))
+    }
+}
+
+/// The metric counts of one event (as the shared EventBridge processor
+/// counts them).
+fn counts(result: &Processed) -> shared::metrics::Counts {
+    let mut counts = shared::metrics::Counts::default();
+    match result {
+        Ok((EventOutcome::Executed(_) | EventOutcome::Unprotected(_), _)) => counts.processed = 1,
+        Ok((EventOutcome::Replayed(_) | EventOutcome::Rejected { replayed: true, .. }, _)) => {
+            counts.replayed = 1;
+        }
+        Ok((EventOutcome::Rejected { .. }, _)) => counts.rejected = 1,
+        Ok(_) => {}
+        Err(EventError::InProgress { .. }) => {
+            counts.in_progress = 1;
+            counts.failed = 1;
+        }
+        Err(_) => counts.failed = 1,
+    }
+    counts
+}
+
+/// One log line per event (the shared processor's fields); the key appears
+/// only as its hash.
+fn log_event(event_id: &str, result: &Processed, latency_ms: u64) {
+    match result {
+        Ok((outcome, key)) => {
+            let key = key.as_ref().map(IdempotencyKey::hash);
+            match outcome {
+                EventOutcome::Executed(_) => tracing::info!(
+                    event_id,
+                    key,
+                    outcome = "executed",
+                    latency_ms,
+                    "event processed"
+                ),
+                EventOutcome::Replayed(_) => tracing::info!(
+                    event_id,
+                    key,
+                    outcome = "replayed",
+                    latency_ms,
+                    "duplicate event: the stored outcome is replayed, the handler did not run"
+                ),
+                EventOutcome::Rejected { error, replayed } => tracing::warn!(
+                    event_id,
+                    key,
+                    outcome = "rejected",
+                    replayed,
+                    error = error.as_str(),
+                    latency_ms,
+                    "event rejected with a recorded terminal error (done, not retried)"
+                ),
+                EventOutcome::Unprotected(_) => tracing::warn!(
+                    event_id,
+                    outcome = "unprotected",
+                    latency_ms,
+                    "event processed without idempotency protection"
+                ),
+                _ => tracing::warn!(event_id, latency_ms, "event ended with an unknown outcome"),
+            }
+        }
+        Err(error) if error.is_retryable() => tracing::warn!(
+            event_id,
+            outcome = "failed",
+            retryable = true,
+            error = %shared::error::report(error),
+            latency_ms,
+            "event failed; Lambda will deliver it again"
+        ),
+        Err(error) => tracing::error!(
+            event_id,
+            outcome = "failed",
+            retryable = false,
+            error = %shared::error::report(error),
+            latency_ms,
+            "event failed permanently; after Lambda's retries it goes to the DLQ"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -263,9 +466,14 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use serde_json::json;
-    use shared::{ErrorKind, EventError, MemoryStore};
+    use shared::{
+        Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,
+    };
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use tokio::sync::Notify;
+
+    const MODES: [CommitMode; 2] = [CommitMode::Optimistic, CommitMode::Fenced];
 
     fn order_placed() -> Value {
         serde_json::from_str(include_str!("../../../events/inventory-order-placed.json")).unwrap()
@@ -278,30 +486,50 @@ mod tests {
         .unwrap()
     }
 
-    fn app_over(stock: Arc<dyn Stock>) -> App {
-        let engine = Idempotency::new(MemoryStore::new(), App::config().disabled(false));
-        App::new(engine, stock)
+    /// The function over one memory store holding the records and the
+    /// sample stock.
+    fn local(mode: CommitMode) -> (App, MemoryStore) {
+        let store = MemoryStore::new();
+        let engine = Idempotency::new(store.clone(), App::config().disabled(false));
+        let app = App::new(engine, StockTable::sample(store.clone())).with_commit_mode(mode);
+        (app, store)
+    }
+
+    fn restock(store: &MemoryStore, sku: &str, level: i64) {
+        StockTable::memory(store.clone(), LOCAL_STOCK_TABLE, [(sku, level)]);
+    }
+
+    async fn level(app: &App, sku: &str) -> Option<i64> {
+        app.stock().level(sku).await.unwrap()
     }
 
     async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
-        let ctx = shared::runtime::local_context(1, std::time::Duration::from_secs(30));
+        let ctx = shared::runtime::local_context(1, Duration::from_secs(30));
         app.handle(LambdaEvent::new(event, ctx)).await
     }
 
-    fn reserved(order_id: &str, reserved: u32, remaining: i64) -> Response {
+    fn reserved(order_id: &str, reserved: u32) -> Response {
         Response::Reserved(Reservation {
             order_id: order_id.into(),
             sku: "SKU-RED-MUG".into(),
             reserved,
-            remaining,
         })
+    }
+
+    fn rejected(sku: &str, quantity: u32, order_id: &str) -> Response {
+        Response::Rejected {
+            rejected: format!(
+                "insufficient stock for {sku}: {quantity} requested (or unknown SKU); \
+                 order {order_id}"
+            ),
+        }
     }
 
     #[test]
     fn responses_serialize_as_documented() {
         assert_eq!(
-            serde_json::to_value(reserved("ord-1", 2, 98)).unwrap(),
-            json!({"order_id": "ord-1", "sku": "SKU-RED-MUG", "reserved": 2, "remaining": 98})
+            serde_json::to_value(reserved("ord-1", 2)).unwrap(),
+            json!({"order_id": "ord-1", "sku": "SKU-RED-MUG", "reserved": 2})
         );
         assert_eq!(
             serde_json::to_value(Response::Rejected {
@@ -312,64 +540,97 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_default_commit_mode_is_optimistic() {
+        assert_eq!(COMMIT_MODE, CommitMode::Optimistic);
+        let (app, _) = local(COMMIT_MODE);
+        assert_eq!(app.mode, CommitMode::Optimistic);
+    }
+
     #[tokio::test]
     async fn reserves_once_and_replays_the_reservation() {
-        let stock = Arc::new(MemoryStock::sample());
-        let app = app_over(stock.clone());
-        let first = invoke(&app, order_placed()).await.unwrap();
-        assert_eq!(first, reserved("ord-1001", 2, 98));
-        for _redelivery in 0..3 {
-            assert_eq!(invoke(&app, order_placed()).await.unwrap(), first);
+        for mode in MODES {
+            let (app, _) = local(mode);
+            let first = invoke(&app, order_placed()).await.unwrap();
+            assert_eq!(first, reserved("ord-1001", 2), "{mode:?}");
+            for _redelivery in 0..3 {
+                assert_eq!(invoke(&app, order_placed()).await.unwrap(), first);
+            }
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(98), "{mode:?}");
+            // Another event for the same SKU is another reservation.
+            let mut next = order_placed();
+            next["id"] = json!("0f0f0f0f-0000-4000-8000-000000000001");
+            next["detail"]["order_id"] = json!("ord-1002");
+            assert_eq!(invoke(&app, next).await.unwrap(), reserved("ord-1002", 2));
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(96), "{mode:?}");
         }
-        assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(98));
-        // Another event for the same SKU is another reservation.
-        let mut next = order_placed();
-        next["id"] = json!("0f0f0f0f-0000-4000-8000-000000000001");
-        next["detail"]["order_id"] = json!("ord-1002");
+    }
+
+    /// A record written by the previous version (claim/complete, with
+    /// `remaining` in its response) replays as a reservation.
+    #[tokio::test]
+    async fn records_of_the_previous_response_shape_still_replay() {
+        let (app, store) = local(COMMIT_MODE);
+        let event = order_placed();
+        let key = app.engine().key(&event["id"]).unwrap();
+        let now_ms = app.engine().now_ms();
+        let old = Record {
+            id: key.as_str().to_owned(),
+            status: Status::Completed,
+            expiration: now_ms / 1000 + 3600,
+            in_progress_expiration: None,
+            data: Some(
+                json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2, "remaining": 98})
+                    .to_string(),
+            ),
+            error: None,
+            validation: None,
+            owner: None,
+        };
+        assert_eq!(store.claim(&old, now_ms).await.unwrap(), Claim::Acquired);
+        assert_eq!(invoke(&app, event).await.unwrap(), reserved("ord-1001", 2));
         assert_eq!(
-            invoke(&app, next).await.unwrap(),
-            reserved("ord-1002", 2, 96)
+            level(&app, "SKU-RED-MUG").await,
+            Some(100),
+            "not reserved again"
         );
     }
 
     #[tokio::test]
     async fn insufficient_stock_is_recorded_and_replayed_without_touching_stock() {
-        let stock = Arc::new(MemoryStock::sample());
-        let app = app_over(stock.clone());
-        let first = invoke(&app, insufficient()).await.unwrap();
-        let expected = Response::Rejected {
-            rejected: "insufficient stock for SKU-RED-MUG: 1000 requested, 100 available \
-                       (order ord-1004)"
-                .into(),
-        };
-        assert_eq!(first, expected);
-        // Restocked since: the redelivery still replays the recorded refusal.
-        stock.set_level("SKU-RED-MUG", 5000);
-        assert_eq!(invoke(&app, insufficient()).await.unwrap(), expected);
-        assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(5000));
+        for mode in MODES {
+            let (app, store) = local(mode);
+            let first = invoke(&app, insufficient()).await.unwrap();
+            let expected = rejected("SKU-RED-MUG", 1000, "ord-1004");
+            assert_eq!(first, expected, "{mode:?}");
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(100));
+            // Restocked since: the redelivery still replays the recorded refusal.
+            restock(&store, "SKU-RED-MUG", 5000);
+            assert_eq!(invoke(&app, insufficient()).await.unwrap(), expected);
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(5000), "{mode:?}");
+        }
     }
 
     #[tokio::test]
-    async fn unknown_sku_is_recorded() {
-        let stock = Arc::new(MemoryStock::sample());
-        let app = app_over(stock.clone());
-        let mut event = order_placed();
-        event["detail"]["sku"] = json!("SKU-NOPE");
-        for _ in 0..2 {
-            assert_eq!(
-                invoke(&app, event.clone()).await.unwrap(),
-                Response::Rejected {
-                    rejected: "unknown sku SKU-NOPE (order ord-1001)".into()
-                }
-            );
+    async fn unknown_sku_is_recorded_and_never_created() {
+        for mode in MODES {
+            let (app, _) = local(mode);
+            let mut event = order_placed();
+            event["detail"]["sku"] = json!("SKU-NOPE");
+            for _ in 0..2 {
+                assert_eq!(
+                    invoke(&app, event.clone()).await.unwrap(),
+                    rejected("SKU-NOPE", 2, "ord-1001"),
+                    "{mode:?}"
+                );
+            }
+            assert_eq!(level(&app, "SKU-NOPE").await, None);
         }
-        assert_eq!(stock.level("SKU-NOPE").await.unwrap(), None);
     }
 
     #[tokio::test]
     async fn wrong_events_are_clear_errors() {
-        let stock = Arc::new(MemoryStock::sample());
-        let app = app_over(stock.clone());
+        let (app, _) = local(COMMIT_MODE);
         for (field, value) in [("source", "shop.payments"), ("detail-type", "OrderShipped")] {
             let mut event = order_placed();
             event[field] = json!(value);
@@ -392,13 +653,12 @@ mod tests {
             ),
             "{err}"
         );
-        assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(100));
+        assert_eq!(level(&app, "SKU-RED-MUG").await, Some(100));
     }
 
     #[tokio::test]
     async fn malformed_details_are_permanent_errors() {
-        let stock = Arc::new(MemoryStock::sample());
-        let app = app_over(stock.clone());
+        let (app, store) = local(COMMIT_MODE);
         for (field, value, expected) in [
             ("quantity", json!(0), "nonzero"),
             ("quantity", json!(-2), "nonzero"),
@@ -415,12 +675,28 @@ mod tests {
             }
             assert!(err.to_string().contains(expected), "{field}={value}: {err}");
         }
-        assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(100));
+        assert_eq!(level(&app, "SKU-RED-MUG").await, Some(100));
+        assert!(store.is_empty(), "no record for a malformed event");
     }
 
     #[tokio::test]
-    async fn empty_fields_are_terminal() {
-        let stock = MemoryStock::sample();
+    async fn an_event_without_an_id_is_a_permanent_key_error() {
+        let (app, _) = local(COMMIT_MODE);
+        for id in [json!(null), json!("")] {
+            let mut event = order_placed();
+            event["id"] = id.clone();
+            let err = invoke(&app, event).await.unwrap_err();
+            match err.downcast_ref::<EventError>() {
+                Some(e @ EventError::Key { .. }) => assert!(!e.is_retryable()),
+                other => panic!("id {id}: {other:?}: {err}"),
+            }
+        }
+        assert_eq!(level(&app, "SKU-RED-MUG").await, Some(100));
+    }
+
+    #[test]
+    fn empty_fields_are_terminal() {
+        let stock = StockTable::sample(MemoryStore::new());
         let quantity = NonZeroU32::MIN;
         for (order_id, sku, expected) in [
             ("", "SKU-RED-MUG", "order_id is empty"),
@@ -431,94 +707,195 @@ mod tests {
                 sku: sku.into(),
                 quantity,
             };
-            let err = reserve_stock(&stock, &order).await.unwrap_err();
+            let err = stage_reservation(&stock, &order).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Terminal);
             assert_eq!(err.to_string(), expected);
         }
     }
 
-    /// Stock whose first reservation waits for `release` (a slow table),
-    /// counting reservations.
+    #[test]
+    fn an_order_stages_one_guarded_decrement() {
+        let stock = StockTable::sample(MemoryStore::new());
+        let order = OrderPlaced {
+            order_id: "ord-9".into(),
+            sku: "SKU-BLUE-PLATE".into(),
+            quantity: NonZeroU32::new(3).unwrap(),
+        };
+        let staged = stage_reservation(&stock, &order).unwrap();
+        assert_eq!(
+            staged.response,
+            Reservation {
+                order_id: "ord-9".into(),
+                sku: "SKU-BLUE-PLATE".into(),
+                reserved: 3,
+            }
+        );
+        assert_eq!(
+            staged.writes,
+            [stock.reserve_write("SKU-BLUE-PLATE", 3, "ord-9")]
+        );
+    }
+
+    /// The kill switch: the decrement still commits atomically (no record);
+    /// every delivery reserves, and a refusal is a terminal error, not a
+    /// recorded outcome.
+    #[tokio::test]
+    async fn the_kill_switch_runs_unprotected() {
+        let store = MemoryStore::new();
+        let engine = Idempotency::new(store.clone(), App::config().disabled(true));
+        let app = App::new(engine, StockTable::sample(store.clone()));
+        for _ in 0..2 {
+            assert_eq!(
+                invoke(&app, order_placed()).await.unwrap(),
+                reserved("ord-1001", 2)
+            );
+        }
+        assert_eq!(level(&app, "SKU-RED-MUG").await, Some(96));
+        let err = invoke(&app, insufficient()).await.unwrap_err();
+        match err.downcast_ref::<EventError>() {
+            Some(e @ EventError::Handler { error, .. }) => {
+                assert!(!e.is_retryable());
+                assert_eq!(error.kind(), ErrorKind::Terminal);
+            }
+            other => panic!("{other:?}: {err}"),
+        }
+        assert_eq!(level(&app, "SKU-RED-MUG").await, Some(96));
+        assert!(store.is_empty(), "no idempotency records");
+    }
+
+    /// A memory store whose first transaction waits for `release` (a slow
+    /// commit), and optionally fails (throttled) instead of committing.
     #[derive(Debug)]
     struct Gated {
-        inner: MemoryStock,
+        inner: MemoryStore,
         entered: Notify,
         release: Notify,
-        calls: AtomicUsize,
+        transactions: AtomicUsize,
         fail_first: bool,
     }
 
     impl Gated {
-        fn new(fail_first: bool) -> Self {
+        fn new(inner: MemoryStore, fail_first: bool) -> Self {
             Self {
-                inner: MemoryStock::sample(),
+                inner,
                 entered: Notify::new(),
                 release: Notify::new(),
-                calls: AtomicUsize::new(0),
+                transactions: AtomicUsize::new(0),
                 fail_first,
             }
         }
     }
 
     #[async_trait]
-    impl Stock for Gated {
-        async fn reserve(&self, sku: &str, quantity: u32) -> Result<Reserve, HandlerError> {
-            if self.calls.fetch_add(1, SeqCst) == 0 {
+    impl Store for Gated {
+        async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
+            self.inner.claim(record, now_ms).await
+        }
+        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
+            self.inner.complete(record).await
+        }
+        async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+            self.inner.release(id, owner).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+            self.inner.get_many(ids).await
+        }
+        async fn transact(
+            &self,
+            record: RecordWrite<'_>,
+            writes: &[Write],
+        ) -> Result<(), TransactError> {
+            if self.transactions.fetch_add(1, SeqCst) == 0 {
                 self.entered.notify_one();
                 self.release.notified().await;
                 if self.fail_first {
-                    return Err(HandlerError::retryable("stock table throttled"));
+                    return Err(TransactError::Store(StoreError::Backend {
+                        operation: "TransactWriteItems",
+                        source: "ThrottlingException: stock table throttled".into(),
+                    }));
                 }
             }
-            self.inner.reserve(sku, quantity).await
-        }
-
-        async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError> {
-            self.inner.level(sku).await
+            self.inner.transact(record, writes).await
         }
     }
 
+    fn gated(mode: CommitMode, fail_first: bool) -> (App, Arc<Gated>) {
+        let store = MemoryStore::new();
+        let gated = Arc::new(Gated::new(store.clone(), fail_first));
+        let engine = Idempotency::new(gated.clone(), App::config().disabled(false));
+        let app = App::new(engine, StockTable::sample(store)).with_commit_mode(mode);
+        (app, gated)
+    }
+
+    /// A second delivery while the first is committing. Optimistic: both
+    /// stage the decrement, one transaction commits and the other replays it
+    /// (both `Ok`). Fenced: the second finds the claim and fails in progress
+    /// (so Lambda retries it), and its retry replays. Either way the stock
+    /// is taken once.
     #[tokio::test]
-    async fn a_concurrent_delivery_is_in_progress_and_retried() {
-        let stock = Arc::new(Gated::new(false));
-        let app = app_over(stock.clone());
-        let (first, second) = tokio::join!(invoke(&app, order_placed()), async {
-            // While the first delivery is inside the stock call...
-            stock.entered.notified().await;
-            let second = invoke(&app, order_placed()).await;
-            stock.release.notify_one();
-            second
-        });
-        assert_eq!(first.unwrap(), reserved("ord-1001", 2, 98));
-        let err = second.unwrap_err();
-        match err.downcast_ref::<EventError>() {
-            Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
-            other => panic!("{other:?}"),
+    async fn concurrent_deliveries_reserve_once() {
+        for mode in MODES {
+            let (app, gate) = gated(mode, false);
+            let (first, second) = tokio::join!(invoke(&app, order_placed()), async {
+                // While the first delivery is inside its transaction...
+                gate.entered.notified().await;
+                let second = invoke(&app, order_placed()).await;
+                gate.release.notify_one();
+                second
+            });
+            assert_eq!(first.unwrap(), reserved("ord-1001", 2), "{mode:?}");
+            match mode {
+                CommitMode::Optimistic => {
+                    assert_eq!(second.unwrap(), reserved("ord-1001", 2));
+                    assert_eq!(gate.transactions.load(SeqCst), 2, "both tried to commit");
+                }
+                CommitMode::Fenced => {
+                    let err = second.unwrap_err();
+                    match err.downcast_ref::<EventError>() {
+                        Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
+                        other => panic!("{other:?}"),
+                    }
+                    assert_eq!(gate.transactions.load(SeqCst), 1);
+                }
+            }
+            // Lambda's retry replays the reservation.
+            assert_eq!(
+                invoke(&app, order_placed()).await.unwrap(),
+                reserved("ord-1001", 2)
+            );
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(98), "{mode:?}");
         }
-        // Lambda's retry replays the reservation.
-        assert_eq!(
-            invoke(&app, order_placed()).await.unwrap(),
-            reserved("ord-1001", 2, 98)
-        );
-        assert_eq!(stock.calls.load(SeqCst), 1);
-        assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(98));
     }
 
     #[tokio::test]
     async fn a_retryable_failure_is_an_error_and_the_retry_reserves() {
-        let stock = Arc::new(Gated::new(true));
-        let app = app_over(stock.clone());
-        stock.release.notify_one(); // the permit is stored: no waiting
-        let err = invoke(&app, order_placed()).await.unwrap_err();
-        match err.downcast_ref::<EventError>() {
-            Some(e @ EventError::Handler { .. }) => assert!(e.is_retryable()),
-            other => panic!("{other:?}"),
+        for mode in MODES {
+            let (app, gate) = gated(mode, true);
+            gate.release.notify_one(); // the permit is stored: no waiting
+            let err = invoke(&app, order_placed()).await.unwrap_err();
+            match err.downcast_ref::<EventError>() {
+                Some(e @ EventError::Idempotency { .. }) => assert!(e.is_retryable()),
+                other => panic!("{mode:?}: {other:?}"),
+            }
+            assert!(
+                shared::error::report(&*err).contains("throttled"),
+                "{}",
+                shared::error::report(&*err)
+            );
+            assert_eq!(
+                level(&app, "SKU-RED-MUG").await,
+                Some(100),
+                "nothing applied"
+            );
+            assert_eq!(
+                invoke(&app, order_placed()).await.unwrap(),
+                reserved("ord-1001", 2),
+                "{mode:?}"
+            );
+            assert_eq!(level(&app, "SKU-RED-MUG").await, Some(98));
         }
-        assert!(err.to_string().contains("throttled"), "{err}");
-        assert_eq!(
-            invoke(&app, order_placed()).await.unwrap(),
-            reserved("ord-1001", 2, 98)
-        );
-        assert_eq!(stock.calls.load(SeqCst), 2);
     }
 }

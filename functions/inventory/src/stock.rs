@@ -1,75 +1,56 @@
-//! Stock levels: the business table (`STOCK_TABLE`, partition key `sku`,
+//! Stock levels: the business table (`STOCK_TABLE`, partition key `sku` (S),
 //! attribute `stock` (N)).
+//!
+//! A reservation is not a request of its own: [`StockTable::reserve_write`]
+//! stages it, and the engine commits it in the same `TransactWriteItems` as
+//! the event's idempotency record. The function itself never reads the table
+//! ([`StockTable::level`] is for tests and tooling).
 
-use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
-use shared::HandlerError;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use aws_sdk_dynamodb::types::AttributeValue;
+use shared::{Cond, HandlerError, Item, MemoryStore, Write};
 
-/// What a reservation attempt found. Refusals are values, not errors:
-/// whether they are final is the caller's business.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reserve {
-    /// The quantity was taken; this much is left.
-    Reserved {
-        /// Stock left after the reservation.
-        remaining: i64,
-    },
-    /// Not enough stock: nothing was taken.
-    Insufficient {
-        /// The stock level seen.
-        available: i64,
-    },
-    /// No such SKU in the table: nothing was taken.
-    UnknownSku,
+/// The attribute holding the level.
+pub const STOCK_ATTRIBUTE: &str = "stock";
+/// The partition key attribute.
+pub const KEY_ATTRIBUTE: &str = "sku";
+
+/// The stock a local run starts with ([`StockTable::sample`]): enough for
+/// `events/inventory-order-placed.json`, not for
+/// `events/inventory-insufficient-stock.json`.
+pub const SAMPLE_STOCK: [(&str, i64); 3] = [
+    ("SKU-RED-MUG", 100),
+    ("SKU-BLUE-PLATE", 40),
+    ("SKU-GREEN-BOWL", 25),
+];
+
+/// The stock table's name in local runs.
+pub const LOCAL_STOCK_TABLE: &str = "stock";
+
+/// The key of `sku`'s item.
+pub fn key(sku: &str) -> Item {
+    Item::from([(KEY_ATTRIBUTE.to_owned(), AttributeValue::S(sku.to_owned()))])
 }
 
-/// Where stock levels live.
-#[async_trait]
-pub trait Stock: Send + Sync + std::fmt::Debug {
-    /// Takes `quantity` units of `sku` if at least that many are in stock,
-    /// atomically. Not idempotent by itself: the engine makes it so. `Err`
-    /// is a failure to find out (retryable, or a corrupt item).
-    async fn reserve(&self, sku: &str, quantity: u32) -> Result<Reserve, HandlerError>;
-
-    /// The stock level, if the SKU exists.
-    async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError>;
-}
-
-/// Stock in DynamoDB: one `UpdateItem` per reservation,
-/// `SET #stock = #stock - :q` on the condition `#stock >= :q`, returning the
-/// new level (`UPDATED_NEW`) or, when the condition fails, the item as it was
-/// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`): no item means an unknown
-/// SKU, an item means insufficient stock. A missing item fails the condition
-/// too, so the update never creates one.
+/// The stock table, in DynamoDB or in the engine's embedded memory store.
 #[derive(Debug, Clone)]
-pub struct DynamoDbStock {
-    client: Client,
+pub struct StockTable {
     table: String,
+    backend: Backend,
 }
 
-impl DynamoDbStock {
-    /// Stock in `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
-    }
+#[derive(Debug, Clone)]
+enum Backend {
+    DynamoDb(Client),
+    Memory(MemoryStore),
 }
 
 /// The `stock` attribute of an item (`Ok(None)` when there is no item).
-fn stock_of(
-    sku: &str,
-    item: Option<&HashMap<String, AttributeValue>>,
-) -> Result<Option<i64>, HandlerError> {
+fn stock_of(sku: &str, item: Option<&Item>) -> Result<Option<i64>, HandlerError> {
     let Some(item) = item else {
         return Ok(None);
     };
-    match item.get("stock") {
+    match item.get(STOCK_ATTRIBUTE) {
         Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| {
             HandlerError::terminal(format!("stock of {sku} is not a whole number: {n}"))
         }),
@@ -82,146 +63,143 @@ fn stock_of(
     }
 }
 
-fn sdk_error<E>(err: E) -> HandlerError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    HandlerError::retryable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
-}
-
-#[async_trait]
-impl Stock for DynamoDbStock {
-    async fn reserve(&self, sku: &str, quantity: u32) -> Result<Reserve, HandlerError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("sku", AttributeValue::S(sku.to_owned()))
-            .update_expression("SET #stock = #stock - :q")
-            .condition_expression("#stock >= :q")
-            .expression_attribute_names("#stock", "stock")
-            .expression_attribute_values(":q", AttributeValue::N(quantity.to_string()))
-            .return_values(ReturnValue::UpdatedNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(out) => match stock_of(sku, out.attributes())? {
-                Some(remaining) => Ok(Reserve::Reserved { remaining }),
-                None => Err(HandlerError::retryable(
-                    "UpdateItem returned no stock level",
-                )),
-            },
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    Ok(match stock_of(sku, failed.item())? {
-                        Some(available) => Reserve::Insufficient { available },
-                        None => Reserve::UnknownSku,
-                    })
-                }
-                _ => Err(sdk_error(err)),
-            },
+impl StockTable {
+    /// Stock in the DynamoDB table `table`. The engine's store must be a
+    /// [`shared::DynamoDbStore`] in the same account and region, so that one
+    /// transaction spans both tables.
+    pub fn dynamodb(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            backend: Backend::DynamoDb(client),
         }
     }
 
-    async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("sku", AttributeValue::S(sku.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        stock_of(sku, out.item())
-    }
-}
-
-/// Stock in memory (local runs, tests).
-#[derive(Debug, Default)]
-pub struct MemoryStock(Mutex<HashMap<String, i64>>);
-
-/// The stock [`MemoryStock::sample`] starts with: enough for
-/// `events/inventory-order-placed.json`, not for
-/// `events/inventory-insufficient-stock.json`.
-pub const SAMPLE_STOCK: [(&str, i64); 3] = [
-    ("SKU-RED-MUG", 100),
-    ("SKU-BLUE-PLATE", 40),
-    ("SKU-GREEN-BOWL", 25),
-];
-
-impl MemoryStock {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// Stock in the memory store's table `table`, seeded with `levels`. Pass
+    /// the engine's own store, so that transactions span the records and the
+    /// stock.
+    pub fn memory<S: AsRef<str>>(
+        store: MemoryStore,
+        table: impl Into<String>,
+        levels: impl IntoIterator<Item = (S, i64)>,
+    ) -> Self {
+        let table = table.into();
+        for (sku, level) in levels {
+            store.put_item(&table, &key(sku.as_ref()), level_item(level));
+        }
+        Self {
+            table,
+            backend: Backend::Memory(store),
+        }
     }
 
-    /// Stock with the given levels.
-    pub fn with_levels<S: Into<String>>(levels: impl IntoIterator<Item = (S, i64)>) -> Self {
-        Self(Mutex::new(
-            levels.into_iter().map(|(s, n)| (s.into(), n)).collect(),
-        ))
+    /// Stock in `store`'s table [`LOCAL_STOCK_TABLE`], seeded with
+    /// [`SAMPLE_STOCK`] (local runs).
+    pub fn sample(store: MemoryStore) -> Self {
+        Self::memory(store, LOCAL_STOCK_TABLE, SAMPLE_STOCK)
     }
 
-    /// Stock seeded with [`SAMPLE_STOCK`] (local runs).
-    pub fn sample() -> Self {
-        Self::with_levels(SAMPLE_STOCK)
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
     }
 
-    /// Sets a level (restocking, tests).
-    pub fn set_level(&self, sku: impl Into<String>, level: i64) {
-        self.lock().insert(sku.into(), level);
-    }
-}
-
-#[async_trait]
-impl Stock for MemoryStock {
-    async fn reserve(&self, sku: &str, quantity: u32) -> Result<Reserve, HandlerError> {
-        let mut levels = self.lock();
-        let Some(level) = levels.get_mut(sku) else {
-            return Ok(Reserve::UnknownSku);
-        };
+    /// The reservation of `quantity` units of `sku` for `order_id`, as a
+    /// write to stage: `ADD stock -quantity` on the condition
+    /// `attribute_exists(sku) AND stock >= quantity`, so it never creates an
+    /// item nor takes more than there is. A failed condition is the terminal
+    /// outcome "insufficient stock": the transaction cannot tell a missing
+    /// item from a short one (it returns no item for a failed business
+    /// condition, and a `ConditionCheck` cannot target the same item in the
+    /// same transaction), so the message says both.
+    pub fn reserve_write(&self, sku: &str, quantity: u32, order_id: &str) -> Write {
         let quantity = i64::from(quantity);
-        if *level < quantity {
-            return Ok(Reserve::Insufficient { available: *level });
-        }
-        *level -= quantity;
-        Ok(Reserve::Reserved { remaining: *level })
+        Write::update(&self.table, key(sku))
+            .add(STOCK_ATTRIBUTE, -quantity)
+            .when(Cond::exists(KEY_ATTRIBUTE).and(Cond::ge(STOCK_ATTRIBUTE, quantity)))
+            .or_reject(format!(
+                "insufficient stock for {sku}: {quantity} requested (or unknown SKU); \
+                 order {order_id}"
+            ))
     }
 
-    async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError> {
-        Ok(self.lock().get(sku).copied())
+    /// The stock level, if the SKU exists (a strongly consistent read).
+    pub async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError> {
+        match &self.backend {
+            Backend::DynamoDb(client) => {
+                let out = client
+                    .get_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key(sku)))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        HandlerError::retryable(
+                            aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+                        )
+                    })?;
+                stock_of(sku, out.item())
+            }
+            Backend::Memory(store) => stock_of(sku, store.item(&self.table, &key(sku)).as_ref()),
+        }
     }
+}
+
+fn level_item(level: i64) -> Item {
+    Item::from([(
+        STOCK_ATTRIBUTE.to_owned(),
+        AttributeValue::N(level.to_string()),
+    )])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::ErrorKind;
+    use shared::{Change, CmpOp, ErrorKind, WriteOp};
+
+    #[test]
+    fn the_reservation_is_a_guarded_decrement_with_an_honest_rejection() {
+        let table = StockTable::memory(MemoryStore::new(), "stock", [("A", 5)]);
+        let w = table.reserve_write("A", 3, "ord-1");
+        assert_eq!(w.table, "stock");
+        assert_eq!(w.key, key("A"));
+        assert_eq!(w.op, WriteOp::Update(vec![Change::Add("stock".into(), -3)]));
+        assert_eq!(
+            w.condition,
+            Some(Cond::And(vec![
+                Cond::Exists("sku".into()),
+                Cond::Cmp("stock".into(), CmpOp::Ge, AttributeValue::N("3".into())),
+            ]))
+        );
+        assert_eq!(
+            w.rejection.as_deref(),
+            Some("insufficient stock for A: 3 requested (or unknown SKU); order ord-1")
+        );
+    }
 
     #[tokio::test]
-    async fn memory_stock_takes_only_what_is_there() {
-        let stock = MemoryStock::with_levels([("A", 5)]);
-        assert_eq!(
-            stock.reserve("A", 3).await.unwrap(),
-            Reserve::Reserved { remaining: 2 }
-        );
-        assert_eq!(
-            stock.reserve("A", 3).await.unwrap(),
-            Reserve::Insufficient { available: 2 }
-        );
-        assert_eq!(
-            stock.reserve("A", 2).await.unwrap(),
-            Reserve::Reserved { remaining: 0 }
-        );
-        assert_eq!(stock.reserve("B", 1).await.unwrap(), Reserve::UnknownSku);
-        assert_eq!(stock.level("A").await.unwrap(), Some(0));
-        assert_eq!(stock.level("B").await.unwrap(), None);
+    async fn memory_stock_lives_in_the_engine_store() {
+        let store = MemoryStore::new();
+        let table = StockTable::memory(store.clone(), "stock", [("A", 5)]);
+        assert_eq!(table.level("A").await.unwrap(), Some(5));
+        assert_eq!(table.level("B").await.unwrap(), None);
+        // A write outside any transaction (as a single request would do).
+        assert!(store.write(&table.reserve_write("A", 3, "o")).unwrap());
+        assert!(!store.write(&table.reserve_write("A", 3, "o")).unwrap());
+        assert!(!store.write(&table.reserve_write("B", 1, "o")).unwrap());
+        assert_eq!(table.level("A").await.unwrap(), Some(2));
+        assert_eq!(table.level("B").await.unwrap(), None, "never created");
+        // Seeding again restocks.
+        StockTable::memory(store, "stock", [("A", 9)]);
+        assert_eq!(table.level("A").await.unwrap(), Some(9));
+        let sample = StockTable::sample(MemoryStore::new());
+        assert_eq!(sample.table(), LOCAL_STOCK_TABLE);
+        assert_eq!(sample.level("SKU-RED-MUG").await.unwrap(), Some(100));
     }
 
     #[test]
     fn stock_attribute_parsing() {
-        let item = |v: AttributeValue| HashMap::from([("stock".to_owned(), v)]);
+        let item = |v: AttributeValue| Item::from([("stock".to_owned(), v)]);
         assert_eq!(stock_of("A", None).unwrap(), None);
         assert_eq!(
             stock_of("A", Some(&item(AttributeValue::N("7".into())))).unwrap(),
@@ -230,7 +208,7 @@ mod tests {
         for bad in [
             item(AttributeValue::N("7.5".into())),
             item(AttributeValue::S("7".into())),
-            HashMap::from([("sku".to_owned(), AttributeValue::S("A".into()))]),
+            key("A"),
         ] {
             let err = stock_of("A", Some(&bad)).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Terminal, "{bad:?}");

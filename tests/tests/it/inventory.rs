@@ -1,42 +1,54 @@
 //! `inventory` end to end against moto: DynamoDB idempotency and stock
 //! tables, EventBridge events as Lambda receives them (asynchronous
-//! invocation: a retry is the same event delivered again).
+//! invocation: a retry is the same event delivered again). The stock
+//! decrement commits in the same `TransactWriteItems` as the idempotency
+//! record.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::capture::Capture;
 use integration_tests::{create_idempotency_table, create_table, moto};
-use inventory::{App, DynamoDbStock, Reservation, Response};
+use inventory::{App, Reservation, Response, StockTable};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
+use shared::engine::CommitMode;
 use shared::{DynamoDbStore, EventError, Idempotency, TableConfig};
-use std::sync::Arc;
 use std::time::Duration;
 
 struct Setup {
     app: App,
     ddb: aws_sdk_dynamodb::Client,
+    idempotency_table: String,
     stock_table: String,
+    /// Every request the function's client sends.
+    capture: Capture,
 }
 
 async fn setup() -> Setup {
     let moto = moto();
-    let ddb = moto.dynamodb().await;
-    let idempotency = create_idempotency_table(&ddb).await;
+    let sdk = moto.sdk_config().await;
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let idempotency_table = create_idempotency_table(&ddb).await;
     let stock_table = create_table(&ddb, "stock", "sku", None).await;
     for (sku, level) in [("SKU-RED-MUG", 100), ("SKU-BLUE-PLATE", 40)] {
         set_level(&ddb, &stock_table, sku, level).await;
     }
+    let capture = Capture::default();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .interceptor(capture.clone())
+            .build(),
+    );
     let engine = Idempotency::new(
-        DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
+        DynamoDbStore::new(client.clone(), TableConfig::new(&idempotency_table)),
         App::config(),
     );
-    let app = App::new(
-        engine,
-        Arc::new(DynamoDbStock::new(ddb.clone(), &stock_table)),
-    );
+    let app = App::new(engine, StockTable::dynamodb(client, &stock_table));
     Setup {
         app,
         ddb,
+        idempotency_table,
         stock_table,
+        capture,
     }
 }
 
@@ -48,6 +60,14 @@ async fn set_level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str, level
         .send()
         .await
         .unwrap();
+}
+
+/// The level read with the test's own client (not captured).
+async fn level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str) -> Option<i64> {
+    StockTable::dynamodb(ddb.clone(), table)
+        .level(sku)
+        .await
+        .unwrap()
 }
 
 async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
@@ -64,13 +84,51 @@ fn sample(name: &str) -> Value {
     serde_json::from_str(text).unwrap()
 }
 
-fn reserved(order_id: &str, sku: &str, reserved: u32, remaining: i64) -> Response {
+fn reserved(order_id: &str, sku: &str, reserved: u32) -> Response {
     Response::Reserved(Reservation {
         order_id: order_id.into(),
         sku: sku.into(),
         reserved,
-        remaining,
     })
+}
+
+fn rejected(sku: &str, quantity: u32, order_id: &str) -> Response {
+    Response::Rejected {
+        rejected: format!(
+            "insufficient stock for {sku}: {quantity} requested (or unknown SKU); order {order_id}"
+        ),
+    }
+}
+
+/// An expression of a captured request with its `#name` and `:value`
+/// placeholders substituted (numbers as their text), after checking that
+/// every placeholder defined is used by one of the request's expressions.
+fn resolved(request: &Value, expression: &str) -> String {
+    let all: String = ["UpdateExpression", "ConditionExpression"]
+        .iter()
+        .filter_map(|k| request[*k].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut text = request[expression].as_str().unwrap().to_owned();
+    let mut substitutions: Vec<(String, String)> = Vec::new();
+    for (placeholder, name) in request["ExpressionAttributeNames"].as_object().unwrap() {
+        substitutions.push((placeholder.clone(), name.as_str().unwrap().to_owned()));
+    }
+    for (placeholder, value) in request["ExpressionAttributeValues"].as_object().unwrap() {
+        substitutions.push((placeholder.clone(), value["N"].as_str().unwrap().to_owned()));
+    }
+    // Longest first, so that `#n1` does not eat the start of `#n10`.
+    substitutions.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    for (placeholder, _) in &substitutions {
+        assert!(
+            all.contains(placeholder.as_str()),
+            "{placeholder} unused: {request}"
+        );
+    }
+    for (placeholder, with) in &substitutions {
+        text = text.replace(placeholder.as_str(), with);
+    }
+    text
 }
 
 /// The sample events: the order reserves once however often it is
@@ -82,41 +140,36 @@ async fn sample_events_reserve_once_and_reject_insufficient_stock() {
         app,
         ddb,
         stock_table,
+        ..
     } = setup().await;
-    let stock = app.stock();
     let first = invoke(&app, sample("order-placed")).await.unwrap();
-    assert_eq!(first, reserved("ord-1001", "SKU-RED-MUG", 2, 98));
+    assert_eq!(first, reserved("ord-1001", "SKU-RED-MUG", 2));
     for _redelivery in 0..2 {
         assert_eq!(invoke(&app, sample("order-placed")).await.unwrap(), first);
     }
-    assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(98));
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
 
-    let rejected = invoke(&app, sample("insufficient")).await.unwrap();
-    assert_eq!(
-        rejected,
-        Response::Rejected {
-            rejected: "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available \
-                       (order ord-1004)"
-                .into()
-        }
-    );
-    assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(98));
+    let refusal = invoke(&app, sample("insufficient")).await.unwrap();
+    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004"));
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
     // Restocked since: a redelivery replays the recorded refusal and does
     // not reserve.
     set_level(&ddb, &stock_table, "SKU-RED-MUG", 5000).await;
-    assert_eq!(
-        invoke(&app, sample("insufficient")).await.unwrap(),
-        rejected
-    );
-    assert_eq!(stock.level("SKU-RED-MUG").await.unwrap(), Some(5000));
+    assert_eq!(invoke(&app, sample("insufficient")).await.unwrap(), refusal);
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(5000));
 }
 
-/// The conditional decrement on DynamoDB: exact stock down to zero, then a
-/// refusal that reports what is left; an unknown SKU is told apart (the
-/// failed condition returns no item) and no item is created for it.
+/// The guarded decrement on DynamoDB: exact stock down to zero, then a
+/// refusal; an unknown SKU is refused the same way (one transaction cannot
+/// tell them apart) and no item is created for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_decrement_on_dynamodb() {
-    let Setup { app, .. } = setup().await;
+    let Setup {
+        app,
+        ddb,
+        stock_table,
+        ..
+    } = setup().await;
     let event = |n: u32, sku: &str, quantity: u32| {
         let mut e = sample("order-placed");
         e["id"] = json!(format!("00000000-0000-4000-8000-{n:012}"));
@@ -125,68 +178,166 @@ async fn conditional_decrement_on_dynamodb() {
     };
     assert_eq!(
         invoke(&app, event(1, "SKU-BLUE-PLATE", 30)).await.unwrap(),
-        reserved("ord-1", "SKU-BLUE-PLATE", 30, 10)
+        reserved("ord-1", "SKU-BLUE-PLATE", 30)
     );
+    assert_eq!(level(&ddb, &stock_table, "SKU-BLUE-PLATE").await, Some(10));
     assert_eq!(
         invoke(&app, event(2, "SKU-BLUE-PLATE", 10)).await.unwrap(),
-        reserved("ord-2", "SKU-BLUE-PLATE", 10, 0)
+        reserved("ord-2", "SKU-BLUE-PLATE", 10)
     );
     assert_eq!(
         invoke(&app, event(3, "SKU-BLUE-PLATE", 1)).await.unwrap(),
-        Response::Rejected {
-            rejected: "insufficient stock for SKU-BLUE-PLATE: 1 requested, 0 available \
-                       (order ord-3)"
-                .into()
-        }
+        rejected("SKU-BLUE-PLATE", 1, "ord-3")
     );
     assert_eq!(
         invoke(&app, event(4, "SKU-NOPE", 1)).await.unwrap(),
-        Response::Rejected {
-            rejected: "unknown sku SKU-NOPE (order ord-4)".into()
-        }
+        rejected("SKU-NOPE", 1, "ord-4")
     );
-    assert_eq!(app.stock().level("SKU-NOPE").await.unwrap(), None);
-    assert_eq!(app.stock().level("SKU-BLUE-PLATE").await.unwrap(), Some(0));
+    assert_eq!(level(&ddb, &stock_table, "SKU-NOPE").await, None);
+    assert_eq!(level(&ddb, &stock_table, "SKU-BLUE-PLATE").await, Some(0));
 }
 
-/// The same event delivered twice at once (two concurrent invocations):
-/// one reserves; the other replays it or is told the event is in progress
-/// (an error, so Lambda retries it), and its retry replays the reservation.
+/// The same event delivered twice at once (two concurrent invocations),
+/// ten times, in both commit modes. Optimistic (the function's mode): both
+/// stage the decrement, exactly one transaction commits and the other
+/// replays it. Fenced: the second may instead be told the event is in
+/// progress (an error, so Lambda retries it), and its retry replays. Either
+/// way the stock is taken once per event. (Needs the serialized moto
+/// launcher: plain moto lets two concurrent transactions both win.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_deliveries_reserve_once() {
-    let Setup { app, .. } = setup().await;
-    let mut in_progress = 0;
-    let mut expected_level = 100;
-    for n in 0..10u32 {
-        let mut event = sample("order-placed");
-        event["id"] = json!(format!("10000000-0000-4000-8000-{n:012}"));
-        event["detail"]["order_id"] = json!(format!("ord-c{n}"));
-        expected_level -= 2;
-        let expected = reserved(&format!("ord-c{n}"), "SKU-RED-MUG", 2, expected_level);
-        let (a, b) = tokio::join!(invoke(&app, event.clone()), invoke(&app, event.clone()));
-        let mut ok = 0;
-        for result in [a, b] {
-            match result {
-                Ok(response) => {
-                    assert_eq!(response, expected);
-                    ok += 1;
-                }
-                Err(err) => {
-                    match err.downcast_ref::<EventError>() {
-                        Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
-                        other => panic!("{other:?}: {err}"),
+    for mode in [CommitMode::Optimistic, CommitMode::Fenced] {
+        let Setup {
+            app,
+            ddb,
+            stock_table,
+            capture,
+            ..
+        } = setup().await;
+        let app = app.with_commit_mode(mode);
+        let mut in_progress = 0;
+        let mut expected_level = 100;
+        for n in 0..10u32 {
+            let mut event = sample("order-placed");
+            event["id"] = json!(format!("10000000-0000-4000-8000-{n:012}"));
+            event["detail"]["order_id"] = json!(format!("ord-c{n}"));
+            expected_level -= 2;
+            let expected = reserved(&format!("ord-c{n}"), "SKU-RED-MUG", 2);
+            capture.clear();
+            let (a, b) = tokio::join!(invoke(&app, event.clone()), invoke(&app, event.clone()));
+            if mode == CommitMode::Optimistic {
+                // Both committed their own transaction; one was cancelled by
+                // the other's record, and nothing else was sent.
+                assert_eq!(
+                    capture.operations(),
+                    ["TransactWriteItems", "TransactWriteItems"]
+                );
+            }
+            let mut ok = 0;
+            for result in [a, b] {
+                match result {
+                    Ok(response) => {
+                        assert_eq!(response, expected, "{mode:?}");
+                        ok += 1;
                     }
-                    in_progress += 1;
-                    // Lambda's retry (after the first finished).
-                    assert_eq!(invoke(&app, event.clone()).await.unwrap(), expected);
+                    Err(err) => {
+                        match err.downcast_ref::<EventError>() {
+                            Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
+                            other => panic!("{mode:?}: {other:?}: {err}"),
+                        }
+                        assert_eq!(mode, CommitMode::Fenced, "optimistic mode has no claim");
+                        in_progress += 1;
+                        // Lambda's retry (after the first finished).
+                        assert_eq!(invoke(&app, event.clone()).await.unwrap(), expected);
+                    }
                 }
             }
+            assert!(ok >= 1, "one of the two deliveries reserved");
+            assert_eq!(
+                level(&ddb, &stock_table, "SKU-RED-MUG").await,
+                Some(expected_level),
+                "{mode:?}"
+            );
         }
-        assert!(ok >= 1, "one of the two deliveries reserved");
-        assert_eq!(
-            app.stock().level("SKU-RED-MUG").await.unwrap(),
-            Some(expected_level)
-        );
+        eprintln!("{mode:?}: {in_progress} of 10 pairs met an in-progress claim");
     }
-    eprintln!("concurrent deliveries: {in_progress} of 10 pairs met an in-progress claim");
+}
+
+/// On the wire: a new event is exactly one `TransactWriteItems` holding the
+/// guarded stock `Update` and the completed record's conditional `Put`; a
+/// redelivery is one cancelled transaction; a refusal is the cancelled
+/// transaction plus the `PutItem` recording it, and its redelivery one
+/// cancelled transaction. (These are also the actions the template grants:
+/// `UpdateItem` on the stock table, `PutItem` on the idempotency table.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_event_costs_exactly_one_transact_write_items() {
+    let Setup {
+        app,
+        ddb,
+        idempotency_table,
+        stock_table,
+        capture,
+    } = setup().await;
+    let first = invoke(&app, sample("order-placed")).await.unwrap();
+    assert_eq!(first, reserved("ord-1001", "SKU-RED-MUG", 2));
+    assert_eq!(capture.operations(), ["TransactWriteItems"]);
+    let items = capture.requests()[0].body["TransactItems"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 2, "{items}");
+    let update = &items[0]["Update"];
+    assert_eq!(update["TableName"], json!(stock_table));
+    assert_eq!(update["Key"], json!({"sku": {"S": "SKU-RED-MUG"}}));
+    assert_eq!(
+        update.as_object().unwrap().len(),
+        6,
+        "nothing else: {update}"
+    );
+    assert_eq!(
+        resolved(update, "UpdateExpression"),
+        "ADD stock -2",
+        "{update}"
+    );
+    assert_eq!(
+        resolved(update, "ConditionExpression"),
+        "(attribute_exists(sku)) AND (stock >= 2)",
+        "{update}"
+    );
+    let put = &items[1]["Put"];
+    assert_eq!(put["TableName"], json!(idempotency_table));
+    assert_eq!(put["Item"]["status"], json!({"S": "COMPLETED"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(put["Item"]["data"]["S"].as_str().unwrap()).unwrap(),
+        json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2})
+    );
+    assert!(
+        put["ConditionExpression"]
+            .as_str()
+            .unwrap()
+            .starts_with("attribute_not_exists(#id)"),
+        "{put}"
+    );
+    assert_eq!(put["ReturnValuesOnConditionCheckFailure"], json!("ALL_OLD"));
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
+
+    capture.clear();
+    assert_eq!(invoke(&app, sample("order-placed")).await.unwrap(), first);
+    assert_eq!(capture.operations(), ["TransactWriteItems"]);
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
+
+    capture.clear();
+    let refusal = invoke(&app, sample("insufficient")).await.unwrap();
+    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004"));
+    assert_eq!(capture.operations(), ["TransactWriteItems", "PutItem"]);
+    let record = &capture.requests()[1].body;
+    assert_eq!(record["TableName"], json!(idempotency_table));
+    assert_eq!(
+        record["Item"]["error"]["S"],
+        json!(
+            "insufficient stock for SKU-RED-MUG: 1000 requested (or unknown SKU); order ord-1004"
+        )
+    );
+
+    capture.clear();
+    assert_eq!(invoke(&app, sample("insufficient")).await.unwrap(), refusal);
+    assert_eq!(capture.operations(), ["TransactWriteItems"]);
+    assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
 }
