@@ -24,7 +24,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -34,9 +33,10 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 use crate::batch::{
     MissingKey, PayloadScope, is_missing, json_type, looks_like_envelope, pointer_key,
 };
-use crate::engine::{Idempotency, Outcome, panic_message};
+use crate::engine::{CommitMode, Idempotency, Outcome, panic_message};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError};
 use crate::key::IdempotencyKey;
+use crate::write::Staged;
 
 /// A key function over the event envelope (as JSON, `detail` included).
 pub type EventKeyFn = Arc<dyn Fn(&Value) -> Result<Value, KeyError> + Send + Sync>;
@@ -298,30 +298,85 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<T, HandlerError>>,
     {
+        self.process_with(event, move |engine, key, payload, typed| async move {
+            match key {
+                Some(key) => {
+                    engine
+                        .execute(&key, payload.as_ref(), remaining, || handler(typed))
+                        .await
+                }
+                None => engine.unprotected(|| handler(typed)).await,
+            }
+        })
+        .await
+    }
+
+    /// Like [`EventBridgeProcessor::process`], for a handler whose effects
+    /// are DynamoDB writes it stages: they commit in one transaction with the
+    /// idempotency record ([`Idempotency::execute_transaction`], in `mode`).
+    pub async fn process_transaction<D, T, H, Fut>(
+        &self,
+        event: EventBridgeEvent<Value>,
+        remaining: Option<Duration>,
+        mode: CommitMode,
+        handler: H,
+    ) -> Result<EventOutcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+    {
+        self.process_with(event, move |engine, key, payload, typed| async move {
+            match key {
+                Some(key) => {
+                    engine
+                        .execute_transaction(&key, payload.as_ref(), remaining, mode, || {
+                            handler(typed)
+                        })
+                        .await
+                }
+                None => engine.unprotected_transaction(|| handler(typed)).await,
+            }
+        })
+        .await
+    }
+
+    /// Parses, keys, runs `call` (the engine call), logs and counts.
+    async fn process_with<D, T, C, Fut>(
+        &self,
+        event: EventBridgeEvent<Value>,
+        call: C,
+    ) -> Result<EventOutcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        C: FnOnce(Idempotency, Option<IdempotencyKey>, Option<Value>, EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<Outcome<T>, Error>>,
+    {
         let start = Instant::now();
         let event_id = match event.id.as_deref() {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => "(no id)".to_owned(),
         };
-        let result = self.run(&event_id, event, remaining, handler).await;
+        let result = self.run(&event_id, event, call).await;
         let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         log_event(&event_id, &result, latency_ms);
         crate::metrics::emit(&event_counts(&result));
         result.map(|(outcome, _)| outcome)
     }
 
-    async fn run<D, T, H, Fut>(
+    async fn run<D, T, C, Fut>(
         &self,
         event_id: &str,
         event: EventBridgeEvent<Value>,
-        remaining: Option<Duration>,
-        handler: H,
+        call: C,
     ) -> Result<(EventOutcome<T>, Option<IdempotencyKey>), EventError>
     where
         D: Serialize + DeserializeOwned,
         T: Serialize + DeserializeOwned,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        C: FnOnce(Idempotency, Option<IdempotencyKey>, Option<Value>, EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<Outcome<T>, Error>>,
     {
         let id = || event_id.to_owned();
         let envelope = serde_json::to_value(&event).map_err(|e| EventError::Idempotency {
@@ -339,29 +394,7 @@ impl EventBridgeProcessor {
             PayloadScope::Body => Some(event.detail),
             PayloadScope::None => None,
         };
-        let Some(key) = key else {
-            let outcome = match AssertUnwindSafe(async move { handler(typed).await })
-                .catch_unwind()
-                .await
-            {
-                Ok(Ok(response)) => Ok(EventOutcome::Unprotected(response)),
-                Ok(Err(error)) => Err(error),
-                Err(panic) => Err(HandlerError::retryable(format!(
-                    "handler panicked: {}",
-                    panic_message(&*panic)
-                ))),
-            };
-            return outcome
-                .map(|o| (o, None))
-                .map_err(|error| EventError::Handler {
-                    event_id: id(),
-                    error,
-                });
-        };
-        let result = self
-            .engine
-            .execute(&key, payload.as_ref(), remaining, || handler(typed))
-            .await;
+        let result = call(self.engine.clone(), key.clone(), payload, typed).await;
         let outcome = match result {
             Ok(Outcome::Executed(t)) => EventOutcome::Executed(t),
             Ok(Outcome::Replayed(t)) => EventOutcome::Replayed(t),
@@ -391,7 +424,7 @@ impl EventBridgeProcessor {
                 });
             }
         };
-        Ok((outcome, Some(key)))
+        Ok((outcome, key))
     }
 
     fn key_for(

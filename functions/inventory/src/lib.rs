@@ -28,14 +28,11 @@ use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use shared::engine::CommitMode;
-use shared::eventbridge::{EventBridgeEvent, EventOutcome};
-use shared::{
-    Config, Error, EventError, HandlerError, Idempotency, IdempotencyKey, KeyError, MemoryStore,
-    Outcome, Staged, TerminalErrors,
-};
+use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventOutcome};
+use shared::{Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
 use std::fmt;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use stock::{LOCAL_STOCK_TABLE, SAMPLE_STOCK, StockTable};
 
@@ -177,13 +174,10 @@ pub fn stage_reservation(
 /// environment.
 #[derive(Debug, Clone)]
 pub struct App {
-    engine: Idempotency,
+    processor: EventBridgeProcessor,
     stock: StockTable,
     mode: CommitMode,
 }
-
-/// An event's result with the key it was processed under (for the log).
-type Processed = Result<(EventOutcome<Reservation>, Option<IdempotencyKey>), EventError>;
 
 impl App {
     /// The function over the given engine and stock table, keyed by the
@@ -192,7 +186,7 @@ impl App {
     /// [`MemoryStore`]).
     pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
-            engine,
+            processor: EventBridgeProcessor::new(engine),
             stock,
             mode: COMMIT_MODE,
         }
@@ -259,7 +253,7 @@ impl App {
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.engine
+        self.processor.engine()
     }
 
     /// Handles one EventBridge event. `Ok` when the event is done (reserved,
@@ -282,7 +276,19 @@ impl App {
         }
         let remaining =
             shared::batch::remaining_time(&ctx, shared::Clock::now_ms(&shared::SystemClock));
-        match self.process(event, remaining).await? {
+        let stock = &self.stock;
+        let outcome =
+            self.processor
+                .process_transaction(
+                    event,
+                    remaining,
+                    self.mode,
+                    |e: EventBridgeEvent<OrderPlaced>| async move {
+                        stage_reservation(stock, &e.detail)
+                    },
+                )
+                .await?;
+        match outcome {
             EventOutcome::Executed(r)
             | EventOutcome::Replayed(Some(r))
             | EventOutcome::Unprotected(r) => Ok(Response::Reserved(r)),
@@ -291,179 +297,12 @@ impl App {
             other => Err(format!("unexpected outcome {other:?}").into()),
         }
     }
-
-    /// One event through [`Idempotency::execute_transaction`], keyed by the
-    /// event id: the transactional counterpart of
-    /// [`shared::EventBridgeProcessor::process`] (which runs handlers through
-    /// `execute`, claim then complete, and so cannot commit a staged write
-    /// with the record). Same errors, the same log line and EMF metrics.
-    async fn process(
-        &self,
-        event: EventBridgeEvent<Value>,
-        remaining: Option<Duration>,
-    ) -> Result<EventOutcome<Reservation>, EventError> {
-        let start = Instant::now();
-        let event_id = match event.id.as_deref() {
-            Some(id) if !id.is_empty() => id.to_owned(),
-            _ => "(no id)".to_owned(),
-        };
-        let result = self.run(&event_id, event, remaining).await;
-        let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        log_event(&event_id, &result, latency_ms);
-        shared::metrics::emit(&counts(&result));
-        result.map(|(outcome, _)| outcome)
-    }
-
-    async fn run(
-        &self,
-        event_id: &str,
-        event: EventBridgeEvent<Value>,
-        remaining: Option<Duration>,
-    ) -> Processed {
-        let id = || event_id.to_owned();
-        let order: OrderPlaced =
-            serde_json::from_value(event.detail.clone()).map_err(|e| EventError::BadDetail {
-                event_id: id(),
-                expected: std::any::type_name::<OrderPlaced>(),
-                error: e.to_string(),
-            })?;
-        let key = event
-            .id
-            .clone()
-            .map(Value::String)
-            .ok_or_else(|| KeyError::Missing("id".to_owned()))
-            .and_then(|material| self.engine.key(&material))
-            .map_err(|error| EventError::Key {
-                event_id: id(),
-                error,
-            })?;
-        let stock = &self.stock;
-        let result = self
-            .engine
-            .execute_transaction(&key, Some(&event.detail), remaining, self.mode, || async {
-                stage_reservation(stock, &order)
-            })
-            .await;
-        let outcome = match result {
-            Ok(Outcome::Executed(r)) => EventOutcome::Executed(r),
-            Ok(Outcome::Replayed(r)) => EventOutcome::Replayed(r),
-            Ok(Outcome::Unprotected(r)) => EventOutcome::Unprotected(r),
-            Ok(Outcome::Rejected { error, replayed }) => EventOutcome::Rejected { error, replayed },
-            Ok(Outcome::InProgress {
-                lease_expires_at_ms,
-            }) => {
-                return Err(EventError::InProgress {
-                    event_id: id(),
-                    lease_expires_at_ms,
-                });
-            }
-            Ok(Outcome::PayloadMismatch) => {
-                return Err(EventError::PayloadMismatch { event_id: id() });
-            }
-            Ok(other) => {
-                return Err(EventError::Handler {
-                    event_id: id(),
-                    error: HandlerError::retryable(format!("unexpected outcome {other:?}")),
-                });
-            }
-            Err(Error::Handler(error)) => {
-                return Err(EventError::Handler {
-                    event_id: id(),
-                    error,
-                });
-            }
-            Err(error) => {
-                return Err(EventError::Idempotency {
-                    event_id: id(),
-                    error,
-                });
-            }
-        };
-        Ok((outcome, Some(key)))
-    }
-}
-
-/// The metric counts of one event (as the shared EventBridge processor
-/// counts them).
-fn counts(result: &Processed) -> shared::metrics::Counts {
-    let mut counts = shared::metrics::Counts::default();
-    match result {
-        Ok((EventOutcome::Executed(_) | EventOutcome::Unprotected(_), _)) => counts.processed = 1,
-        Ok((EventOutcome::Replayed(_) | EventOutcome::Rejected { replayed: true, .. }, _)) => {
-            counts.replayed = 1;
-        }
-        Ok((EventOutcome::Rejected { .. }, _)) => counts.rejected = 1,
-        Ok(_) => {}
-        Err(EventError::InProgress { .. }) => {
-            counts.in_progress = 1;
-            counts.failed = 1;
-        }
-        Err(_) => counts.failed = 1,
-    }
-    counts
-}
-
-/// One log line per event (the shared processor's fields); the key appears
-/// only as its hash.
-fn log_event(event_id: &str, result: &Processed, latency_ms: u64) {
-    match result {
-        Ok((outcome, key)) => {
-            let key = key.as_ref().map(IdempotencyKey::hash);
-            match outcome {
-                EventOutcome::Executed(_) => tracing::info!(
-                    event_id,
-                    key,
-                    outcome = "executed",
-                    latency_ms,
-                    "event processed"
-                ),
-                EventOutcome::Replayed(_) => tracing::info!(
-                    event_id,
-                    key,
-                    outcome = "replayed",
-                    latency_ms,
-                    "duplicate event: the stored outcome is replayed, the handler did not run"
-                ),
-                EventOutcome::Rejected { error, replayed } => tracing::warn!(
-                    event_id,
-                    key,
-                    outcome = "rejected",
-                    replayed,
-                    error = error.as_str(),
-                    latency_ms,
-                    "event rejected with a recorded terminal error (done, not retried)"
-                ),
-                EventOutcome::Unprotected(_) => tracing::warn!(
-                    event_id,
-                    outcome = "unprotected",
-                    latency_ms,
-                    "event processed without idempotency protection"
-                ),
-                _ => tracing::warn!(event_id, latency_ms, "event ended with an unknown outcome"),
-            }
-        }
-        Err(error) if error.is_retryable() => tracing::warn!(
-            event_id,
-            outcome = "failed",
-            retryable = true,
-            error = %shared::error::report(error),
-            latency_ms,
-            "event failed; Lambda will deliver it again"
-        ),
-        Err(error) => tracing::error!(
-            event_id,
-            outcome = "failed",
-            retryable = false,
-            error = %shared::error::report(error),
-            latency_ms,
-            "event failed permanently; after Lambda's retries it goes to the DLQ"
-        ),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::EventError;
     use async_trait::async_trait;
     use serde_json::json;
     use shared::{
