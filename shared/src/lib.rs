@@ -45,6 +45,7 @@ pub mod key;
 pub mod metrics;
 pub mod record;
 pub mod runtime;
+pub mod signature;
 pub mod store;
 pub mod write;
 
@@ -60,6 +61,7 @@ pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
 pub use record::{Record, Status};
+pub use signature::{SecretError, SignatureError, Verifier};
 pub use store::{Claim, DynamoDbStore, MemoryStore, RecordWrite, Store, TransactError};
 pub use write::{Change, CmpOp, Cond, Item, Staged, Write, WriteOp};
 

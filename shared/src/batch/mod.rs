@@ -14,7 +14,11 @@
 //! * **In-batch duplicates** (records sharing an idempotency key) run once;
 //!   the others wait for that run and get its outcome as a replay.
 //! * **Poison records** (a body that does not parse, a missing key, a panic)
-//!   fail alone; the rest of the batch finishes.
+//!   fail alone; the rest of the batch finishes. A body over
+//!   [`BatchProcessor::max_body_bytes`] fails without being parsed.
+//! * **Signed bodies** (optional, [`BatchProcessor::verify_signatures`]): a
+//!   record whose HMAC-SHA256 is missing or wrong fails before its body is
+//!   parsed ([`crate::signature`]).
 //! * **EventBridge envelopes** in the body (an EventBridge rule whose target
 //!   is the queue) are recognised ([`EnvelopeMode`]): the handler's body type
 //!   is parsed from the envelope's `detail`, the envelope is handed over in
@@ -77,6 +81,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::engine::{CommitMode, Idempotency, Prefetched, panic_message};
 use crate::error::{ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
+use crate::signature::{SignatureError, Verifier};
 use crate::write::Staged;
 
 mod fifo;
@@ -88,6 +93,9 @@ pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
 pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
 /// The SQS system attribute counting a record's deliveries.
 pub const APPROXIMATE_RECEIVE_COUNT: &str = "ApproximateReceiveCount";
+/// The default [`BatchProcessor::max_body_bytes`]: 256 KiB, SQS's default
+/// maximum message size.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 262_144;
 
 /// A key function: gets the SQS message and its parsed body (or the
 /// EventBridge envelope when the body is one) and returns the key material.
@@ -390,6 +398,18 @@ pub enum FailureReason {
     Key(KeyError),
     /// A FIFO record without `MessageGroupId`: its order cannot be kept.
     NoGroupId,
+    /// The body is larger than [`BatchProcessor::max_body_bytes`]; it was
+    /// not parsed (permanent).
+    BodyTooLarge {
+        /// The body's size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Signatures are verified ([`BatchProcessor::verify_signatures`]) and
+    /// this record's is missing, malformed or wrong; its body was not parsed
+    /// (permanent).
+    BadSignature(SignatureError),
     /// Another invocation holds the key: retry later.
     InProgress {
         /// When that claim lapses (epoch ms), if known.
@@ -432,6 +452,15 @@ impl fmt::Display for FailureReason {
             Self::NoGroupId => f.write_str(
                 "FIFO record without a MessageGroupId attribute: its order cannot be kept, so it \
                  and every later record of the batch are failed (is the queue really FIFO?)",
+            ),
+            Self::BodyTooLarge { size, limit } => write!(
+                f,
+                "body of {size} bytes is over the {limit}-byte limit \
+                 (BatchProcessor::max_body_bytes); not parsed (permanent)"
+            ),
+            Self::BadSignature(e) => write!(
+                f,
+                "signature check failed: {e}; body not parsed (permanent)"
             ),
             Self::InProgress {
                 lease_expires_at_ms,
@@ -689,6 +718,8 @@ pub struct BatchProcessor {
     payload: PayloadScope,
     envelope: EnvelopeMode,
     pre_read: PreRead,
+    max_body_bytes: usize,
+    verifier: Option<Verifier>,
 }
 
 impl BatchProcessor {
@@ -704,7 +735,27 @@ impl BatchProcessor {
             payload: PayloadScope::default(),
             envelope: EnvelopeMode::default(),
             pre_read: PreRead::default(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            verifier: None,
         }
+    }
+
+    /// Bodies over `bytes` (UTF-8 length) fail their record with
+    /// [`FailureReason::BodyTooLarge`] without being parsed. Default
+    /// [`DEFAULT_MAX_BODY_BYTES`] (256 KiB); raise it for queues configured
+    /// with a larger `MaximumMessageSize`.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Checks each record's HMAC-SHA256 with `verifier` before parsing its
+    /// body (after the size check). A missing or wrong signature fails the
+    /// record with [`FailureReason::BadSignature`]; only its message id and
+    /// the reason are logged. Off by default.
+    pub fn verify_signatures(mut self, verifier: Verifier) -> Self {
+        self.verifier = Some(verifier);
+        self
     }
 
     /// When to read the batch's records ahead (default

@@ -87,6 +87,17 @@ impl BatchProcessor {
             .body
             .as_deref()
             .ok_or_else(|| parse(format!("message {ident} has no body")))?;
+        if text.len() > self.max_body_bytes {
+            return Err(FailureReason::BodyTooLarge {
+                size: text.len(),
+                limit: self.max_body_bytes,
+            });
+        }
+        if let Some(verifier) = &self.verifier {
+            verifier
+                .verify_message(message)
+                .map_err(FailureReason::BadSignature)?;
+        }
         let value: Value = serde_json::from_str(text)
             .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
         let is_envelope = match self.envelope {
@@ -269,6 +280,13 @@ impl BatchProcessor {
         let first = match &role {
             Role::Follower { first, .. } => Some(first.as_str()),
             _ => None,
+        };
+        // A record that failed its signature check is unauthenticated: its
+        // line carries the message id and the reason only (no group: on
+        // payments it is the account id).
+        let group = match &outcome {
+            RecordOutcome::Failed(FailureReason::BadSignature(_)) => None,
+            _ => group,
         };
         log_record(
             &ident,
@@ -1241,6 +1259,189 @@ mod tests {
         assert_eq!(runs.load(SeqCst), 4, "the in-batch duplicate runs too");
         assert_eq!(report.records[2].outcome, RecordOutcome::Unprotected(()));
         assert!(store.is_empty());
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_fail_without_parsing() {
+        let limit = super::super::DEFAULT_MAX_BODY_BYTES;
+        assert_eq!(limit, 256 * 1024);
+        // A JSON body of exactly `len` bytes.
+        let sized = |id: &str, len: usize| {
+            let head = format!(r#"{{"id":"{id}","pad":""#);
+            let pad = "x".repeat(len - head.len() - 2);
+            let body = format!("{head}{pad}\"}}");
+            assert_eq!(body.len(), len);
+            body
+        };
+        let (engine, store, _) = memory_engine();
+        let runs = AtomicUsize::new(0);
+        let handler = |_r: SqsRecord<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                Ok::<_, HandlerError>(())
+            }
+        };
+        let event = batch(vec![
+            message(Some("at-limit"), &sized("a", limit)),
+            message(Some("over"), &sized("b", limit + 1)),
+            // Not JSON, and over the limit: never parsed, so not a parse error.
+            message(Some("garbage"), &"{".repeat(limit + 10)),
+            message(Some("small"), r#"{"id":"c"}"#),
+        ]);
+        let processor = BatchProcessor::new(engine.clone(), KeySelector::pointer("/id"));
+        let report = processor.process(event, None, handler).await;
+        assert_eq!(runs.load(SeqCst), 2);
+        assert_eq!(report.records[0].outcome, RecordOutcome::Processed(()));
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Failed(FailureReason::BodyTooLarge {
+                size: limit + 1,
+                limit
+            })
+        );
+        assert_eq!(
+            report.records[2].outcome,
+            RecordOutcome::Failed(FailureReason::BodyTooLarge {
+                size: limit + 10,
+                limit
+            })
+        );
+        assert_eq!(report.records[3].outcome, RecordOutcome::Processed(()));
+        let text = FailureReason::BodyTooLarge {
+            size: limit + 1,
+            limit,
+        }
+        .to_string();
+        assert!(
+            text.contains("262145 bytes") && text.contains("262144-byte limit"),
+            "{text}"
+        );
+        assert_eq!(
+            failed_ids(&report.into_response().unwrap()),
+            ["over", "garbage"]
+        );
+        assert_eq!(store.len(), 2, "oversized records leave no record");
+
+        // A configured limit, both ways.
+        let small = batch(vec![
+            message(Some("m-1"), r#"{"id":"d"}"#),
+            message(Some("m-2"), r#"{"id":"e","note":"longer"}"#),
+        ]);
+        let report = processor
+            .clone()
+            .max_body_bytes(12)
+            .process(small, None, handler)
+            .await;
+        assert_eq!(report.records[0].outcome, RecordOutcome::Processed(()));
+        assert_eq!(
+            report.records[1].outcome,
+            RecordOutcome::Failed(FailureReason::BodyTooLarge {
+                size: r#"{"id":"e","note":"longer"}"#.len(),
+                limit: 12
+            })
+        );
+        let big = batch(vec![message(Some("m-3"), &sized("f", limit + 1))]);
+        let report = processor
+            .max_body_bytes(1 << 20)
+            .process(big, None, handler)
+            .await;
+        assert!(report.is_success());
+    }
+
+    #[tokio::test]
+    async fn signatures_are_checked_before_parsing() {
+        let verifier = crate::Verifier::new(b"test secret").unwrap();
+        let signed = |id: &str, body: &str, signature: Option<String>| {
+            let mut m = message(Some(id), body);
+            if let Some(sig) = signature {
+                let mut attr = SqsMessageAttribute::default();
+                attr.string_value = Some(sig);
+                attr.data_type = Some("String".into());
+                m.message_attributes.insert("signature".into(), attr);
+            }
+            m
+        };
+        let sign = |body: &str| Some(verifier.sign(body.as_bytes()));
+        let good = r#"{"id":"k-1"}"#;
+        let event = batch(vec![
+            signed("good", good, sign(good)),
+            signed("unsigned", r#"{"id":"k-2"}"#, None),
+            signed("tampered", r#"{"id":"k-3"}"#, sign(r#"{"id":"k-4"}"#)),
+            signed("malformed", r#"{"id":"k-5"}"#, Some("abc".into())),
+            // Unsigned garbage is refused before any parsing.
+            signed("unsigned-garbage", "not json", None),
+            // Correctly signed garbage gets past the check and fails to parse.
+            signed("signed-garbage", "not json", sign("not json")),
+        ]);
+        for disabled in [false, true] {
+            let (engine, _, _) = engine_with(Config::with_prefix("test.batch"));
+            let engine = if disabled {
+                crate::Idempotency::new(
+                    crate::MemoryStore::new(),
+                    Config::with_prefix("test.batch").disabled(true),
+                )
+            } else {
+                engine
+            };
+            let runs = AtomicUsize::new(0);
+            let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+                .verify_signatures(verifier.clone())
+                .process(event.clone(), None, |_r: SqsRecord<Value>| {
+                    let runs = &runs;
+                    async move {
+                        runs.fetch_add(1, SeqCst);
+                        Ok::<_, HandlerError>(())
+                    }
+                })
+                .await;
+            assert_eq!(runs.load(SeqCst), 1, "disabled={disabled}");
+            let bad = |i: usize| match &report.records[i].outcome {
+                RecordOutcome::Failed(FailureReason::BadSignature(e)) => e.clone(),
+                other => panic!("record {i}: {other:?}"),
+            };
+            let attribute = || "signature".to_owned();
+            assert_eq!(
+                bad(1),
+                crate::SignatureError::Missing {
+                    attribute: attribute()
+                }
+            );
+            assert_eq!(
+                bad(2),
+                crate::SignatureError::Mismatch {
+                    attribute: attribute()
+                }
+            );
+            assert!(matches!(bad(3), crate::SignatureError::Malformed { .. }));
+            assert_eq!(
+                bad(4),
+                crate::SignatureError::Missing {
+                    attribute: attribute()
+                }
+            );
+            assert!(
+                matches!(&report.records[5].outcome, RecordOutcome::Failed(FailureReason::Parse(m)) if m.contains("not JSON")),
+                "{:?}",
+                report.records[5].outcome
+            );
+            // The reason names the attribute, never the body.
+            let text = FailureReason::BadSignature(bad(2)).to_string();
+            assert!(
+                text.contains("signature check failed") && !text.contains("k-3"),
+                "{text}"
+            );
+            assert_eq!(
+                failed_ids(&report.into_response().unwrap()),
+                [
+                    "unsigned",
+                    "tampered",
+                    "malformed",
+                    "unsigned-garbage",
+                    "signed-garbage"
+                ]
+            );
+        }
     }
 
     #[tokio::test]
