@@ -374,12 +374,13 @@ impl Idempotency {
             .transact(RecordWrite::Fenced(&record), &staged.writes)
             .await
         {
-            Ok(()) => {
-                self.remember(&record);
-                match too_large {
-                    Some(err) => Err(err),
-                    None => Ok(Outcome::Executed(staged.response)),
-                }
+            Ok(()) => self.committed(&record, too_large, staged.response),
+            // An earlier attempt of this commit was applied and its answer
+            // lost (a timeout); the SDK's retry found our own completion.
+            Err(TransactError::Record(Some(existing)))
+                if written_by(&existing, &record, Status::Completed) =>
+            {
+                self.committed(&record, too_large, staged.response)
             }
             Err(TransactError::Record(_)) => Err(Error::LeaseLost {
                 key: claimed.id.clone(),
@@ -425,12 +426,13 @@ impl Idempotency {
                 )
                 .await;
             let existing = match result {
-                Ok(()) => {
-                    self.remember(&record);
-                    return match too_large {
-                        Some(err) => Err(err),
-                        None => Ok(Outcome::Executed(staged.response)),
-                    };
+                Ok(()) => return self.committed(&record, too_large, staged.response),
+                // Our own commit, applied by an earlier attempt whose answer
+                // was lost (a timeout): executed now, not a replay.
+                Err(TransactError::Record(Some(existing)))
+                    if written_by(&existing, &record, Status::Completed) =>
+                {
+                    return self.committed(&record, too_large, staged.response);
                 }
                 Err(TransactError::Record(Some(existing))) => Some(existing),
                 Err(TransactError::Record(None)) => self.store.get(key.as_str()).await?,
@@ -492,6 +494,12 @@ impl Idempotency {
                 Claim::Vanished => continue,
                 Claim::Existing(existing) => existing,
             };
+            // Our own claim: an earlier attempt of this request was applied
+            // and its answer lost (a timeout); the SDK's retry found it. The
+            // lease is ours (a lapsed one would have let the retry through).
+            if written_by(&existing, &record, Status::InProgress) {
+                return Ok(Ok(record));
+            }
             // `None`: it changed between the conditional put and the read
             // (expired or its lease lapsed): claim again.
             if let Some(outcome) = self.settle_at(&existing, validation.as_deref(), now_ms) {
@@ -502,6 +510,21 @@ impl Idempotency {
             key: key.as_str().to_owned(),
             attempts,
         })
+    }
+
+    /// A commit that went through: remembered, and the outcome (or the
+    /// too-large error under [`OversizedResponse::Fail`]).
+    fn committed<T>(
+        &self,
+        record: &Record,
+        too_large: Option<Error>,
+        response: T,
+    ) -> Result<Outcome<T>, Error> {
+        self.remember(record);
+        match too_large {
+            Some(err) => Err(err),
+            None => Ok(Outcome::Executed(response)),
+        }
     }
 
     /// The completed record for a claimed one, with the response stored
@@ -624,10 +647,28 @@ impl Idempotency {
     async fn store_completion(&self, record: &Record) -> Result<(), Error> {
         match self.store.complete(record).await {
             Ok(()) => Ok(()),
-            Err(StoreError::LeaseLost { id }) => Err(Error::LeaseLost { key: id }),
+            Err(StoreError::LeaseLost { id }) => {
+                // An earlier attempt of this completion may have been
+                // applied, its answer lost (a timeout), and the SDK's retry
+                // refused by the fence: then the record is completed under
+                // our own token. One read, on this path only.
+                match self.store.get(&id).await {
+                    Ok(Some(existing)) if written_by(&existing, record, Status::Completed) => {
+                        Ok(())
+                    }
+                    _ => Err(Error::LeaseLost { key: id }),
+                }
+            }
             Err(other) => Err(Error::Store(other)),
         }
     }
+}
+
+/// Whether `existing` is `ours` as written, found by a retry after an
+/// ambiguous attempt: the given status and our owner token (fresh for every
+/// claim, so no other invocation writes it).
+fn written_by(existing: &Record, ours: &Record, status: Status) -> bool {
+    existing.status == status && existing.owner.is_some() && existing.owner == ours.owner
 }
 
 /// The handler error a staged write's failed condition stands for.
@@ -797,6 +838,124 @@ mod tests {
             Outcome::Replayed(Some(1))
         );
         assert_eq!(calls(), 7);
+    }
+
+    /// A store whose claims, completions and transactions are applied
+    /// twice, the second answer returned: what the SDK's retry sees after an
+    /// attempt that was applied but whose answer was lost (a timeout).
+    #[derive(Debug, Default)]
+    struct AnswerLost {
+        inner: MemoryStore,
+        claims: bool,
+        completions: bool,
+        transactions: bool,
+    }
+
+    #[async_trait]
+    impl Store for AnswerLost {
+        async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
+            if self.claims {
+                self.inner.claim(record, now_ms).await?;
+            }
+            self.inner.claim(record, now_ms).await
+        }
+        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
+            if self.completions {
+                self.inner.complete(record).await?;
+            }
+            self.inner.complete(record).await
+        }
+        async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+            self.inner.release(id, owner).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+            self.inner.get(id).await
+        }
+        async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+            self.inner.get_many(ids).await
+        }
+        async fn transact(
+            &self,
+            record: RecordWrite<'_>,
+            writes: &[Write],
+        ) -> Result<(), TransactError> {
+            if self.transactions {
+                let _ = self.inner.transact(record, writes).await;
+            }
+            self.inner.transact(record, writes).await
+        }
+    }
+
+    fn credit() -> Write {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        Write::update(
+            "accounts",
+            crate::write::Item::from([("pk".to_owned(), AttributeValue::S("a".into()))]),
+        )
+        .add("balance", 5)
+    }
+
+    fn balance(store: &MemoryStore) -> Option<String> {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let key = crate::write::Item::from([("pk".to_owned(), AttributeValue::S("a".into()))]);
+        store
+            .item("accounts", &key)?
+            .get("balance")
+            .and_then(|v| v.as_n().ok().cloned())
+    }
+
+    /// A retried claim or commit that finds the record as this very call
+    /// wrote it (its owner token) is ours: the handler runs, the commit
+    /// counts, once — not "in progress" until the lease lapses, not "lease
+    /// lost", not a replay.
+    #[tokio::test]
+    async fn a_retry_that_finds_its_own_write_is_not_a_conflict() {
+        for (claims, completions, transactions) in [
+            (true, false, false),
+            (false, true, false),
+            (false, false, true),
+            (true, true, true),
+        ] {
+            let store = Arc::new(AnswerLost {
+                inner: MemoryStore::new(),
+                claims,
+                completions,
+                transactions,
+            });
+            let engine =
+                Idempotency::new(store.clone(), Config::with_prefix("own").disabled(false));
+            let case =
+                format!("claims {claims}, completions {completions}, transactions {transactions}");
+
+            let key = engine.key(&json!("plain")).unwrap();
+            let runs = AtomicUsize::new(0);
+            let out = engine
+                .execute(&key, None, None, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, HandlerError>(1)
+                })
+                .await;
+            assert_eq!(out.unwrap(), Outcome::Executed(1), "{case}");
+            assert_eq!(runs.load(Ordering::SeqCst), 1, "{case}");
+
+            for (n, mode) in [CommitMode::Fenced, CommitMode::Optimistic]
+                .into_iter()
+                .enumerate()
+            {
+                let key = engine.key(&json!(format!("tx-{n}"))).unwrap();
+                let out = engine
+                    .execute_transaction(&key, None, None, mode, || async {
+                        Ok::<_, HandlerError>(Staged::new(2).write(credit()))
+                    })
+                    .await;
+                assert_eq!(out.unwrap(), Outcome::Executed(2), "{case}, {mode:?}");
+                let record = store.inner.get(key.as_str()).await.unwrap().unwrap();
+                assert_eq!(record.status, Status::Completed, "{case}, {mode:?}");
+            }
+            // Two transactions of 5, each applied once (the retry's record
+            // condition failed and applied nothing).
+            assert_eq!(balance(&store.inner).as_deref(), Some("10"), "{case}");
+        }
     }
 
     #[tokio::test]

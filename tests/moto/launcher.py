@@ -7,6 +7,10 @@ transactions can both win). This launcher wraps moto's WSGI app so requests whos
 X-Amz-Target starts with `DynamoDB_` run under one lock, with the whole response
 body read inside it. SQS and the rest stay concurrent (long polls).
 
+A transaction's backup covers only the items it touches instead of a deep copy
+of whole tables (see `cheap_transaction_backups`): a transaction then costs the
+same on a table of 1000 items as on an empty one (10 ms instead of ~45 ms).
+
 It also counts requests per X-Amz-Target operation:
   GET  /_launcher/counts   -> {"DynamoDB_20120810.PutItem": 3, ...}
   POST /_launcher/counts/reset
@@ -30,11 +34,12 @@ Fault injection, scoped the same way (DynamoDB requests whose body contains
 Each matching request gets a fault with probability `rate` (a seeded RNG),
 its kind drawn uniformly from `kinds`; `max` bounds the faults injected (then
 injection stops), `target` restricts them to one operation (the X-Amz-Target
-suffix). A POST starts fresh counts. Kinds:
+suffix). A POST starts fresh counts. A request answered by a fault that
+never reached moto does not count for kill-after. Kinds:
   throttle    HTTP 400 ThrottlingException        } decided before moto sees
   throughput  HTTP 400 ProvisionedThroughput...   } the request: nothing is
   500         HTTP 500 InternalServerError        } applied
-  reset       the connection is shut down without a response (nothing applied)
+  reset       the connection is shut down without an answer (nothing applied)
   slow        applied, then answered `slow_ms` later (past the client's attempt
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
@@ -51,7 +56,6 @@ import os
 import random
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
@@ -165,16 +169,83 @@ def error_response(start_response, kind):
 
 
 def reset_connection(environ):
-    """Drops the client's connection without an answer: shut the socket down
-    (RST on close, no linger) and let werkzeug see a dropped connection."""
+    """Drops the client's connection without an answer: the socket is shut
+    down (the client reads end-of-stream where the answer should be: hyper's
+    "connection closed before message completed", a transient dispatch
+    failure for the SDK), and werkzeug sees a dropped connection."""
     sock = environ.get("werkzeug.socket")
     if sock is not None:
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
     raise ConnectionResetError("connection reset (injected fault)")
+
+
+def cheap_transaction_backups():
+    """Makes moto's TransactWriteItems cost independent of the table size.
+
+    moto backs up every table a transaction touches with a deep copy of the
+    whole table (to restore it when the transaction is cancelled): 10 ms on an
+    empty table, ~40 ms at 1000 items, ~170 ms at 5000, per transaction. Here
+    the backup is a shallow copy of the table whose touched items (the keys
+    named by the transaction; an update changes its item in place) are deep
+    copies: restoring it restores exactly what the transaction may have
+    changed. Safe because DynamoDB requests are served one at a time (the
+    keys travel in a thread-local all the same). Tables with a range key keep
+    the full copy. `--full-transaction-backups` turns this off."""
+    import copy as real_copy
+
+    from moto.dynamodb import models as ddb_models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    current = threading.local()
+    original = ddb_models.DynamoDBBackend.transact_write_items
+
+    def backup(table):
+        if table.range_key_attr is not None:
+            return real_copy.deepcopy(table)
+        clone = real_copy.copy(table)
+        clone.items = real_copy.copy(table.items)
+        for key in current.keys.get(table.name, ()):
+            if key in table.items:
+                clone.items[key] = real_copy.deepcopy(table.items[key])
+        return clone
+
+    class CopyModule:
+        """`copy` as moto's dynamodb models module sees it."""
+
+        def __getattr__(self, name):
+            return getattr(real_copy, name)
+
+        @staticmethod
+        def deepcopy(obj, memo=None):
+            if isinstance(obj, Table) and getattr(current, "keys", None) is not None:
+                return backup(obj)
+            return real_copy.deepcopy(obj, memo)
+
+    def transact_write_items(self, transact_items):
+        keys = {}
+        for item in transact_items:
+            try:
+                _, op = next(iter(item.items()))
+                table = self.tables.get(op.get("TableName"))
+                attrs = op.get("Key") or op.get("Item") or {}
+                if table is not None and table.hash_key_attr in attrs:
+                    keys.setdefault(table.name, []).append(
+                        DynamoType(attrs[table.hash_key_attr])
+                    )
+            except (AttributeError, StopIteration, TypeError):
+                pass  # malformed: moto reports it
+        current.keys = keys
+        try:
+            return original(self, transact_items)
+        finally:
+            current.keys = None
+
+    ddb_models.DynamoDBBackend.transact_write_items = transact_write_items
+    ddb_models.copy = CopyModule()
 
 
 class SerializedDynamoDB:
@@ -282,10 +353,17 @@ class SerializedDynamoDB:
                 faults = self.faults.get(marker)
                 report = faults.report() if faults else {"requests": 0, "injected": 0}
         except ValueError as e:
-            start_response("400 Bad Request", [("Content-Type", "text/plain")])
-            return [str(e).encode()]
+            body = str(e).encode()
+            start_response(
+                "400 Bad Request",
+                [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
         body = json.dumps(report).encode()
-        start_response("200 OK", [("Content-Type", "application/json")])
+        start_response(
+            "200 OK",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
         return [body]
 
     def serve_counts(self, environ, start_response):
@@ -310,7 +388,14 @@ def path_marker(path, prefix):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument(
+        "--full-transaction-backups",
+        action="store_true",
+        help="keep moto's whole-table copy per transaction (slow on large tables)",
+    )
     args = parser.parse_args()
+    if not args.full_transaction_backups:
+        cheap_transaction_backups()
 
     app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
     server = make_server(

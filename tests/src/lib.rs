@@ -116,14 +116,18 @@ impl Moto {
     /// SDK configuration for this server: the crate's own loader (retries,
     /// timeouts) with the endpoint, a region and test credentials set.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        self.sdk_config_loader().load().await
+    }
+
+    /// The loader behind [`Moto::sdk_config`], for tests that change a
+    /// setting (shorter timeouts, other retries).
+    pub fn sdk_config_loader(&self) -> aws_config::ConfigLoader {
         shared::aws_sdk_config_loader()
             .endpoint_url(self.endpoint())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
                 "test", "test", None, None, "moto",
             ))
-            .load()
-            .await
     }
 
     /// A DynamoDB client for this server.
@@ -164,6 +168,234 @@ impl Moto {
     /// Forgets the request counts.
     pub async fn reset_counts(&self) {
         http_request(self.port, "POST", "/_launcher/counts/reset").await;
+    }
+
+    /// Injects faults into the DynamoDB requests whose body contains
+    /// `marker` (a table name, or a prefix shared by a test's tables): each
+    /// gets one with probability `rate`, its kind drawn from `kinds` by an
+    /// RNG seeded with `seed`. Replaces the marker's plan and its counts.
+    pub async fn inject_faults(&self, marker: &str, rate: f64, kinds: &[Fault], seed: u64) {
+        self.inject(marker, &FaultPlan::new(rate, kinds).seed(seed))
+            .await;
+    }
+
+    /// [`Moto::inject_faults`] with every setting of the plan.
+    pub async fn inject(&self, marker: &str, plan: &FaultPlan) {
+        let body = http_request(
+            self.port,
+            "POST",
+            &format!("/_launcher/faults/{}?{}", path_safe(marker), plan.query()),
+        )
+        .await;
+        FaultCounts::parse(&body);
+    }
+
+    /// What was injected for `marker` so far (kept after
+    /// [`Moto::clear_faults`]).
+    pub async fn fault_counts(&self, marker: &str) -> FaultCounts {
+        let body = http_request(
+            self.port,
+            "GET",
+            &format!("/_launcher/faults/{}", path_safe(marker)),
+        )
+        .await;
+        FaultCounts::parse(&body)
+    }
+
+    /// Stops injecting faults for `marker`; returns what was injected.
+    pub async fn clear_faults(&self, marker: &str) -> FaultCounts {
+        let body = http_request(
+            self.port,
+            "DELETE",
+            &format!("/_launcher/faults/{}", path_safe(marker)),
+        )
+        .await;
+        FaultCounts::parse(&body)
+    }
+}
+
+/// A marker goes into a URL path as is: table-name characters only.
+fn path_safe(marker: &str) -> &str {
+    assert!(
+        !marker.is_empty()
+            && marker
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)),
+        "a fault marker is made of table-name characters: {marker:?}"
+    );
+    marker
+}
+
+/// A fault the launcher injects into a DynamoDB request (see
+/// `tests/moto/launcher.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Fault {
+    /// HTTP 400 `ThrottlingException`, before moto sees the request.
+    Throttle,
+    /// HTTP 400 `ProvisionedThroughputExceededException`, before moto.
+    Throughput,
+    /// HTTP 500 `InternalServerError`, before moto.
+    ServerError,
+    /// The connection shut down without an answer, before moto.
+    Reset,
+    /// Applied, then answered after [`FaultPlan::slow`]: past the client's
+    /// attempt timeout, an outcome the client cannot know.
+    Slow,
+    /// Held [`FaultPlan::stall`] before reaching moto, then applied and
+    /// answered: a request overtaken by later ones.
+    Stall,
+}
+
+impl Fault {
+    /// The five kinds of the store-fault scenario (all but [`Fault::Stall`]).
+    pub const STORE: [Fault; 5] = [
+        Fault::Throttle,
+        Fault::Throughput,
+        Fault::ServerError,
+        Fault::Reset,
+        Fault::Slow,
+    ];
+
+    /// The launcher's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Throttle => "throttle",
+            Fault::Throughput => "throughput",
+            Fault::ServerError => "500",
+            Fault::Reset => "reset",
+            Fault::Slow => "slow",
+            Fault::Stall => "stall",
+        }
+    }
+}
+
+/// What the launcher injects for one marker.
+#[derive(Debug, Clone)]
+pub struct FaultPlan {
+    rate: f64,
+    kinds: Vec<Fault>,
+    seed: u64,
+    slow: std::time::Duration,
+    stall: std::time::Duration,
+    max: Option<u64>,
+    target: Option<String>,
+}
+
+impl FaultPlan {
+    /// A fault with probability `rate` per request, of one of `kinds`
+    /// (seed 0, slow answers 500 ms late, stalls of 1 s, no bound, every
+    /// operation).
+    pub fn new(rate: f64, kinds: &[Fault]) -> Self {
+        Self {
+            rate,
+            kinds: kinds.to_vec(),
+            seed: 0,
+            slow: std::time::Duration::from_millis(500),
+            stall: std::time::Duration::from_secs(1),
+            max: None,
+            target: None,
+        }
+    }
+
+    /// The RNG seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// How late a [`Fault::Slow`] answer comes.
+    pub fn slow(mut self, delay: std::time::Duration) -> Self {
+        self.slow = delay;
+        self
+    }
+
+    /// How long a [`Fault::Stall`] holds the request.
+    pub fn stall(mut self, delay: std::time::Duration) -> Self {
+        self.stall = delay;
+        self
+    }
+
+    /// At most `n` faults, then none.
+    pub fn max(mut self, n: u64) -> Self {
+        self.max = Some(n);
+        self
+    }
+
+    /// Only requests of this operation (`PutItem`, `TransactWriteItems`, ...).
+    pub fn target(mut self, operation: &str) -> Self {
+        self.target = Some(path_safe(operation).to_owned());
+        self
+    }
+
+    fn query(&self) -> String {
+        let kinds: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
+        let mut q = format!(
+            "rate={}&kinds={}&seed={}&slow_ms={}&stall_ms={}",
+            self.rate,
+            kinds.join(","),
+            self.seed,
+            self.slow.as_millis(),
+            self.stall.as_millis()
+        );
+        if let Some(max) = self.max {
+            q.push_str(&format!("&max={max}"));
+        }
+        if let Some(target) = &self.target {
+            q.push_str(&format!("&target={target}"));
+        }
+        q
+    }
+}
+
+/// Faults injected for one marker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Requests that matched the marker (and the target, if any).
+    pub requests: u64,
+    /// Faults injected, all kinds.
+    pub injected: u64,
+    /// Faults injected, by kind.
+    pub by_kind: std::collections::BTreeMap<Fault, u64>,
+}
+
+impl FaultCounts {
+    fn parse(body: &str) -> Self {
+        let v: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("launcher fault answer {body:?}: {e}"));
+        let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let mut by_kind = std::collections::BTreeMap::new();
+        for kind in Fault::STORE.into_iter().chain([Fault::Stall]) {
+            by_kind.insert(kind, n(kind.as_str()));
+        }
+        Self {
+            requests: n("requests"),
+            injected: n("injected"),
+            by_kind,
+        }
+    }
+
+    /// Faults of `kind` injected.
+    pub fn get(&self, kind: Fault) -> u64 {
+        self.by_kind.get(&kind).copied().unwrap_or(0)
+    }
+}
+
+impl std::fmt::Display for FaultCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} faults in {} requests (",
+            self.injected, self.requests
+        )?;
+        let mut first = true;
+        for (kind, n) in self.by_kind.iter().filter(|(_, n)| **n > 0) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{} {n}", kind.as_str())?;
+        }
+        f.write_str(")")
     }
 }
 

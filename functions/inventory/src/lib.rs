@@ -302,9 +302,9 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::EventError;
     use async_trait::async_trait;
     use serde_json::json;
+    use shared::EventError;
     use shared::{
         Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,
     };

@@ -387,21 +387,26 @@ impl Store for DynamoDbStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Claim::Acquired),
-            Err(err) => match err.into_service_error() {
-                PutItemError::ConditionalCheckFailedException(failed) => match failed.item() {
-                    Some(old) => from_item(a, old).map(Claim::Existing),
-                    // Older emulators do not return ALL_OLD: read it.
-                    None => match self.get(&record.id).await? {
-                        Some(old) => Ok(Claim::Existing(old)),
-                        None => Ok(Claim::Vanished),
-                    },
-                },
-                other => Err(StoreError::Backend {
-                    operation: "PutItem",
-                    source: Box::new(other),
-                }),
+        let err = match result {
+            Ok(_) => return Ok(Claim::Acquired),
+            Err(err) => err,
+        };
+        let old = match &err {
+            SdkError::ServiceError(se) => match se.err() {
+                PutItemError::ConditionalCheckFailedException(failed) => failed.item().cloned(),
+                // Throttling, 500s (after the SDK's retries): the SDK error
+                // as it is, so the report says which.
+                _ => return Err(Self::backend("PutItem", err)),
+            },
+            // Timeouts, connection failures: likewise.
+            _ => return Err(Self::backend("PutItem", err)),
+        };
+        match old {
+            Some(old) => from_item(a, &old).map(Claim::Existing),
+            // Older emulators do not return ALL_OLD: read it.
+            None => match self.get(&record.id).await? {
+                Some(old) => Ok(Claim::Existing(old)),
+                None => Ok(Claim::Vanished),
             },
         }
     }

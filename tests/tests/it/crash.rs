@@ -28,10 +28,11 @@ struct Tables {
 
 async fn tables() -> Tables {
     let ddb = moto().dynamodb().await;
-    let marker = unique_name("crash");
+    // The trailing dash keeps `crash-P-1-` from matching `crash-P-10-…`.
+    let marker = format!("{}-", unique_name("crash"));
     let idempotency =
-        create_table_named(&ddb, format!("{marker}-idem"), "id", Some("expiration")).await;
-    let accounts = create_table_named(&ddb, format!("{marker}-acct"), "account_id", None).await;
+        create_table_named(&ddb, format!("{marker}idem"), "id", Some("expiration")).await;
+    let accounts = create_table_named(&ddb, format!("{marker}acct"), "account_id", None).await;
     Tables {
         marker,
         idempotency,

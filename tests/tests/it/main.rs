@@ -3,11 +3,14 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
+mod bad_input;
 mod batch;
 mod contract;
 mod crash;
 mod dynamodb_requests;
+mod faults;
 mod inventory;
 mod local_run;
+mod observability;
 mod orders;
 mod payments;
