@@ -8,8 +8,6 @@
 //! alarms on it. Lines go to stderr (CloudWatch reads both streams; a local
 //! run's stdout stays the responses). `IDEMPOTENCY_METRICS=off` silences them.
 
-use std::io::Write as _;
-
 /// The metric namespace.
 pub const NAMESPACE: &str = "Idempotency";
 /// Environment variable that turns the EMF lines off (`off`, `false`, `0`).
@@ -82,11 +80,9 @@ pub fn emit(counts: &Counts) {
         counts,
         crate::clock::Clock::now_ms(&crate::clock::SystemClock),
     );
-    // One write of the whole line, so lines from concurrent tasks never
-    // interleave. A closed stderr is not worth failing an invocation for.
-    let _ = std::io::stderr()
-        .lock()
-        .write_all(format!("{line}\n").as_bytes());
+    // One locked write of the whole line, so lines from concurrent tasks
+    // never interleave (and test harnesses capture it like other output).
+    eprintln!("{line}");
 }
 
 #[cfg(test)]

@@ -130,6 +130,16 @@ impl Moto {
             ))
     }
 
+    /// Points a child process's AWS clients at this server (endpoint,
+    /// region, test credentials).
+    pub fn apply_env(&self, command: &mut std::process::Command) {
+        command
+            .env("AWS_ENDPOINT_URL", self.endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test");
+    }
+
     /// A DynamoDB client for this server.
     pub async fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
         aws_sdk_dynamodb::Client::new(&self.sdk_config().await)
@@ -482,6 +492,38 @@ pub async fn create_table_named(
             .expect("enable TTL on moto");
     }
     name
+}
+
+/// The tables of one payments test, named under a marker that scopes the
+/// launcher's faults and kills to this test.
+#[derive(Debug, Clone)]
+pub struct PaymentTables {
+    /// `<prefix>-<pid>-<n>.`: the dot ends it, so marker `…-1.` is not a part
+    /// of `…-10.` (another test's tables).
+    pub marker: String,
+    /// The idempotency table (`id`, TTL on `expiration`).
+    pub idempotency: String,
+    /// The accounts table (`account_id`).
+    pub accounts: String,
+}
+
+/// Creates the idempotency and accounts tables of a payments test.
+pub async fn payment_tables(prefix: &str) -> PaymentTables {
+    let ddb = moto().dynamodb().await;
+    let marker = format!("{}.", unique_name(prefix));
+    let idempotency =
+        create_table_named(&ddb, format!("{marker}idem"), "id", Some("expiration")).await;
+    let accounts = create_table_named(&ddb, format!("{marker}acct"), "account_id", None).await;
+    PaymentTables {
+        marker,
+        idempotency,
+        accounts,
+    }
+}
+
+/// Wall-clock epoch milliseconds.
+pub fn now_ms() -> u64 {
+    shared::Clock::now_ms(&shared::SystemClock)
 }
 
 /// Creates an idempotency table (`id` S, TTL on `expiration`).

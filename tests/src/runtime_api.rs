@@ -227,3 +227,30 @@ pub fn function_binary(name: &str) -> std::path::PathBuf {
     );
     path
 }
+
+/// A command that runs a function binary as Lambda runs it: a clean
+/// environment (but `PATH`), the variables Lambda sets, pointed at `api`,
+/// output discarded (callers may pipe it).
+pub fn lambda_command(
+    binary: &std::path::Path,
+    function: &str,
+    api: &RuntimeApi,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(binary);
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AWS_LAMBDA_RUNTIME_API", api.address())
+        .env("AWS_LAMBDA_FUNCTION_NAME", function)
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "local")
+        .env(
+            "AWS_LAMBDA_LOG_GROUP_NAME",
+            format!("/aws/lambda/{function}"),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}

@@ -4,63 +4,23 @@
 //! redelivered after the lease. Balances must be exact in every trial.
 
 use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary};
-use integration_tests::{create_table_named, moto, unique_name};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 const LEASE: Duration = Duration::from_millis(1500);
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-struct Tables {
-    marker: String,
-    idempotency: String,
-    accounts: String,
-}
-
-async fn tables() -> Tables {
-    let ddb = moto().dynamodb().await;
-    // The trailing dash keeps `crash-P-1-` from matching `crash-P-10-…`.
-    let marker = format!("{}-", unique_name("crash"));
-    let idempotency =
-        create_table_named(&ddb, format!("{marker}idem"), "id", Some("expiration")).await;
-    let accounts = create_table_named(&ddb, format!("{marker}acct"), "account_id", None).await;
-    Tables {
-        marker,
-        idempotency,
-        accounts,
-    }
-}
-
-fn spawn(api: &RuntimeApi, t: &Tables, mode: &str) -> Child {
-    Command::new(function_binary("payments"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("AWS_LAMBDA_RUNTIME_API", api.address())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "payments")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "crash-test")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/payments")
-        .env("AWS_ENDPOINT_URL", moto().endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
+fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
+    let mut command = lambda_command(&function_binary("payments"), "payments", api);
+    moto().apply_env(&mut command);
+    command
         .env("IDEMPOTENCY_TABLE", &t.idempotency)
         .env("ACCOUNTS_TABLE", &t.accounts)
         .env("PAYMENTS_COMMIT_MODE", mode)
         .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("start the payments binary")
 }
@@ -103,7 +63,7 @@ async fn trial(
     event: &Value,
     accounts: &[&str],
 ) -> (bool, BTreeMap<String, Option<i64>>) {
-    let t = tables().await;
+    let t = payment_tables("crash").await;
     let api = RuntimeApi::start().await;
     let mut child = spawn(&api, &t, mode);
     moto().kill_after(n, child.id(), &t.marker).await;

@@ -11,13 +11,15 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{Fault, FaultCounts, FaultPlan, create_table_named, moto, unique_name};
+use integration_tests::{
+    Fault, FaultCounts, FaultPlan, PaymentTables, moto, now_ms, payment_tables, unique_name,
+};
 use lambda_runtime::{Context, LambdaEvent};
 use payments::{Accounts, App, Mode};
 use serde_json::json;
 use shared::{Claim, DynamoDbStore, Idempotency, Record, Status, Store, TableConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The Lambda deadline each invocation gets: it caps the engine's lease.
 const DEADLINE: Duration = Duration::from_secs(2);
@@ -27,13 +29,6 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(300);
 const SLOW: Duration = Duration::from_millis(500);
 /// How long a failed record's group waits before it is delivered again.
 const VISIBILITY: Duration = Duration::from_millis(100);
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// A small deterministic RNG (xorshift64*): the test needs no crate for it.
 struct Rng(u64);
@@ -51,39 +46,22 @@ impl Rng {
     }
 }
 
-/// One test's tables, named under a marker that scopes its faults.
-struct Tables {
-    marker: String,
-    idempotency: String,
-    accounts: String,
-}
-
-/// `faults-<pid>-<n>.`: the dot ends the marker, so marker `...-1.` is not a
-/// part of `...-10.` (another test's tables).
-async fn tables() -> Tables {
-    let ddb = moto().dynamodb().await;
-    let marker = format!("{}.", unique_name("faults"));
-    let idempotency =
-        create_table_named(&ddb, format!("{marker}idem"), "id", Some("expiration")).await;
-    let accounts = create_table_named(&ddb, format!("{marker}acct"), "account_id", None).await;
-    Tables {
-        marker,
-        idempotency,
-        accounts,
-    }
-}
-
 /// A client with the crate's retries (3 attempts, 50 ms backoff) and short
 /// timeouts, so a `slow` answer costs 300 ms per attempt, not 3 s.
 async fn fast_client() -> Client {
+    client_with_attempt_timeout(ATTEMPT_TIMEOUT).await
+}
+
+/// A client with the crate's retries and the given per-attempt timeout.
+async fn client_with_attempt_timeout(attempt: Duration) -> Client {
     use aws_config::timeout::TimeoutConfig;
     let config = moto()
         .sdk_config_loader()
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(1))
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .operation_timeout(Duration::from_secs(2))
+                .operation_attempt_timeout(attempt)
+                .operation_timeout(attempt * 4)
                 .build(),
         )
         .load()
@@ -91,7 +69,7 @@ async fn fast_client() -> Client {
     Client::new(&config)
 }
 
-fn app(client: Client, t: &Tables, mode: Mode) -> App {
+fn app(client: Client, t: &PaymentTables, mode: Mode) -> App {
     let engine = Idempotency::new(
         DynamoDbStore::new(client.clone(), TableConfig::new(t.idempotency.clone())),
         App::config(),
@@ -400,7 +378,7 @@ async fn balance_errors(accounts: &Accounts, expected: &BTreeMap<String, i64>) -
 /// slow), until every message is done. Then the faults stop, and the whole
 /// stream is delivered once more: it must change nothing.
 async fn payments_under_faults(mode: Mode, seed: u64) -> Figures {
-    let t = tables().await;
+    let t = payment_tables("faults").await;
     let client = fast_client().await;
     let app = app(client.clone(), &t, mode);
     let s = stream(1000, 20, 5, seed);
@@ -613,7 +591,7 @@ async fn four_instances_over_overlapping_batches_apply_each_payment_once() {
         (Mode::ClaimComplete, 23),
     ] {
         let started = Instant::now();
-        let t = tables().await;
+        let t = payment_tables("faults").await;
         let s = stream(120, 8, 4, seed);
         let n = s.messages.len();
         let mut tasks = Vec::new();
@@ -681,7 +659,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
     let first_deadline = Duration::from_millis(400);
     let stall = Duration::from_secs(2);
     for mode in [Mode::Fenced, Mode::Optimistic, Mode::ClaimComplete] {
-        let t = tables().await;
+        let t = payment_tables("faults").await;
         let moto = moto();
         let plain = moto.dynamodb().await;
         // The crate's 3 s attempt timeout outlasts the stall.
@@ -818,7 +796,7 @@ fn claim_record(id: &str) -> Record {
 /// a store error naming the operation and the throttling, nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_retries_throttling_then_fails_with_a_clear_store_error() {
-    let t = tables().await;
+    let t = payment_tables("faults").await;
     let moto = moto();
     let store = DynamoDbStore::new(
         moto.dynamodb().await,
@@ -879,9 +857,14 @@ async fn sdk_retries_throttling_then_fails_with_a_clear_store_error() {
 /// faults followed by a clean attempt succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_kind_reaches_the_sdk_as_intended() {
-    let t = tables().await;
+    let t = payment_tables("faults").await;
     let moto = moto();
-    let client = fast_client().await;
+    // Unfaulted attempts here must finish within the attempt timeout while
+    // the rest of the suite loads moto (whose DynamoDB requests queue on one
+    // lock): a roomier timeout than the load tests', and a slow fault past it.
+    let attempt = Duration::from_millis(1500);
+    let slow = Duration::from_millis(2000);
+    let client = client_with_attempt_timeout(attempt).await;
     let put = |id: String| {
         client
             .put_item()
@@ -908,7 +891,7 @@ async fn every_fault_kind_reaches_the_sdk_as_intended() {
         }
     };
     for kind in Fault::STORE {
-        let plan = FaultPlan::new(1.0, &[kind]).slow(SLOW).seed(7);
+        let plan = FaultPlan::new(1.0, &[kind]).slow(slow).stall(slow).seed(7);
         moto.inject(&t.marker, &plan).await;
         let id = format!("kind#{}", kind.as_str());
         let started = Instant::now();

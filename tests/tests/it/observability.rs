@@ -4,31 +4,19 @@
 //! the outcome and the latency; duplicates at info; one EMF metrics line per
 //! invocation.
 
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary};
+use integration_tests::now_ms;
+use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use serde_json::Value;
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-
-fn now_ms() -> u64 {
-    shared::Clock::now_ms(&shared::SystemClock)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_request_id_and_one_line_per_record() {
     let api = RuntimeApi::start().await;
-    let mut child = Command::new(function_binary("payments"))
-        .env_clear()
-        .env("AWS_LAMBDA_RUNTIME_API", api.address())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "payments")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "observability")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/payments")
+    let mut child = lambda_command(&function_binary("payments"), "payments", &api)
         .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
         .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start payments");

@@ -8,14 +8,14 @@
 //! start (process start to first Runtime API poll) and RSS.
 
 use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use integration_tests::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App, Mode};
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::percentile;
@@ -296,25 +296,13 @@ async fn cold_start() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..10 {
         let api = RuntimeApi::start().await;
         let t0 = Instant::now();
-        let mut child = Command::new(&binary)
-            .env_clear()
-            .env("AWS_LAMBDA_RUNTIME_API", api.address())
-            .env("AWS_LAMBDA_FUNCTION_NAME", "payments")
-            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-            .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/payments")
-            .env("AWS_ENDPOINT_URL", moto().endpoint())
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
+        let mut command = lambda_command(&binary, "payments", &api);
+        moto().apply_env(&mut command);
+        let mut child = command
             .env("IDEMPOTENCY_TABLE", &idempotency)
             .env("ACCOUNTS_TABLE", &accounts)
             .env("RUST_LOG", "warn")
             .env("IDEMPOTENCY_METRICS", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()?;
         let polled = api
             .wait_first_poll(Duration::from_secs(10))
