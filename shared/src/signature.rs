@@ -64,6 +64,14 @@ use crate::error::BoxError;
 /// The message attribute holding the signature unless configured otherwise.
 pub const DEFAULT_SIGNATURE_ATTRIBUTE: &str = "signature";
 
+/// Environment variable naming the SSM parameter that holds the signing
+/// secret (see [`Verifier::from_lambda_env`]).
+pub const SECRET_PARAMETER_ENV: &str = "MESSAGE_SIGNING_SECRET_PARAMETER";
+
+/// Environment variable holding the signing secret itself (local runs,
+/// tests; prefer the SSM parameter in AWS).
+pub const SECRET_ENV: &str = "MESSAGE_SIGNING_SECRET";
+
 /// The length of an HMAC-SHA256 in bytes.
 const MAC_LEN: usize = 32;
 
@@ -199,6 +207,21 @@ impl Verifier {
             .and_then(|p| p.value())
             .ok_or_else(|| SecretError::SsmNoValue(name.to_owned()))?;
         Self::with_secret(value.as_bytes(), &format!("SSM parameter {name}"))
+    }
+
+    /// The verifier a function is configured with, if any: the secret from
+    /// the SSM parameter named by [`SECRET_PARAMETER_ENV`], or else from the
+    /// environment variable [`SECRET_ENV`]; `None` when neither is set
+    /// (signatures are not checked). Call it once, at cold start.
+    pub async fn from_lambda_env() -> Result<Option<Self>, SecretError> {
+        let set = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+        if let Some(name) = set(SECRET_PARAMETER_ENV) {
+            return Self::from_ssm(&name).await.map(Some);
+        }
+        if set(SECRET_ENV).is_some() {
+            return Self::from_env(SECRET_ENV).map(Some);
+        }
+        Ok(None)
     }
 
     /// Reads signatures from the message attribute `name` instead of

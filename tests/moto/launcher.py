@@ -21,8 +21,10 @@ and, for crash tests, kills a process right after the n-th DynamoDB request
 from now has been answered (its response written):
   POST /_launcher/kill-after/<n>/<pid>/<marker>
 counting only the DynamoDB requests whose body contains <marker> (a table
-name), so tests running side by side do not disturb each other (pid 0
-disarms a marker).
+name), so tests running side by side do not disturb each other. Once the
+kill has fired, further requests with <marker> are refused unapplied (HTTP
+500) until the marker is disarmed (pid 0): a request the doomed process
+sends between its n-th answer and the signal landing never takes effect.
 
 Fault injection, scoped the same way (DynamoDB requests whose body contains
 <marker>; the first matching marker decides):
@@ -288,6 +290,13 @@ class SerializedDynamoDB:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         request_body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(request_body)
+        with self.counts_lock:
+            fenced = any(
+                kill.get("fired") and marker in request_body
+                for marker, kill in self.kills.items()
+            )
+        if fenced:
+            return error_response(start_response, "500")
         fault, delay_s = self.fault_for(target, request_body)
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
@@ -317,11 +326,11 @@ class SerializedDynamoDB:
         victim = None
         with self.counts_lock:
             for marker, kill in list(self.kills.items()):
-                if marker in request_body:
+                if marker in request_body and not kill.get("fired"):
                     kill["seen"] += 1
                     if kill["seen"] == kill["n"]:
                         victim = kill["pid"]
-                        del self.kills[marker]
+                        kill["fired"] = True
         if victim is not None:
             return KillAfterResponse(body, victim)
         return [body]

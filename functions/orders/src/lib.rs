@@ -153,7 +153,7 @@ impl App {
     /// (`IDEMPOTENCY_TABLE`, `ORDERS_TABLE`), SQS when
     /// `NOTIFICATIONS_QUEUE_URL` is set (all honouring `AWS_ENDPOINT_URL`),
     /// in-memory stand-ins otherwise (local runs: notifications are logged).
-    pub async fn from_env() -> Self {
+    pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let idempotency = shared::TableConfig::from_env();
         let orders = set(ORDERS_TABLE_ENV);
@@ -194,7 +194,18 @@ impl App {
                 Arc::new(MemoryNotifier::default())
             }
         };
-        Self::new(engine, orders, notifier)
+        let app = Self::new(engine, orders, notifier);
+        Ok(match shared::Verifier::from_lambda_env().await? {
+            Some(verifier) => app.verify_signatures(verifier),
+            None => app,
+        })
+    }
+
+    /// Checks each record's HMAC-SHA256 body signature (a record without a
+    /// valid one fails permanently, logged without its payload).
+    pub fn verify_signatures(mut self, verifier: shared::Verifier) -> Self {
+        self.processor = self.processor.verify_signatures(verifier);
+        self
     }
 
     /// The orders table.

@@ -168,7 +168,7 @@ impl App {
         let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty());
-        Ok(match (idempotency, accounts) {
+        let app = match (idempotency, accounts) {
             (Some(table), Some(accounts)) => {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
                 let engine = Idempotency::new(
@@ -191,7 +191,18 @@ impl App {
                     "set both IDEMPOTENCY_TABLE and ACCOUNTS_TABLE, or neither (local run)".into(),
                 );
             }
+        };
+        Ok(match shared::Verifier::from_lambda_env().await? {
+            Some(verifier) => app.verify_signatures(verifier),
+            None => app,
         })
+    }
+
+    /// Checks each record's HMAC-SHA256 body signature (a record without a
+    /// valid one fails permanently, logged without its payload).
+    pub fn verify_signatures(mut self, verifier: shared::Verifier) -> Self {
+        self.processor = self.processor.verify_signatures(verifier);
+        self
     }
 
     /// The accounts table.

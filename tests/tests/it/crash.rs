@@ -96,11 +96,12 @@ async fn trial(
         tokio::time::sleep(Duration::from_millis(100)).await;
         killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
     }
-    // Killed, or done: it is not needed any more either way.
+    // Killed, or done: it is not needed any more either way. Disarm (the
+    // launcher refuses the marker's requests once the kill has fired).
     let _ = child.kill();
     let _ = child.wait();
+    moto().kill_after(u32::MAX, 0, &t.marker).await;
     if !killed {
-        moto().kill_after(u32::MAX, 0, &t.marker).await; // disarm
         assert_eq!(failed_ids(&first), Some(vec![]), "{mode} n={n}: {first:?}");
     } else {
         // The runtime restarts the function; SQS redelivers after the lease.

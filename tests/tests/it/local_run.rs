@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 /// Variables the binaries read; removed so that the runs use in-memory
 /// stores (and are not pointed anywhere by the caller's environment).
-const CLEARED: [&str; 14] = [
+const CLEARED: [&str; 16] = [
+    "MESSAGE_SIGNING_SECRET",
+    "MESSAGE_SIGNING_SECRET_PARAMETER",
     "AWS_LAMBDA_RUNTIME_API",
     "AWS_LAMBDA_FUNCTION_NAME",
     "AWS_LAMBDA_LOG_LEVEL",
@@ -461,4 +463,57 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         .unwrap()
         .count();
     assert_eq!(items, 2, "one idempotency record per event");
+}
+
+/// payments with a signing secret: the sample event's records carry no
+/// signature, so each fails (permanently, payload not logged); signed copies
+/// of the same records go through.
+#[test]
+fn payments_checks_signatures_when_a_secret_is_configured() {
+    let secret = "local-signing-secret";
+    let file = "events/payments-fifo.json";
+    let unsigned = run_local(
+        "payments",
+        &[file],
+        &[("MESSAGE_SIGNING_SECRET", secret.to_owned())],
+    );
+    assert!(unsigned.success, "{}", unsigned.stderr);
+    let event = sample("payments-fifo.json");
+    let ids: Vec<Value> = event["Records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::json!({"itemIdentifier": r["messageId"]}))
+        .collect();
+    assert_eq!(
+        unsigned.responses,
+        [serde_json::json!({"batchItemFailures": ids})]
+    );
+    assert!(
+        !unsigned.stderr.contains("amount_cents"),
+        "{}",
+        unsigned.stderr
+    );
+
+    let verifier = shared::Verifier::new(secret).unwrap();
+    let mut signed = event.clone();
+    for r in signed["Records"].as_array_mut().unwrap() {
+        let signature = verifier.sign(r["body"].as_str().unwrap().as_bytes());
+        r["messageAttributes"]["signature"] = serde_json::json!({
+            "stringValue": signature, "stringListValues": [], "binaryListValues": [], "dataType": "String"
+        });
+    }
+    let path = std::env::temp_dir().join(format!("signed-{}.json", std::process::id()));
+    std::fs::write(&path, signed.to_string()).unwrap();
+    let run = run_local(
+        "payments",
+        &[path.to_str().unwrap()],
+        &[("MESSAGE_SIGNING_SECRET", secret.to_owned())],
+    );
+    let _ = std::fs::remove_file(&path);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(
+        run.responses,
+        [serde_json::json!({"batchItemFailures": []})]
+    );
 }
