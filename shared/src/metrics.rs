@@ -6,11 +6,14 @@
 //! `InProgressConflict`, `Failed` (plus `Rejected`, terminal outcomes
 //! recorded). A rising `Replayed` rate means trouble upstream: the template
 //! alarms on it. Lines go to stderr (CloudWatch reads both streams; a local
-//! run's stdout stays the responses). `IDEMPOTENCY_METRICS=off` silences them.
+//! run's stdout stays the responses). They are written under Lambda (when
+//! `AWS_LAMBDA_FUNCTION_NAME` is set); `IDEMPOTENCY_METRICS=on` writes them
+//! elsewhere too, `IDEMPOTENCY_METRICS=off` never.
 
 /// The metric namespace.
 pub const NAMESPACE: &str = "Idempotency";
-/// Environment variable that turns the EMF lines off (`off`, `false`, `0`).
+/// Environment variable that turns the EMF lines on (`on`, `true`, `1`) or
+/// off (`off`, `false`, `0`) whatever the environment.
 pub const METRICS_ENV: &str = "IDEMPOTENCY_METRICS";
 
 /// Per-invocation counts.
@@ -57,12 +60,12 @@ pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
 }
 
 fn enabled() -> bool {
-    !std::env::var(METRICS_ENV).is_ok_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "off" | "false" | "0" | "no"
-        )
-    })
+    let flag = std::env::var(METRICS_ENV).map(|v| v.trim().to_ascii_lowercase());
+    match flag.as_deref() {
+        Ok("on" | "true" | "1" | "yes") => true,
+        Ok("off" | "false" | "0" | "no") => false,
+        _ => std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+    }
 }
 
 /// The service name: the Lambda function's name, or `local`.
@@ -70,7 +73,8 @@ pub fn service() -> String {
     std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned())
 }
 
-/// Writes the EMF line for `counts` to stderr (unless turned off).
+/// Writes the EMF line for `counts` to stderr (under Lambda, or when turned
+/// on).
 pub fn emit(counts: &Counts) {
     if !enabled() {
         return;
