@@ -342,7 +342,10 @@ impl Idempotency {
         let staged = run_guarded(handler).await.map_err(Error::Handler)?;
         match self.store.transact(RecordWrite::None, &staged.writes).await {
             Ok(()) => Ok(Outcome::Unprotected(staged.response)),
-            Err(TransactError::Write(i)) => Err(Error::Handler(rejection(&staged.writes[i]))),
+            Err(TransactError::Write { index, item }) => Err(Error::Handler(rejection(
+                &staged.writes[index],
+                item.as_ref(),
+            ))),
             Err(TransactError::Record(_)) => unreachable_record(),
             Err(TransactError::Store(e)) => Err(Error::Store(e)),
         }
@@ -385,7 +388,10 @@ impl Idempotency {
             Err(TransactError::Record(_)) => Err(Error::LeaseLost {
                 key: claimed.id.clone(),
             }),
-            Err(TransactError::Write(i)) => self.fail(&claimed, rejection(&staged.writes[i])).await,
+            Err(TransactError::Write { index, item }) => {
+                self.fail(&claimed, rejection(&staged.writes[index], item.as_ref()))
+                    .await
+            }
             Err(TransactError::Store(e)) => {
                 // Nothing was applied, or (a timeout) it committed: then the
                 // record is completed and the fenced release cannot touch it.
@@ -436,9 +442,13 @@ impl Idempotency {
                 }
                 Err(TransactError::Record(Some(existing))) => Some(existing),
                 Err(TransactError::Record(None)) => self.store.get(key.as_str()).await?,
-                Err(TransactError::Write(i)) => {
+                Err(TransactError::Write { index: i, item }) => {
                     return self
-                        .fail_unclaimed(&base, validation, rejection(&staged.writes[i]))
+                        .fail_unclaimed(
+                            &base,
+                            validation,
+                            rejection(&staged.writes[i], item.as_ref()),
+                        )
                         .await;
                 }
                 Err(TransactError::Store(e)) => return Err(Error::Store(e)),
@@ -672,9 +682,9 @@ fn written_by(existing: &Record, ours: &Record, status: Status) -> bool {
 }
 
 /// The handler error a staged write's failed condition stands for.
-fn rejection(write: &Write) -> HandlerError {
+fn rejection(write: &Write, item: Option<&crate::write::Item>) -> HandlerError {
     match &write.rejection {
-        Some(message) => HandlerError::terminal(message.clone()),
+        Some(rejection) => HandlerError::terminal(rejection.message(item)),
         None => HandlerError::retryable(format!(
             "the condition of a staged write on table {} failed",
             write.table

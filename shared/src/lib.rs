@@ -63,7 +63,7 @@ pub use key::IdempotencyKey;
 pub use record::{Record, Status};
 pub use signature::{SecretError, SignatureError, Verifier};
 pub use store::{Claim, DynamoDbStore, MemoryStore, RecordWrite, Store, TransactError};
-pub use write::{Change, CmpOp, Cond, Item, Staged, Write, WriteOp};
+pub use write::{Change, CmpOp, Cond, Item, Rejection, Staged, Write, WriteOp};
 
 use std::time::Duration;
 

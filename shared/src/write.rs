@@ -9,6 +9,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A DynamoDB item (or key).
 pub type Item = HashMap<String, AttributeValue>;
@@ -109,6 +110,48 @@ pub enum WriteOp {
     ConditionCheck,
 }
 
+/// Builds a rejection message from the item as it stood (`None`: absent).
+pub type Describe = Arc<dyn Fn(Option<&Item>) -> String + Send + Sync>;
+
+/// The business outcome a failed condition stands for.
+#[derive(Clone)]
+pub enum Rejection {
+    /// A fixed message.
+    Message(String),
+    /// A message built from the item as it stood when the condition failed
+    /// (`None`: no such item), e.g. "unknown SKU" versus "only 3 left".
+    Describe(Describe),
+}
+
+impl Rejection {
+    /// The message for the item that failed the condition.
+    pub fn message(&self, item: Option<&Item>) -> String {
+        match self {
+            Rejection::Message(m) => m.clone(),
+            Rejection::Describe(f) => f(item),
+        }
+    }
+}
+
+impl std::fmt::Debug for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::Message(m) => f.debug_tuple("Message").field(m).finish(),
+            Rejection::Describe(_) => f.write_str("Describe(..)"),
+        }
+    }
+}
+
+impl PartialEq for Rejection {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Rejection::Message(a), Rejection::Message(b)) => a == b,
+            (Rejection::Describe(a), Rejection::Describe(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
 /// One staged write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Write {
@@ -123,7 +166,7 @@ pub struct Write {
     /// The terminal error the handler's outcome becomes when the condition
     /// fails (a business rule: "insufficient stock"). Without it a failed
     /// condition is a retryable error.
-    pub rejection: Option<String>,
+    pub rejection: Option<Rejection>,
 }
 
 impl Write {
@@ -192,7 +235,19 @@ impl Write {
 
     /// Makes a failed condition the terminal business outcome `message`.
     pub fn or_reject(mut self, message: impl Into<String>) -> Self {
-        self.rejection = Some(message.into());
+        self.rejection = Some(Rejection::Message(message.into()));
+        self
+    }
+
+    /// Makes a failed condition a terminal business outcome whose message
+    /// `describe` builds from the item as it stood (`None`: absent). The
+    /// store asks for that item with the failed condition
+    /// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`): no extra read.
+    pub fn or_reject_with(
+        mut self,
+        describe: impl Fn(Option<&Item>) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.rejection = Some(Rejection::Describe(Arc::new(describe)));
         self
     }
 }

@@ -682,6 +682,41 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
         }
         assert_eq!(h.number(&table, "mug", "stock").await, Some(1), "{mode:?}");
 
+        // A rejection built from the item as it stood (absent, or short).
+        for (sku, expected) in [("mug", "only 1 left"), ("ghost", "no such item")] {
+            let key = engine
+                .key(&json!(format!("describe-{sku}-{mode:?}")))
+                .unwrap();
+            let out = engine
+                .execute_transaction(&key, None, None, mode, || async {
+                    Ok::<_, HandlerError>(
+                        Staged::new(json!("reserved")).write(
+                            Write::update(&table, pk_key(sku))
+                                .add("stock", -2)
+                                .when(Cond::exists("pk").and(Cond::ge("stock", 2)))
+                                .or_reject_with(|item| match item {
+                                    None => "no such item".to_owned(),
+                                    Some(i) => format!(
+                                        "only {} left",
+                                        i["stock"].as_n().map_or("?", |n| n.as_str())
+                                    ),
+                                }),
+                        ),
+                    )
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                out,
+                shared::Outcome::Rejected {
+                    error: expected.into(),
+                    replayed: false
+                },
+                "{mode:?} {sku}"
+            );
+        }
+        assert_eq!(h.item(&table, "ghost").await, None, "never created");
+
         let key = engine.key(&json!(format!("plain-{mode:?}"))).unwrap();
         let err = engine
             .execute_transaction(&key, None, None, mode, || async {

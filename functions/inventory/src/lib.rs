@@ -355,13 +355,16 @@ mod tests {
         })
     }
 
-    fn rejected(sku: &str, quantity: u32, order_id: &str) -> Response {
-        Response::Rejected {
-            rejected: format!(
-                "insufficient stock for {sku}: {quantity} requested (or unknown SKU); \
-                 order {order_id}"
+    /// The recorded refusal: `available` is the stock as it stood (`None`:
+    /// no such SKU).
+    fn rejected(sku: &str, quantity: u32, order_id: &str, available: Option<i64>) -> Response {
+        let rejected = match available {
+            None => format!("unknown SKU {sku}; order {order_id}"),
+            Some(n) => format!(
+                "insufficient stock for {sku}: {quantity} requested, {n} available; order {order_id}"
             ),
-        }
+        };
+        Response::Rejected { rejected }
     }
 
     #[test]
@@ -440,7 +443,7 @@ mod tests {
         for mode in MODES {
             let (app, store) = local(mode);
             let first = invoke(&app, insufficient()).await.unwrap();
-            let expected = rejected("SKU-RED-MUG", 1000, "ord-1004");
+            let expected = rejected("SKU-RED-MUG", 1000, "ord-1004", Some(100));
             assert_eq!(first, expected, "{mode:?}");
             assert_eq!(level(&app, "SKU-RED-MUG").await, Some(100));
             // Restocked since: the redelivery still replays the recorded refusal.
@@ -459,7 +462,7 @@ mod tests {
             for _ in 0..2 {
                 assert_eq!(
                     invoke(&app, event.clone()).await.unwrap(),
-                    rejected("SKU-NOPE", 2, "ord-1001"),
+                    rejected("SKU-NOPE", 2, "ord-1001", None),
                     "{mode:?}"
                 );
             }
@@ -569,10 +572,21 @@ mod tests {
                 reserved: 3,
             }
         );
+        let expected = stock.reserve_write("SKU-BLUE-PLATE", 3, "ord-9");
+        let [write] = staged.writes.as_slice() else {
+            panic!("one write: {:?}", staged.writes);
+        };
         assert_eq!(
-            staged.writes,
-            [stock.reserve_write("SKU-BLUE-PLATE", 3, "ord-9")]
+            (&write.table, &write.key, &write.op, &write.condition),
+            (
+                &expected.table,
+                &expected.key,
+                &expected.op,
+                &expected.condition
+            )
         );
+        let message = |w: &shared::Write| w.rejection.as_ref().map(|r| r.message(None));
+        assert_eq!(message(write), message(&expected));
     }
 
     /// The kill switch: the decrement still commits atomically (no record);

@@ -106,20 +106,17 @@ impl StockTable {
     /// The reservation of `quantity` units of `sku` for `order_id`, as a
     /// write to stage: `ADD stock -quantity` on the condition
     /// `attribute_exists(sku) AND stock >= quantity`, so it never creates an
-    /// item nor takes more than there is. A failed condition is the terminal
-    /// outcome "insufficient stock": the transaction cannot tell a missing
-    /// item from a short one (it returns no item for a failed business
-    /// condition, and a `ConditionCheck` cannot target the same item in the
-    /// same transaction), so the message says both.
+    /// item nor takes more than there is. A failed condition is a terminal
+    /// outcome whose message comes from the item as it stood (returned with
+    /// the cancelled transaction, no extra read): "unknown SKU" when there is
+    /// none, "insufficient stock … N available" otherwise.
     pub fn reserve_write(&self, sku: &str, quantity: u32, order_id: &str) -> Write {
         let quantity = i64::from(quantity);
+        let (sku_text, order) = (sku.to_owned(), order_id.to_owned());
         Write::update(&self.table, key(sku))
             .add(STOCK_ATTRIBUTE, -quantity)
             .when(Cond::exists(KEY_ATTRIBUTE).and(Cond::ge(STOCK_ATTRIBUTE, quantity)))
-            .or_reject(format!(
-                "insufficient stock for {sku}: {quantity} requested (or unknown SKU); \
-                 order {order_id}"
-            ))
+            .or_reject_with(move |item| refusal(&sku_text, quantity, &order, item))
     }
 
     /// The stock level, if the SKU exists (a strongly consistent read).
@@ -152,13 +149,27 @@ fn level_item(level: i64) -> Item {
     )])
 }
 
+/// Why a reservation was refused, from the stock item as it stood.
+pub fn refusal(sku: &str, quantity: i64, order_id: &str, item: Option<&Item>) -> String {
+    let Some(item) = item else {
+        return format!("unknown SKU {sku}; order {order_id}");
+    };
+    match item.get(STOCK_ATTRIBUTE).and_then(|v| v.as_n().ok()) {
+        Some(available) => format!(
+            "insufficient stock for {sku}: {quantity} requested, {available} available; \
+             order {order_id}"
+        ),
+        None => format!("stock of {sku} is not a number; order {order_id}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use shared::{Change, CmpOp, ErrorKind, WriteOp};
 
     #[test]
-    fn the_reservation_is_a_guarded_decrement_with_an_honest_rejection() {
+    fn the_reservation_is_a_guarded_decrement_with_a_precise_rejection() {
         let table = StockTable::memory(MemoryStore::new(), "stock", [("A", 5)]);
         let w = table.reserve_write("A", 3, "ord-1");
         assert_eq!(w.table, "stock");
@@ -171,9 +182,15 @@ mod tests {
                 Cond::Cmp("stock".into(), CmpOp::Ge, AttributeValue::N("3".into())),
             ]))
         );
+        let rejection = w.rejection.as_ref().unwrap();
+        assert_eq!(rejection.message(None), "unknown SKU A; order ord-1");
+        let short = Item::from([
+            ("sku".to_owned(), AttributeValue::S("A".into())),
+            ("stock".to_owned(), AttributeValue::N("2".into())),
+        ]);
         assert_eq!(
-            w.rejection.as_deref(),
-            Some("insufficient stock for A: 3 requested (or unknown SKU); order ord-1")
+            rejection.message(Some(&short)),
+            "insufficient stock for A: 3 requested, 2 available; order ord-1"
         );
     }
 

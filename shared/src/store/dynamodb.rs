@@ -276,6 +276,13 @@ fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
 pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> {
     let mut r = Rendered::default();
     let condition = w.condition.as_ref().map(|c| r.condition(c));
+    // A rejection built from the item needs the item back when the
+    // condition fails.
+    let all_old = w
+        .rejection
+        .as_ref()
+        .filter(|r| matches!(r, crate::write::Rejection::Describe(_)))
+        .map(|_| ReturnValuesOnConditionCheckFailure::AllOld);
     let item = match &w.op {
         WriteOp::Put(item) => {
             let put = Put::builder()
@@ -284,6 +291,7 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(none_if_empty(r.names))
                 .set_expression_attribute_values(none_if_empty(r.values))
+                .set_return_values_on_condition_check_failure(all_old)
                 .build()
                 .map_err(build_error)?;
             TransactWriteItem::builder().put(put).build()
@@ -297,6 +305,7 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(none_if_empty(r.names))
                 .set_expression_attribute_values(none_if_empty(r.values))
+                .set_return_values_on_condition_check_failure(all_old)
                 .build()
                 .map_err(build_error)?;
             TransactWriteItem::builder().update(update).build()
@@ -308,6 +317,7 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(none_if_empty(r.names))
                 .set_expression_attribute_values(none_if_empty(r.values))
+                .set_return_values_on_condition_check_failure(all_old)
                 .build()
                 .map_err(build_error)?;
             TransactWriteItem::builder().delete(delete).build()
@@ -319,6 +329,7 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(none_if_empty(r.names))
                 .set_expression_attribute_values(none_if_empty(r.values))
+                .set_return_values_on_condition_check_failure(all_old)
                 .build()
                 .map_err(build_error)?;
             TransactWriteItem::builder().condition_check(check).build()
@@ -586,7 +597,12 @@ impl Store for DynamoDbStore {
                 return Err(TransactError::Record(old));
             }
             if let Some(i) = (0..writes.len()).find(|&i| failed(i)) {
-                return Err(TransactError::Write(i));
+                let item = reasons
+                    .get(i)
+                    .and_then(|r| r.item())
+                    .filter(|item| !item.is_empty())
+                    .cloned();
+                return Err(TransactError::Write { index: i, item });
             }
         }
         Err(TransactError::Store(Self::backend(

@@ -218,7 +218,10 @@ impl Store for MemoryStore {
             if let Some(cond) = &w.condition
                 && !holds(cond, current)
             {
-                return Err(TransactError::Write(i));
+                return Err(TransactError::Write {
+                    index: i,
+                    item: current.cloned(),
+                });
             }
             let new = crate::write::apply(w, current.cloned())
                 .map_err(|e| TransactError::Store(invalid(e)))?;

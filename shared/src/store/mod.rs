@@ -56,8 +56,14 @@ pub enum TransactError {
     /// The record's condition failed. Fenced: the lease was lost. Claim: a
     /// record stands in the way, returned when the store has it.
     Record(Option<Record>),
-    /// The condition of the staged write at this index failed.
-    Write(usize),
+    /// The condition of a staged write failed.
+    Write {
+        /// Its index in the staged writes.
+        index: usize,
+        /// The item as it stood, when the write has a rejection to describe
+        /// and the store returned it (`None`: absent or not returned).
+        item: Option<crate::write::Item>,
+    },
     /// Anything else (throttling, a conflicting transaction, a network error).
     Store(StoreError),
 }

@@ -92,12 +92,16 @@ fn reserved(order_id: &str, sku: &str, reserved: u32) -> Response {
     })
 }
 
-fn rejected(sku: &str, quantity: u32, order_id: &str) -> Response {
-    Response::Rejected {
-        rejected: format!(
-            "insufficient stock for {sku}: {quantity} requested (or unknown SKU); order {order_id}"
+/// The recorded refusal: `available` is the stock as it stood (`None`: no
+/// such SKU).
+fn rejected(sku: &str, quantity: u32, order_id: &str, available: Option<i64>) -> Response {
+    let rejected = match available {
+        None => format!("unknown SKU {sku}; order {order_id}"),
+        Some(n) => format!(
+            "insufficient stock for {sku}: {quantity} requested, {n} available; order {order_id}"
         ),
-    }
+    };
+    Response::Rejected { rejected }
 }
 
 /// An expression of a captured request with its `#name` and `:value`
@@ -150,7 +154,7 @@ async fn sample_events_reserve_once_and_reject_insufficient_stock() {
     assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
 
     let refusal = invoke(&app, sample("insufficient")).await.unwrap();
-    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004"));
+    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004", Some(98)));
     assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
     // Restocked since: a redelivery replays the recorded refusal and does
     // not reserve.
@@ -160,8 +164,9 @@ async fn sample_events_reserve_once_and_reject_insufficient_stock() {
 }
 
 /// The guarded decrement on DynamoDB: exact stock down to zero, then a
-/// refusal; an unknown SKU is refused the same way (one transaction cannot
-/// tell them apart) and no item is created for it.
+/// refusal saying what was available; an unknown SKU is refused as such (the
+/// cancelled transaction returns the item as it stood) and no item is
+/// created for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_decrement_on_dynamodb() {
     let Setup {
@@ -187,11 +192,11 @@ async fn conditional_decrement_on_dynamodb() {
     );
     assert_eq!(
         invoke(&app, event(3, "SKU-BLUE-PLATE", 1)).await.unwrap(),
-        rejected("SKU-BLUE-PLATE", 1, "ord-3")
+        rejected("SKU-BLUE-PLATE", 1, "ord-3", Some(0))
     );
     assert_eq!(
         invoke(&app, event(4, "SKU-NOPE", 1)).await.unwrap(),
-        rejected("SKU-NOPE", 1, "ord-4")
+        rejected("SKU-NOPE", 1, "ord-4", None)
     );
     assert_eq!(level(&ddb, &stock_table, "SKU-NOPE").await, None);
     assert_eq!(level(&ddb, &stock_table, "SKU-BLUE-PLATE").await, Some(0));
@@ -286,9 +291,14 @@ async fn new_event_costs_exactly_one_transact_write_items() {
     let update = &items[0]["Update"];
     assert_eq!(update["TableName"], json!(stock_table));
     assert_eq!(update["Key"], json!({"sku": {"S": "SKU-RED-MUG"}}));
+    // The item comes back with a failed condition, for the refusal's text.
+    assert_eq!(
+        update["ReturnValuesOnConditionCheckFailure"],
+        json!("ALL_OLD")
+    );
     assert_eq!(
         update.as_object().unwrap().len(),
-        6,
+        7,
         "nothing else: {update}"
     );
     assert_eq!(
@@ -325,15 +335,13 @@ async fn new_event_costs_exactly_one_transact_write_items() {
 
     capture.clear();
     let refusal = invoke(&app, sample("insufficient")).await.unwrap();
-    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004"));
+    assert_eq!(refusal, rejected("SKU-RED-MUG", 1000, "ord-1004", Some(98)));
     assert_eq!(capture.operations(), ["TransactWriteItems", "PutItem"]);
     let record = &capture.requests()[1].body;
     assert_eq!(record["TableName"], json!(idempotency_table));
     assert_eq!(
         record["Item"]["error"]["S"],
-        json!(
-            "insufficient stock for SKU-RED-MUG: 1000 requested (or unknown SKU); order ord-1004"
-        )
+        json!("insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; order ord-1004")
     );
 
     capture.clear();

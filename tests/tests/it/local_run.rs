@@ -273,7 +273,7 @@ fn inventory_second_delivery_is_replayed() {
     assert_eq!(
         run.responses[2],
         serde_json::json!({
-            "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested (or unknown SKU); \
+            "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
                          order ord-1004"
         })
     );
@@ -443,7 +443,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
     );
     let reserved = serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2});
     let rejected = serde_json::json!({
-        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested (or unknown SKU); \
+        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
                      order ord-1004"
     });
     assert_eq!(
