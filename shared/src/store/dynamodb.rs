@@ -276,6 +276,10 @@ fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
 pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> {
     let mut r = Rendered::default();
     let condition = w.condition.as_ref().map(|c| r.condition(c));
+    let update = match &w.op {
+        WriteOp::Update(changes) => Some(r.update(changes)),
+        _ => None,
+    };
     // A rejection built from the item needs the item back when the
     // condition fails.
     let all_old = w
@@ -283,57 +287,37 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
         .as_ref()
         .filter(|r| matches!(r, crate::write::Rejection::Describe(_)))
         .map(|_| ReturnValuesOnConditionCheckFailure::AllOld);
+    let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
+    // The four operations' builders are distinct types with the same
+    // condition setters.
+    macro_rules! conditioned {
+        ($builder:expr) => {
+            $builder
+                .table_name(&w.table)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(all_old)
+                .build()
+                .map_err(build_error)?
+        };
+    }
+    let key = Some(w.key.clone());
     let item = match &w.op {
-        WriteOp::Put(item) => {
-            let put = Put::builder()
-                .table_name(&w.table)
-                .set_item(Some(item.clone()))
-                .set_condition_expression(condition)
-                .set_expression_attribute_names(none_if_empty(r.names))
-                .set_expression_attribute_values(none_if_empty(r.values))
-                .set_return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(build_error)?;
-            TransactWriteItem::builder().put(put).build()
-        }
-        WriteOp::Update(changes) => {
-            let update_expression = r.update(changes);
-            let update = Update::builder()
-                .table_name(&w.table)
-                .set_key(Some(w.key.clone()))
-                .update_expression(update_expression)
-                .set_condition_expression(condition)
-                .set_expression_attribute_names(none_if_empty(r.names))
-                .set_expression_attribute_values(none_if_empty(r.values))
-                .set_return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(build_error)?;
-            TransactWriteItem::builder().update(update).build()
-        }
-        WriteOp::Delete => {
-            let delete = Delete::builder()
-                .table_name(&w.table)
-                .set_key(Some(w.key.clone()))
-                .set_condition_expression(condition)
-                .set_expression_attribute_names(none_if_empty(r.names))
-                .set_expression_attribute_values(none_if_empty(r.values))
-                .set_return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(build_error)?;
-            TransactWriteItem::builder().delete(delete).build()
-        }
-        WriteOp::ConditionCheck => {
-            let check = ConditionCheck::builder()
-                .table_name(&w.table)
-                .set_key(Some(w.key.clone()))
-                .set_condition_expression(condition)
-                .set_expression_attribute_names(none_if_empty(r.names))
-                .set_expression_attribute_values(none_if_empty(r.values))
-                .set_return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(build_error)?;
-            TransactWriteItem::builder().condition_check(check).build()
-        }
+        WriteOp::Put(item) => TransactWriteItem::builder()
+            .put(conditioned!(Put::builder().set_item(Some(item.clone()))))
+            .build(),
+        WriteOp::Update(_) => TransactWriteItem::builder()
+            .update(conditioned!(
+                Update::builder().set_key(key).set_update_expression(update)
+            ))
+            .build(),
+        WriteOp::Delete => TransactWriteItem::builder()
+            .delete(conditioned!(Delete::builder().set_key(key)))
+            .build(),
+        WriteOp::ConditionCheck => TransactWriteItem::builder()
+            .condition_check(conditioned!(ConditionCheck::builder().set_key(key)))
+            .build(),
     };
     Ok(item)
 }
