@@ -34,6 +34,60 @@ pub enum TerminalErrors {
     Record,
 }
 
+/// How a handler's staged writes and its idempotency record are written.
+///
+/// | mode | requests per new message | a crash after the handler |
+/// | --- | --- | --- |
+/// | [`ClaimThenComplete`](CommitMode::ClaimThenComplete) | 2, or 3 with staged writes | repeats the staged writes after the lease |
+/// | [`Fenced`](CommitMode::Fenced) | 2 | applies nothing; the redelivery runs again |
+/// | [`Optimistic`](CommitMode::Optimistic) | 1 | applies nothing; the redelivery runs again |
+///
+/// A handler whose effects happen outside the store (an HTTP call, a
+/// message sent) gets the same claim/complete protection in every mode but
+/// [`Optimistic`](CommitMode::Optimistic), which does not claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CommitMode {
+    /// Claim (one conditional write), run, apply the staged writes on their
+    /// own (one transaction without the record), then complete. The classic
+    /// approach: the writes and the completion are not atomic, so a crash or
+    /// a failed completion between them applies the writes again after the
+    /// lease. For naturally idempotent writes, or to compare.
+    ClaimThenComplete,
+    /// Claim, run, then one commit holding the staged writes and the
+    /// completion under the owner fence (a plain conditional write when
+    /// there are none). A crash before the commit applies nothing; a stale
+    /// owner's commit fails.
+    #[default]
+    Fenced,
+    /// No claim: one transaction whose record write carries the claim
+    /// condition. Concurrent duplicates may both run; exactly one commits.
+    /// Only for handlers whose effects are all staged writes.
+    Optimistic,
+}
+
+impl CommitMode {
+    /// Parses `claim-then-complete` (also `claim-complete`), `fenced` or
+    /// `optimistic`, case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "claim-then-complete" | "claim-complete" => Some(CommitMode::ClaimThenComplete),
+            "fenced" => Some(CommitMode::Fenced),
+            "optimistic" => Some(CommitMode::Optimistic),
+            _ => None,
+        }
+    }
+
+    /// The name [`CommitMode::parse`] reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitMode::ClaimThenComplete => "claim-then-complete",
+            CommitMode::Fenced => "fenced",
+            CommitMode::Optimistic => "optimistic",
+        }
+    }
+}
+
 /// Engine configuration, one per handler.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -55,6 +109,8 @@ pub struct Config {
     pub oversized: OversizedResponse,
     /// Policy for terminal handler errors.
     pub terminal_errors: TerminalErrors,
+    /// How staged writes and the record are committed.
+    pub commit_mode: CommitMode,
     /// Kill switch: run handlers without idempotency.
     pub disabled: bool,
     /// Bound on claim attempts when the record changes between the
@@ -89,10 +145,17 @@ impl Config {
             max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
             oversized: OversizedResponse::default(),
             terminal_errors: TerminalErrors::default(),
+            commit_mode: CommitMode::default(),
             disabled: disabled_from_env(),
             max_claim_attempts: 3,
             local_cache: 0,
         }
+    }
+
+    /// Sets [`Config::commit_mode`].
+    pub fn commit_mode(mut self, mode: CommitMode) -> Self {
+        self.commit_mode = mode;
+        self
     }
 
     /// Sets [`Config::expires_after`].

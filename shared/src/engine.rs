@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Config, OversizedResponse, TerminalErrors};
+use crate::config::{CommitMode, Config, OversizedResponse, TerminalErrors};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::record::{Record, Status};
 use crate::store::{Claim, RecordWrite, Store, TransactError};
-use crate::write::{Staged, Write};
+use crate::write::{IntoStaged, Staged, Write};
 
 /// What happened to one message. Duplicates and conflicts are outcomes, not errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,22 +48,6 @@ pub enum Outcome<T> {
     Unprotected(T),
 }
 
-/// How a transactional handler's writes are committed with its record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CommitMode {
-    /// Claim first (one conditional `PutItem`), run, then one transaction
-    /// that commits the writes and the completion under the owner fence. A
-    /// crash before the commit applies nothing; a stale owner's commit fails.
-    /// Two requests per new message; safe for handlers with other effects.
-    #[default]
-    Fenced,
-    /// No claim: one transaction whose record `Put` carries the claim
-    /// condition. Concurrent duplicates may both compute; exactly one commits.
-    /// One request per new message. Only for handlers whose effects are
-    /// all staged writes.
-    Optimistic,
-}
-
 /// The idempotency engine for one handler. Cheap to clone; build it once per
 /// execution environment and share it.
 #[derive(Clone)]
@@ -87,24 +71,17 @@ impl std::fmt::Debug for Idempotency {
 
 /// Records read ahead for a batch (see [`Idempotency::prefetch`]).
 #[derive(Debug, Default, Clone)]
-pub struct Prefetched(HashMap<String, Record>);
+pub(crate) struct Prefetched(HashMap<String, Record>);
 
 impl Prefetched {
     /// The record read for `key`, if any.
-    pub fn get(&self, key: &IdempotencyKey) -> Option<&Record> {
+    pub(crate) fn get(&self, key: &IdempotencyKey) -> Option<&Record> {
         self.0.get(key.as_str())
     }
-
-    /// Number of records found.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether none was found.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
+
+/// What happened after the handler returned, for the paths that share it.
+type Settled<T> = Result<Outcome<T>, Error>;
 
 impl Idempotency {
     /// An engine over `store` with `config`, on the system clock.
@@ -125,17 +102,27 @@ impl Idempotency {
         self
     }
 
+    /// This engine committing in `mode` instead (same store, clock and
+    /// cache): for a handler that needs another mode than the rest.
+    pub fn in_mode(&self, mode: CommitMode) -> Self {
+        Self {
+            config: Arc::new(self.config.as_ref().clone().commit_mode(mode)),
+            ..self.clone()
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     /// The store.
-    pub fn store(&self) -> &dyn Store {
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &dyn Store {
         &*self.store
     }
 
-    /// The clock.
+    /// The clock's time, epoch milliseconds.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
     }
@@ -154,7 +141,7 @@ impl Idempotency {
     /// Reads the records of `keys` in one round trip per 100 keys
     /// (`BatchGetItem`), so a batch's completed duplicates can be settled
     /// with [`Idempotency::settle`] without a write.
-    pub async fn prefetch(&self, keys: &[&IdempotencyKey]) -> Result<Prefetched, Error> {
+    pub(crate) async fn prefetch(&self, keys: &[&IdempotencyKey]) -> Result<Prefetched, Error> {
         if self.config.disabled || keys.is_empty() {
             return Ok(Prefetched::default());
         }
@@ -169,11 +156,11 @@ impl Idempotency {
     /// it settles one: a completed record (replayed, or a payload mismatch)
     /// or a live claim (in progress). `None` when the record is expired or
     /// its lease lapsed: the key must be claimed.
-    pub fn settle<T: DeserializeOwned>(
+    pub(crate) fn settle<T: DeserializeOwned>(
         &self,
         record: &Record,
         payload: Option<&Value>,
-    ) -> Option<Result<Outcome<T>, Error>> {
+    ) -> Option<Outcome<T>> {
         self.settle_at(
             record,
             self.validation(payload).as_deref(),
@@ -186,30 +173,28 @@ impl Idempotency {
         existing: &Record,
         validation: Option<&str>,
         now_ms: u64,
-    ) -> Option<Result<Outcome<T>, Error>> {
+    ) -> Option<Outcome<T>> {
         if existing.is_claimable(now_ms) {
             return None;
         }
         if let (Some(stored), Some(ours)) = (&existing.validation, validation)
             && stored != ours
         {
-            return Some(Ok(Outcome::PayloadMismatch));
+            return Some(Outcome::PayloadMismatch);
         }
         Some(match existing.status {
-            Status::InProgress => Ok(Outcome::InProgress {
+            Status::InProgress => Outcome::InProgress {
                 lease_expires_at_ms: existing.in_progress_expiration,
-            }),
+            },
             Status::Completed => {
                 self.remember(existing);
                 match (&existing.error, &existing.data) {
-                    (Some(error), _) => Ok(Outcome::Rejected {
+                    (Some(error), _) => Outcome::Rejected {
                         error: error.clone(),
                         replayed: true,
-                    }),
-                    (None, Some(data)) => serde_json::from_str(data)
-                        .map(|v| Outcome::Replayed(Some(v)))
-                        .map_err(Error::Serde),
-                    (None, None) => Ok(Outcome::Replayed(None)),
+                    },
+                    (None, Some(data)) => Outcome::Replayed(decode_stored(&existing.id, data)),
+                    (None, None) => Outcome::Replayed(None),
                 }
             }
         })
@@ -229,13 +214,21 @@ impl Idempotency {
         &self,
         key: &IdempotencyKey,
         validation: Option<&str>,
-    ) -> Option<Result<Outcome<T>, Error>> {
+    ) -> Option<Outcome<T>> {
         let record = lock(self.cache.as_ref()?).get(key.as_str()).cloned()?;
         self.settle_at(&record, validation, self.clock.now_ms())
     }
 
-    /// Runs `handler` at most once per `key` (within the record's lifetime).
+    /// Runs `handler` at most once per `key` (within the record's lifetime)
+    /// and commits its effects according to [`Config::commit_mode`].
     ///
+    /// The handler returns its response, or a [`Staged`] response with the
+    /// writes to commit with the idempotency record (a plain response is a
+    /// `Staged` with no writes).
+    ///
+    /// * `key`: `None` runs the handler unprotected (no record), as does the
+    ///   kill switch ([`Config::disabled`]); staged writes still commit
+    ///   atomically.
     /// * `payload`: hashed for payload validation when that is on (`None`
     ///   skips validation for this call).
     /// * `remaining`: the invocation's remaining time; the lease is the
@@ -244,103 +237,57 @@ impl Idempotency {
     ///
     /// A retryable handler error releases the claim and is returned as
     /// [`Error::Handler`]; a terminal one is recorded or released according to
-    /// [`Config::terminal_errors`]. A panic in the handler is caught and
-    /// treated as a retryable error.
-    pub async fn execute<T, F, Fut>(
+    /// [`Config::terminal_errors`]. A staged write whose condition fails
+    /// becomes the handler's outcome: its [`Write::or_reject`] message as a
+    /// terminal error, or else a retryable one. A panic in the handler is
+    /// caught and treated as a retryable error.
+    pub async fn run<'k, T, R, F, Fut>(
         &self,
-        key: &IdempotencyKey,
+        key: impl Into<Option<&'k IdempotencyKey>>,
         payload: Option<&Value>,
         remaining: Option<Duration>,
         handler: F,
     ) -> Result<Outcome<T>, Error>
     where
         T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
-        if self.config.disabled {
-            return self.unprotected(handler).await;
-        }
-        let validation = self.validation(payload);
-        if let Some(outcome) = self.cached(key, validation.as_deref()) {
-            return outcome;
-        }
-        let claimed = match self.claim(key, validation, remaining).await? {
-            Ok(claimed) => claimed,
-            Err(outcome) => return outcome,
+        let key = match key.into() {
+            Some(key) if !self.config.disabled => key,
+            _ => return self.unprotected(handler).await,
         };
-        match run_guarded(handler).await {
-            Ok(value) => {
-                let (record, too_large) = self.completion(&claimed, &value);
-                self.store_completion(&record).await?;
-                self.remember(&record);
-                match too_large {
-                    Some(err) => Err(err),
-                    None => Ok(Outcome::Executed(value)),
-                }
-            }
-            Err(err) => self.fail(&claimed, err).await,
-        }
-    }
-
-    /// Runs a handler whose effects are DynamoDB writes it stages
-    /// ([`Staged`]), and commits them in the same transaction as the
-    /// idempotency record: the writes and the record can never disagree.
-    ///
-    /// A staged write whose condition fails becomes the handler's outcome:
-    /// its [`Write::or_reject`] message as a terminal error, or else a
-    /// retryable one. `mode` picks [`CommitMode::Fenced`] (claim, then
-    /// commit under the owner fence) or [`CommitMode::Optimistic`] (one
-    /// transaction carrying the claim condition).
-    pub async fn execute_transaction<T, F, Fut>(
-        &self,
-        key: &IdempotencyKey,
-        payload: Option<&Value>,
-        remaining: Option<Duration>,
-        mode: CommitMode,
-        handler: F,
-    ) -> Result<Outcome<T>, Error>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
-    {
-        if self.config.disabled {
-            return self.unprotected_transaction(handler).await;
-        }
         let validation = self.validation(payload);
         if let Some(outcome) = self.cached(key, validation.as_deref()) {
-            return outcome;
+            return Ok(outcome);
         }
-        match mode {
-            CommitMode::Fenced => self.fenced(key, validation, remaining, handler).await,
+        match self.config.commit_mode {
             CommitMode::Optimistic => self.optimistic(key, validation, handler).await,
+            mode => {
+                self.claimed(key, validation, remaining, mode, handler)
+                    .await
+            }
         }
     }
 
-    /// Runs `handler` without idempotency (the kill switch, or a record
-    /// without a key under a run-unprotected policy). A panic is a retryable
-    /// error.
-    pub async fn unprotected<T, F, Fut>(&self, handler: F) -> Result<Outcome<T>, Error>
+    /// Runs a handler without a record and commits its staged writes
+    /// (atomically, in one request).
+    async fn unprotected<T, R, F, Fut>(&self, handler: F) -> Result<Outcome<T>, Error>
     where
+        R: IntoStaged<T>,
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
-        run_guarded(handler)
+        let staged: Staged<T> = run_guarded(handler)
             .await
-            .map(Outcome::Unprotected)
-            .map_err(Error::Handler)
-    }
-
-    /// Runs a staging `handler` without idempotency and commits its writes
-    /// (atomically, without a record).
-    pub async fn unprotected_transaction<T, F, Fut>(&self, handler: F) -> Result<Outcome<T>, Error>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
-    {
-        let staged = run_guarded(handler).await.map_err(Error::Handler)?;
-        match self.store.transact(RecordWrite::None, &staged.writes).await {
+            .map_err(Error::Handler)?
+            .into_staged();
+        check_writes(&staged.writes).map_err(Error::Handler)?;
+        if staged.writes.is_empty() {
+            return Ok(Outcome::Unprotected(staged.response));
+        }
+        match self.store.commit(RecordWrite::None, &staged.writes).await {
             Ok(()) => Ok(Outcome::Unprotected(staged.response)),
             Err(TransactError::Write { index, item }) => Err(Error::Handler(rejection(
                 &staged.writes[index],
@@ -351,57 +298,93 @@ impl Idempotency {
         }
     }
 
-    async fn fenced<T, F, Fut>(
+    /// Claim, run, commit: [`CommitMode::Fenced`] and
+    /// [`CommitMode::ClaimThenComplete`].
+    async fn claimed<T, R, F, Fut>(
         &self,
         key: &IdempotencyKey,
         validation: Option<String>,
         remaining: Option<Duration>,
+        mode: CommitMode,
         handler: F,
     ) -> Result<Outcome<T>, Error>
     where
         T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
         let claimed = match self.claim(key, validation, remaining).await? {
             Ok(claimed) => claimed,
-            Err(outcome) => return outcome,
+            Err(outcome) => return Ok(outcome),
         };
-        let staged = match run_guarded(handler).await {
-            Ok(staged) => staged,
+        let staged: Staged<T> = match run_guarded(handler).await {
+            Ok(staged) => staged.into_staged(),
             Err(err) => return self.fail(&claimed, err).await,
         };
-        let (record, too_large) = self.completion(&claimed, &staged.response);
+        // Everything that can refuse the result is decided before anything
+        // commits, so the effects and the outcome always agree.
+        let record = match check_writes(&staged.writes)
+            .and_then(|()| self.completion(&claimed, &staged.response))
+        {
+            Ok(record) => record,
+            Err(err) => return self.fail(&claimed, err).await,
+        };
+        let writes: &[Write] = match mode {
+            CommitMode::ClaimThenComplete if !staged.writes.is_empty() => {
+                match self.store.commit(RecordWrite::None, &staged.writes).await {
+                    Ok(()) => {}
+                    Err(TransactError::Write { index, item }) => {
+                        let err = rejection(&staged.writes[index], item.as_ref());
+                        return self.fail(&claimed, err).await;
+                    }
+                    Err(TransactError::Record(_)) => return unreachable_record(),
+                    // Unknown whether the writes applied (a timeout): the
+                    // claim is kept, so no redelivery repeats them before
+                    // the lease lapses.
+                    Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+                }
+                &[]
+            }
+            _ => &staged.writes,
+        };
+        let after_effects = writes.is_empty() && !staged.writes.is_empty();
         match self
             .store
-            .transact(RecordWrite::Fenced(&record), &staged.writes)
+            .commit(RecordWrite::Fenced(&record), writes)
             .await
         {
-            Ok(()) => self.committed(&record, too_large, staged.response),
+            Ok(()) => Ok(self.committed(&record, staged.response)),
             // An earlier attempt of this commit was applied and its answer
             // lost (a timeout); the SDK's retry found our own completion.
             Err(TransactError::Record(Some(existing)))
                 if written_by(&existing, &record, Status::Completed) =>
             {
-                self.committed(&record, too_large, staged.response)
+                Ok(self.committed(&record, staged.response))
             }
             Err(TransactError::Record(_)) => Err(Error::LeaseLost {
                 key: claimed.id.clone(),
             }),
             Err(TransactError::Write { index, item }) => {
-                self.fail(&claimed, rejection(&staged.writes[index], item.as_ref()))
+                self.fail(&claimed, rejection(&writes[index], item.as_ref()))
                     .await
             }
             Err(TransactError::Store(e)) => {
                 // Nothing was applied, or (a timeout) it committed: then the
-                // record is completed and the fenced release cannot touch it.
-                self.release(&claimed).await;
+                // record is completed and the fenced release cannot touch
+                // it. After writes applied on their own, the claim is kept:
+                // releasing it would let a redelivery apply them again at
+                // once.
+                if !after_effects {
+                    self.release(&claimed).await;
+                }
                 Err(Error::Store(e))
             }
         }
     }
 
-    async fn optimistic<T, F, Fut>(
+    /// One transaction carrying the claim condition: [`CommitMode::Optimistic`].
+    async fn optimistic<T, R, F, Fut>(
         &self,
         key: &IdempotencyKey,
         validation: Option<String>,
@@ -409,21 +392,28 @@ impl Idempotency {
     ) -> Result<Outcome<T>, Error>
     where
         T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
         let base = self.new_claim(key, validation.clone(), None);
-        let staged = match run_guarded(handler).await {
-            Ok(staged) => staged,
+        let staged: Staged<T> = match run_guarded(handler).await {
+            Ok(staged) => staged.into_staged(),
             Err(err) => return self.fail_unclaimed(&base, validation, err).await,
         };
+        if let Err(err) = check_writes(&staged.writes) {
+            return self.fail_unclaimed(&base, validation, err).await;
+        }
         let attempts = self.config.max_claim_attempts.max(1);
         for _ in 0..attempts {
             let now_ms = self.clock.now_ms();
-            let (record, too_large) = self.completion(&base, &staged.response);
+            let record = match self.completion(&base, &staged.response) {
+                Ok(record) => record,
+                Err(err) => return self.fail_unclaimed(&base, validation, err).await,
+            };
             let result = self
                 .store
-                .transact(
+                .commit(
                     RecordWrite::Claim {
                         record: &record,
                         now_ms,
@@ -432,13 +422,13 @@ impl Idempotency {
                 )
                 .await;
             let existing = match result {
-                Ok(()) => return self.committed(&record, too_large, staged.response),
+                Ok(()) => return Ok(self.committed(&record, staged.response)),
                 // Our own commit, applied by an earlier attempt whose answer
                 // was lost (a timeout): executed now, not a replay.
                 Err(TransactError::Record(Some(existing)))
                     if written_by(&existing, &record, Status::Completed) =>
                 {
-                    return self.committed(&record, too_large, staged.response);
+                    return Ok(self.committed(&record, staged.response));
                 }
                 Err(TransactError::Record(Some(existing))) => Some(existing),
                 Err(TransactError::Record(None)) => self.store.get(key.as_str()).await?,
@@ -457,7 +447,7 @@ impl Idempotency {
                 .as_ref()
                 .and_then(|e| self.settle_at(e, validation.as_deref(), self.clock.now_ms()))
             {
-                return outcome;
+                return Ok(outcome);
             }
         }
         Err(Error::Contention {
@@ -488,13 +478,12 @@ impl Idempotency {
     }
 
     /// Claims `key`, or returns the outcome that makes running unnecessary.
-    #[allow(clippy::type_complexity)]
     async fn claim<T: DeserializeOwned>(
         &self,
         key: &IdempotencyKey,
         validation: Option<String>,
         remaining: Option<Duration>,
-    ) -> Result<Result<Record, Result<Outcome<T>, Error>>, Error> {
+    ) -> Result<Result<Record, Outcome<T>>, Error> {
         let attempts = self.config.max_claim_attempts.max(1);
         for _ in 0..attempts {
             let record = self.new_claim(key, validation.clone(), remaining);
@@ -522,28 +511,23 @@ impl Idempotency {
         })
     }
 
-    /// A commit that went through: remembered, and the outcome (or the
-    /// too-large error under [`OversizedResponse::Fail`]).
-    fn committed<T>(
-        &self,
-        record: &Record,
-        too_large: Option<Error>,
-        response: T,
-    ) -> Result<Outcome<T>, Error> {
+    /// A commit that went through: remembered, and the outcome.
+    fn committed<T>(&self, record: &Record, response: T) -> Outcome<T> {
         self.remember(record);
-        match too_large {
-            Some(err) => Err(err),
-            None => Ok(Outcome::Executed(response)),
-        }
+        Outcome::Executed(response)
     }
 
     /// The completed record for a claimed one, with the response stored
-    /// according to the configuration, and the error to report when the
-    /// response is too large and the policy says fail.
-    fn completion<T: Serialize>(&self, claimed: &Record, value: &T) -> (Record, Option<Error>) {
-        // The effect has happened (or commits with this record): whatever
-        // becomes of the response, the completion is recorded so a
-        // redelivery does not repeat it.
+    /// according to the configuration; under [`OversizedResponse::Fail`] a
+    /// response too large to store is a terminal error instead, decided
+    /// before anything commits.
+    fn completion<T: Serialize>(
+        &self,
+        claimed: &Record,
+        value: &T,
+    ) -> Result<Record, HandlerError> {
+        // The completion is recorded whatever becomes of the response, so a
+        // redelivery does not repeat the effect.
         let data = self
             .config
             .store_responses
@@ -551,9 +535,9 @@ impl Idempotency {
             .flatten();
         let mut record = self.completed(claimed, data, None);
         let limit = self.config.max_item_bytes;
-        let size = record.item_size(&Default::default());
+        let size = self.store.item_size(&record);
         if size <= limit {
-            return (record, None);
+            return Ok(record);
         }
         let body = record.data.take().map_or(0, |d| d.len());
         tracing::warn!(
@@ -563,12 +547,11 @@ impl Idempotency {
             "response too large for the idempotency record"
         );
         if self.config.oversized == OversizedResponse::Fail {
-            record.error = Some(format!(
+            return Err(HandlerError::terminal(format!(
                 "response of {body} bytes exceeds the {limit} byte record limit"
-            ));
-            return (record, Some(Error::ResponseTooLarge { size: body, limit }));
+            )));
         }
-        (record, None)
+        Ok(record)
     }
 
     fn completed(&self, claimed: &Record, data: Option<String>, error: Option<String>) -> Record {
@@ -587,7 +570,7 @@ impl Idempotency {
     fn rejection_record(&self, claimed: &Record, err: &HandlerError) -> Record {
         let message = err.to_string();
         let mut record = self.completed(claimed, None, Some(message.clone()));
-        if record.item_size(&Default::default()) > self.config.max_item_bytes {
+        if self.store.item_size(&record) > self.config.max_item_bytes {
             let cut = floor_char_boundary(&message, 1024);
             record.error = Some(message[..cut].to_owned());
         }
@@ -600,10 +583,21 @@ impl Idempotency {
 
     /// A handler failure on a claimed key: record a terminal error when so
     /// configured, otherwise release the claim.
-    async fn fail<T>(&self, claimed: &Record, err: HandlerError) -> Result<Outcome<T>, Error> {
+    async fn fail<T>(&self, claimed: &Record, err: HandlerError) -> Settled<T> {
         if self.records_terminal(&err) {
             let record = self.rejection_record(claimed, &err);
-            self.store_completion(&record).await?;
+            match self.store.commit(RecordWrite::Fenced(&record), &[]).await {
+                Ok(()) => {}
+                Err(TransactError::Record(Some(existing)))
+                    if written_by(&existing, &record, Status::Completed) => {}
+                Err(TransactError::Record(_)) => {
+                    return Err(Error::LeaseLost {
+                        key: claimed.id.clone(),
+                    });
+                }
+                Err(TransactError::Write { .. }) => return unreachable_record(),
+                Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+            }
             self.remember(&record);
             return Ok(Outcome::Rejected {
                 error: record.error.unwrap_or_default(),
@@ -621,7 +615,7 @@ impl Idempotency {
         base: &Record,
         validation: Option<String>,
         err: HandlerError,
-    ) -> Result<Outcome<T>, Error> {
+    ) -> Settled<T> {
         if !self.records_terminal(&err) {
             return Err(Error::Handler(err));
         }
@@ -635,9 +629,16 @@ impl Idempotency {
                     replayed: false,
                 })
             }
+            Claim::Existing(existing) if written_by(&existing, &record, Status::Completed) => {
+                self.remember(&record);
+                Ok(Outcome::Rejected {
+                    error: record.error.unwrap_or_default(),
+                    replayed: false,
+                })
+            }
             Claim::Existing(existing) => self
                 .settle_at(&existing, validation.as_deref(), now_ms)
-                .unwrap_or(Err(Error::Handler(err))),
+                .map_or(Err(Error::Handler(err)), Ok),
             Claim::Vanished => Err(Error::Handler(err)),
         }
     }
@@ -653,23 +654,22 @@ impl Idempotency {
             );
         }
     }
+}
 
-    async fn store_completion(&self, record: &Record) -> Result<(), Error> {
-        match self.store.complete(record).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::LeaseLost { id }) => {
-                // An earlier attempt of this completion may have been
-                // applied, its answer lost (a timeout), and the SDK's retry
-                // refused by the fence: then the record is completed under
-                // our own token. One read, on this path only.
-                match self.store.get(&id).await {
-                    Ok(Some(existing)) if written_by(&existing, record, Status::Completed) => {
-                        Ok(())
-                    }
-                    _ => Err(Error::LeaseLost { key: id }),
-                }
-            }
-            Err(other) => Err(Error::Store(other)),
+/// A stored response decoded for replay. One that no longer decodes (its
+/// type changed in a deploy) is replayed without its body: the effect was
+/// applied, so failing the message would only send it to the DLQ.
+fn decode_stored<T: DeserializeOwned>(id: &str, data: &str) -> Option<T> {
+    match serde_json::from_str(data) {
+        Ok(value) => Some(value),
+        Err(err) => {
+            tracing::warn!(
+                key = id,
+                error = %err,
+                "stored response no longer decodes: replayed without its body"
+            );
+            crate::metrics::count_undecodable_replay();
+            None
         }
     }
 }
@@ -679,6 +679,15 @@ impl Idempotency {
 /// claim, so no other invocation writes it).
 fn written_by(existing: &Record, ours: &Record, status: Status) -> bool {
     existing.status == status && existing.owner.is_some() && existing.owner == ours.owner
+}
+
+/// Staged writes that no store accepts, refused before anything commits (the
+/// same answer from every store): more than [`MAX_STAGED_WRITES`], two
+/// writes on one item, an update without changes.
+fn check_writes(writes: &[Write]) -> Result<(), HandlerError> {
+    crate::write::check(writes).map_err(|reason| {
+        HandlerError::terminal(format!("the staged writes cannot commit: {reason}"))
+    })
 }
 
 /// The handler error a staged write's failed condition stands for.
@@ -695,7 +704,7 @@ fn rejection(write: &Write, item: Option<&crate::write::Item>) -> HandlerError {
 fn unreachable_record<T>() -> Result<T, Error> {
     Err(Error::Store(StoreError::Corrupt {
         id: String::new(),
-        reason: "a transaction without a record reported a record condition".into(),
+        reason: "a commit reported a condition it did not carry".into(),
     }))
 }
 
@@ -742,7 +751,7 @@ where
 }
 
 /// The message of a caught panic payload.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -791,29 +800,21 @@ mod tests {
             self.hit();
             self.inner.claim(record, now_ms).await
         }
-        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-            self.hit();
-            self.inner.complete(record).await
-        }
         async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
             self.hit();
             self.inner.release(id, owner).await
-        }
-        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-            self.hit();
-            self.inner.get(id).await
         }
         async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
             self.hit();
             self.inner.get_many(ids).await
         }
-        async fn transact(
+        async fn commit(
             &self,
             record: RecordWrite<'_>,
             writes: &[Write],
         ) -> Result<(), TransactError> {
             self.hit();
-            self.inner.transact(record, writes).await
+            self.inner.commit(record, writes).await
         }
     }
 
@@ -830,21 +831,21 @@ mod tests {
         let k2 = engine.key(&json!(2)).unwrap();
         let k3 = engine.key(&json!(3)).unwrap();
         assert_eq!(
-            engine.execute(&k1, None, None, run(1)).await.unwrap(),
+            engine.run(&k1, None, None, run(1)).await.unwrap(),
             Outcome::Executed(1)
         );
         assert_eq!(calls(), 2, "claim and complete");
         assert_eq!(
-            engine.execute(&k1, None, None, run(9)).await.unwrap(),
+            engine.run(&k1, None, None, run(9)).await.unwrap(),
             Outcome::Replayed(Some(1))
         );
         assert_eq!(calls(), 2, "served from the cache");
-        engine.execute(&k2, None, None, run(2)).await.unwrap();
-        engine.execute(&k3, None, None, run(3)).await.unwrap();
+        engine.run(&k2, None, None, run(2)).await.unwrap();
+        engine.run(&k3, None, None, run(3)).await.unwrap();
         assert_eq!(calls(), 6);
         // k1 was evicted (capacity 2): the duplicate goes to the store.
         assert_eq!(
-            engine.execute(&k1, None, None, run(9)).await.unwrap(),
+            engine.run(&k1, None, None, run(9)).await.unwrap(),
             Outcome::Replayed(Some(1))
         );
         assert_eq!(calls(), 7);
@@ -869,30 +870,26 @@ mod tests {
             }
             self.inner.claim(record, now_ms).await
         }
-        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-            if self.completions {
-                self.inner.complete(record).await?;
-            }
-            self.inner.complete(record).await
-        }
         async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
             self.inner.release(id, owner).await
-        }
-        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-            self.inner.get(id).await
         }
         async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
             self.inner.get_many(ids).await
         }
-        async fn transact(
+        async fn commit(
             &self,
             record: RecordWrite<'_>,
             writes: &[Write],
         ) -> Result<(), TransactError> {
-            if self.transactions {
-                let _ = self.inner.transact(record, writes).await;
+            let again = if writes.is_empty() {
+                self.completions
+            } else {
+                self.transactions
+            };
+            if again {
+                let _ = self.inner.commit(record, writes).await;
             }
-            self.inner.transact(record, writes).await
+            self.inner.commit(record, writes).await
         }
     }
 
@@ -934,13 +931,19 @@ mod tests {
             });
             let engine =
                 Idempotency::new(store.clone(), Config::with_prefix("own").disabled(false));
+            let in_mode = |mode| {
+                Idempotency::new(
+                    store.clone(),
+                    Config::with_prefix("own").disabled(false).commit_mode(mode),
+                )
+            };
             let case =
                 format!("claims {claims}, completions {completions}, transactions {transactions}");
 
             let key = engine.key(&json!("plain")).unwrap();
             let runs = AtomicUsize::new(0);
             let out = engine
-                .execute(&key, None, None, || async {
+                .run(&key, None, None, || async {
                     runs.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, HandlerError>(1)
                 })
@@ -953,8 +956,8 @@ mod tests {
                 .enumerate()
             {
                 let key = engine.key(&json!(format!("tx-{n}"))).unwrap();
-                let out = engine
-                    .execute_transaction(&key, None, None, mode, || async {
+                let out = in_mode(mode)
+                    .run(&key, None, None, || async {
                         Ok::<_, HandlerError>(Staged::new(2).write(credit()))
                     })
                     .await;
@@ -978,7 +981,7 @@ mod tests {
         let k = engine.key(&json!("k")).unwrap();
         for _ in 0..3 {
             engine
-                .execute(&k, None, None, || async { Ok::<_, HandlerError>(1) })
+                .run(&k, None, None, || async { Ok::<_, HandlerError>(1) })
                 .await
                 .unwrap();
         }

@@ -57,6 +57,13 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A request no store accepts (e.g. staged writes over the transaction
+    /// limit, two writes on one item, an update without changes).
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The backend failed (network, throttling, service error after retries).
     #[error("idempotency store request {operation} failed")]
     Backend {
@@ -142,7 +149,7 @@ impl fmt::Display for HandlerError {
     }
 }
 
-/// An error from [`Idempotency::execute`](crate::Idempotency::execute).
+/// An error from [`Idempotency::run`](crate::Idempotency::run).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -160,19 +167,6 @@ pub enum Error {
         /// The record id.
         key: String,
     },
-    /// The handler's response is over the store's item limit and the
-    /// handler is configured to fail such records. The record is completed
-    /// with a terminal error, so a redelivery does not run the handler again.
-    #[error("response of {size} bytes exceeds the {limit} byte idempotency record limit")]
-    ResponseTooLarge {
-        /// Serialized response size in bytes.
-        size: usize,
-        /// The configured limit.
-        limit: usize,
-    },
-    /// A stored response could not be deserialized into the handler's type.
-    #[error("stored response could not be deserialized")]
-    Serde(#[source] serde_json::Error),
     /// The record kept changing under this invocation (expired or deleted
     /// between the claim and the read) beyond the retry bound.
     #[error("record {key} kept changing during the claim; gave up after {attempts} attempts")]
@@ -189,7 +183,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Handler(e) => e.kind() == ErrorKind::Retryable,
-            Error::ResponseTooLarge { .. } | Error::Serde(_) => false,
+            Error::Store(StoreError::Invalid { .. }) => false,
             _ => true,
         }
     }

@@ -33,10 +33,10 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 use crate::batch::{
     MissingKey, PayloadScope, is_missing, json_type, looks_like_envelope, pointer_key,
 };
-use crate::engine::{CommitMode, Idempotency, Outcome, panic_message};
+use crate::engine::{Idempotency, Outcome, panic_message};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError};
 use crate::key::IdempotencyKey;
-use crate::write::Staged;
+use crate::write::IntoStaged;
 
 /// A key function over the event envelope (as JSON, `detail` included).
 pub type EventKeyFn = Arc<dyn Fn(&Value) -> Result<Value, KeyError> + Send + Sync>;
@@ -286,7 +286,7 @@ impl EventBridgeProcessor {
     /// Handles one event: `detail` is parsed into `D`, the key selected, and
     /// `handler` run through the engine. See the module docs for what is
     /// `Ok` and what is `Err`.
-    pub async fn process<D, T, H, Fut>(
+    pub async fn process<D, T, R, H, Fut>(
         &self,
         event: EventBridgeEvent<Value>,
         remaining: Option<Duration>,
@@ -295,49 +295,14 @@ impl EventBridgeProcessor {
     where
         D: Serialize + DeserializeOwned,
         T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
         self.process_with(event, move |engine, key, payload, typed| async move {
-            match key {
-                Some(key) => {
-                    engine
-                        .execute(&key, payload.as_ref(), remaining, || handler(typed))
-                        .await
-                }
-                None => engine.unprotected(|| handler(typed)).await,
-            }
-        })
-        .await
-    }
-
-    /// Like [`EventBridgeProcessor::process`], for a handler whose effects
-    /// are DynamoDB writes it stages: they commit in one transaction with the
-    /// idempotency record ([`Idempotency::execute_transaction`], in `mode`).
-    pub async fn process_transaction<D, T, H, Fut>(
-        &self,
-        event: EventBridgeEvent<Value>,
-        remaining: Option<Duration>,
-        mode: CommitMode,
-        handler: H,
-    ) -> Result<EventOutcome<T>, EventError>
-    where
-        D: Serialize + DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
-    {
-        self.process_with(event, move |engine, key, payload, typed| async move {
-            match key {
-                Some(key) => {
-                    engine
-                        .execute_transaction(&key, payload.as_ref(), remaining, mode, || {
-                            handler(typed)
-                        })
-                        .await
-                }
-                None => engine.unprotected_transaction(|| handler(typed)).await,
-            }
+            engine
+                .run(key.as_ref(), payload.as_ref(), remaining, || handler(typed))
+                .await
         })
         .await
     }
@@ -379,10 +344,8 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<Outcome<T>, Error>>,
     {
         let id = || event_id.to_owned();
-        let envelope = serde_json::to_value(&event).map_err(|e| EventError::Idempotency {
-            event_id: id(),
-            error: Error::Serde(e),
-        })?;
+        let envelope = serde_json::to_value(&event)
+            .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
         let typed: EventBridgeEvent<D> =
             serde_json::from_value(envelope.clone()).map_err(|e| EventError::BadDetail {
                 event_id: id(),

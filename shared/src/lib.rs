@@ -55,7 +55,7 @@ pub use batch::{
     parse_sqs_event, remaining_time,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Attributes, Config, OversizedResponse, TableConfig, TerminalErrors};
+pub use config::{Attributes, CommitMode, Config, OversizedResponse, TableConfig, TerminalErrors};
 pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
@@ -63,7 +63,7 @@ pub use key::IdempotencyKey;
 pub use record::{Record, Status};
 pub use signature::{SecretError, SignatureError, Verifier};
 pub use store::{Claim, DynamoDbStore, MemoryStore, RecordWrite, Store, TransactError};
-pub use write::{Change, CmpOp, Cond, Item, Rejection, Staged, Write, WriteOp};
+pub use write::{Change, CmpOp, Cond, IntoStaged, Item, Rejection, Staged, Write, WriteOp};
 
 use std::time::Duration;
 

@@ -29,6 +29,25 @@ pub struct Counts {
     pub failed: u64,
     /// Terminal outcomes recorded (not retried).
     pub rejected: u64,
+    /// Replays whose stored response no longer decodes into the handler's
+    /// type (changed in a deploy): replayed without the body.
+    pub undecodable: u64,
+}
+
+/// Undecodable replays since the last [`take_undecodable_replays`]: the
+/// engine counts them where it decodes; the adapter adds them to the
+/// invocation's counts (one invocation at a time per execution
+/// environment).
+static UNDECODABLE_REPLAYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts one stored response that no longer decodes.
+pub(crate) fn count_undecodable_replay() {
+    UNDECODABLE_REPLAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Takes (and resets) the count of undecodable replays.
+pub(crate) fn take_undecodable_replays() -> u64 {
+    UNDECODABLE_REPLAYS.swap(0, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The EMF JSON line for `counts` at `timestamp_ms` for `service`.
@@ -46,6 +65,7 @@ pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
                     metric("InProgressConflict"),
                     metric("Failed"),
                     metric("Rejected"),
+                    metric("UndecodableReplay"),
                 ],
             }],
         },
@@ -55,6 +75,7 @@ pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
         "InProgressConflict": counts.in_progress,
         "Failed": counts.failed,
         "Rejected": counts.rejected,
+        "UndecodableReplay": counts.undecodable,
     })
     .to_string()
 }
@@ -77,11 +98,16 @@ pub fn service() -> String {
 /// on).
 pub fn emit(counts: &Counts) {
     if !enabled() {
+        take_undecodable_replays();
         return;
     }
+    let counts = Counts {
+        undecodable: counts.undecodable + take_undecodable_replays(),
+        ..*counts
+    };
     let line = emf_line(
         &service(),
-        counts,
+        &counts,
         crate::clock::Clock::now_ms(&crate::clock::SystemClock),
     );
     // One locked write of the whole line, so lines from concurrent tasks
@@ -101,6 +127,7 @@ mod tests {
             in_progress: 1,
             failed: 4,
             rejected: 5,
+            undecodable: 6,
         };
         let v: serde_json::Value =
             serde_json::from_str(&emf_line("payments", &counts, 42)).unwrap();
@@ -122,10 +149,11 @@ mod tests {
                 "Replayed",
                 "InProgressConflict",
                 "Failed",
-                "Rejected"
+                "Rejected",
+                "UndecodableReplay"
             ]
         );
-        for (name, n) in declared.iter().zip([3, 2, 1, 4, 5]) {
+        for (name, n) in declared.iter().zip([3, 2, 1, 4, 5, 6]) {
             assert_eq!(v[*name], n, "{name}");
         }
     }

@@ -263,6 +263,27 @@ pub struct Staged<T> {
     pub writes: Vec<Write>,
 }
 
+/// What a handler returns: its response, alone (no writes) or as a
+/// [`Staged`] response with the writes to commit with its record.
+pub trait IntoStaged<T> {
+    /// The response and its writes.
+    fn into_staged(self) -> Staged<T>;
+}
+
+impl<T> IntoStaged<T> for Staged<T> {
+    fn into_staged(self) -> Staged<T> {
+        self
+    }
+}
+
+/// A plain response is a staged one with no writes. (`Staged` itself is
+/// not `Serialize`, so the response type is always inferred.)
+impl<T: serde::Serialize> IntoStaged<T> for T {
+    fn into_staged(self) -> Staged<T> {
+        Staged::new(self)
+    }
+}
+
 impl<T> Staged<T> {
     /// A response with no writes yet.
     pub fn new(response: T) -> Self {
@@ -358,6 +379,42 @@ fn compare(a: &AttributeValue, b: &AttributeValue) -> Option<Ordering> {
         _ if a == b => Some(Ordering::Equal),
         _ => None,
     }
+}
+
+/// Staged writes per commit: one transaction holds 100 items, one of them
+/// the idempotency record.
+pub const MAX_STAGED_WRITES: usize = 99;
+
+/// A canonical text form of a key (attribute order does not matter).
+pub(crate) fn key_text(key: &Item) -> String {
+    let mut parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    parts.sort();
+    parts.join("\u{1f}")
+}
+
+/// Refuses staged writes that DynamoDB refuses as a whole (so every store
+/// gives the same answer): more than [`MAX_STAGED_WRITES`], two writes on
+/// one item, an update without changes.
+pub(crate) fn check(writes: &[Write]) -> Result<(), String> {
+    if writes.len() > MAX_STAGED_WRITES {
+        return Err(format!(
+            "{} staged writes, over the limit of {MAX_STAGED_WRITES} per commit",
+            writes.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for w in writes {
+        if !seen.insert((w.table.as_str(), key_text(&w.key))) {
+            return Err(format!(
+                "two staged writes touch one item of table {}",
+                w.table
+            ));
+        }
+        if matches!(&w.op, WriteOp::Update(changes) if changes.is_empty()) {
+            return Err(format!("an update of table {} has no changes", w.table));
+        }
+    }
+    Ok(())
 }
 
 /// Evaluates `cond` on `item` (`None`: no item) as DynamoDB does.

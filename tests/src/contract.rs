@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use shared::engine::CommitMode;
 use shared::{
-    Claim, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item, ManualClock,
-    MemoryStore, OversizedResponse, Record, Staged, Status, Store, StoreError, TableConfig,
-    TerminalErrors, Write,
+    Claim, CommitMode, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item,
+    ManualClock, MemoryStore, OversizedResponse, Record, RecordWrite, Staged, Status, Store,
+    StoreError, TableConfig, TerminalErrors, TransactError, Write,
 };
 
 /// A store under test and the clock its engines use.
@@ -151,7 +150,7 @@ pub async fn first_claim_executes(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("pay-1")).unwrap();
     let out = engine
-        .execute(&key, Some(&json!({"a": 1})), None, || async {
+        .run(&key, Some(&json!({"a": 1})), None, || async {
             ok(json!({"charged": 1}))
         })
         .await
@@ -173,7 +172,7 @@ pub async fn duplicate_replays(h: Harness) {
     let runs = AtomicUsize::new(0);
     for i in 0..3 {
         let out = engine
-            .execute(&key, Some(&json!({"amount": 5})), None, || async {
+            .run(&key, Some(&json!({"amount": 5})), None, || async {
                 runs.fetch_add(1, Ordering::SeqCst);
                 ok(json!({"receipt": "r-1"}))
             })
@@ -199,18 +198,18 @@ pub async fn expired_record_is_reclaimable(h: Harness) {
         ok(json!(n))
     };
     assert!(matches!(
-        engine.execute(&key, None, None, run).await.unwrap(),
+        engine.run(&key, None, None, run).await.unwrap(),
         shared::Outcome::Executed(_)
     ));
     // At exactly the expiration second the record still stands.
     h.clock.advance(Duration::from_secs(10));
     assert_eq!(
-        engine.execute(&key, None, None, run).await.unwrap(),
+        engine.run(&key, None, None, run).await.unwrap(),
         shared::Outcome::Replayed(Some(json!(0)))
     );
     h.clock.advance(Duration::from_secs(1));
     assert_eq!(
-        engine.execute(&key, None, None, run).await.unwrap(),
+        engine.run(&key, None, None, run).await.unwrap(),
         shared::Outcome::Executed(json!(1))
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
@@ -221,13 +220,13 @@ pub async fn live_claim_conflicts(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("pay-4")).unwrap();
     let out = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             let rec = h.record(&key).await.expect("claim written");
             assert_eq!(rec.status, Status::InProgress);
             assert_eq!(rec.in_progress_expiration, Some(START_MS + 30_000));
             h.clock.advance(Duration::from_secs(29));
             let inner = engine
-                .execute(&key, None, None, || async { ok(json!("second")) })
+                .run(&key, None, None, || async { ok(json!("second")) })
                 .await
                 .unwrap();
             assert_eq!(
@@ -249,10 +248,10 @@ pub async fn lapsed_lease_is_taken_over(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("pay-5")).unwrap();
     let result = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             h.clock.advance(Duration::from_millis(30_001));
             let takeover = engine
-                .execute(&key, None, None, || async { ok(json!("second")) })
+                .run(&key, None, None, || async { ok(json!("second")) })
                 .await
                 .unwrap();
             assert_eq!(takeover, shared::Outcome::Executed(json!("second")));
@@ -274,10 +273,10 @@ pub async fn stale_owner_cannot_complete_or_release(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("pay-6")).unwrap();
     let result = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             h.clock.advance(Duration::from_secs(31));
             let takeover = engine
-                .execute(&key, None, None, || async {
+                .run(&key, None, None, || async {
                     // While the new owner holds the claim, the store refuses
                     // every other token.
                     let held = h.record(&key).await.unwrap();
@@ -287,8 +286,8 @@ pub async fn stale_owner_cannot_complete_or_release(h: Harness) {
                         ..held.clone()
                     };
                     assert!(matches!(
-                        h.store.complete(&stale).await,
-                        Err(StoreError::LeaseLost { .. })
+                        h.store.commit(RecordWrite::Fenced(&stale), &[]).await,
+                        Err(TransactError::Record(Some(_)))
                     ));
                     assert!(matches!(
                         h.store.release(key.as_str(), "not-the-owner").await,
@@ -317,16 +316,13 @@ pub async fn payload_mismatch(h: Harness) {
     let reordered = json!({"currency": "EUR", "amount": 10});
     let other = json!({"amount": 11, "currency": "EUR"});
     let run = || async { ok(json!("done")) };
-    engine.execute(&key, Some(&first), None, run).await.unwrap();
+    engine.run(&key, Some(&first), None, run).await.unwrap();
     assert_eq!(
-        engine
-            .execute(&key, Some(&reordered), None, run)
-            .await
-            .unwrap(),
+        engine.run(&key, Some(&reordered), None, run).await.unwrap(),
         shared::Outcome::Replayed(Some(json!("done")))
     );
     assert_eq!(
-        engine.execute(&key, Some(&other), None, run).await.unwrap(),
+        engine.run(&key, Some(&other), None, run).await.unwrap(),
         shared::Outcome::PayloadMismatch
     );
 }
@@ -367,7 +363,7 @@ pub async fn concurrent_claims_one_winner(h: Harness) {
         let (engine, key, runs) = (engine.clone(), key.clone(), runs.clone());
         tokio::spawn(async move {
             engine
-                .execute(&key, None, None, || async {
+                .run(&key, None, None, || async {
                     runs.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     ok(json!("once"))
@@ -395,7 +391,7 @@ pub async fn oversized_response_is_handled(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("big-1")).unwrap();
     let out = engine
-        .execute(&key, None, None, || async { ok(json!(big)) })
+        .run(&key, None, None, || async { ok(json!(big)) })
         .await
         .unwrap();
     assert_eq!(out, shared::Outcome::Executed(json!(big)));
@@ -403,23 +399,34 @@ pub async fn oversized_response_is_handled(h: Harness) {
     assert_eq!((rec.status, rec.data), (Status::Completed, None));
     assert_eq!(
         engine
-            .execute(&key, None, None, || async { ok(json!("again")) })
+            .run(&key, None, None, || async { ok(json!("again")) })
             .await
             .unwrap(),
         shared::Outcome::Replayed(None)
     );
 
-    let strict = h.engine(config().on_oversized(OversizedResponse::Fail));
+    // Fail: the oversized response is a terminal error decided before
+    // anything commits: recorded as the key's outcome, replayed after.
+    let strict = h.engine(
+        config()
+            .on_oversized(OversizedResponse::Fail)
+            .on_terminal_error(TerminalErrors::Record),
+    );
     let key = strict.key(&json!("big-2")).unwrap();
-    let err = strict
-        .execute(&key, None, None, || async { ok(json!(big)) })
+    let first = strict
+        .run(&key, None, None, || async { ok(json!(big)) })
         .await
-        .unwrap_err();
-    assert!(matches!(err, Error::ResponseTooLarge { .. }), "{err:?}");
-    assert!(err.to_string().contains("exceeds"), "{err}");
+        .unwrap();
+    match &first {
+        shared::Outcome::Rejected {
+            error,
+            replayed: false,
+        } => assert!(error.contains("exceeds"), "{error}"),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
     let runs = AtomicUsize::new(0);
     let again = strict
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             runs.fetch_add(1, Ordering::SeqCst);
             ok(json!("again"))
         })
@@ -432,6 +439,51 @@ pub async fn oversized_response_is_handled(h: Harness) {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// `OversizedResponse::Fail` with staged writes: in every mode nothing
+/// commits, and every delivery's outcome says so (a rejection, or a
+/// retryable failure under the release policy) — never a committed effect
+/// reported as a failure.
+pub async fn oversized_response_commits_nothing(h: Harness) {
+    let table = h.business_table().await;
+    let big = "x".repeat(500 * 1024);
+    for (n, mode) in [
+        CommitMode::ClaimThenComplete,
+        CommitMode::Fenced,
+        CommitMode::Optimistic,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let pk = format!("big-{n}");
+        for policy in [TerminalErrors::Record, TerminalErrors::Release] {
+            let engine = h.engine(
+                config()
+                    .on_oversized(OversizedResponse::Fail)
+                    .on_terminal_error(policy)
+                    .commit_mode(mode),
+            );
+            let key = engine.key(&json!(format!("{pk}-{policy:?}"))).unwrap();
+            for delivery in 0..2 {
+                let out = engine
+                    .run(&key, None, None, || async {
+                        Ok::<_, HandlerError>(Staged::new(json!(big)).write(credit(&table, &pk, 1)))
+                    })
+                    .await;
+                match (policy, out) {
+                    (TerminalErrors::Record, Ok(shared::Outcome::Rejected { replayed, .. })) => {
+                        assert_eq!(replayed, delivery > 0, "{mode:?}")
+                    }
+                    (TerminalErrors::Release, Err(Error::Handler(e))) => {
+                        assert!(e.to_string().contains("exceeds"), "{e}")
+                    }
+                    (_, other) => panic!("{mode:?} {policy:?}: unexpected {other:?}"),
+                }
+            }
+            assert_eq!(h.number(&table, &pk, "balance").await, None, "{mode:?}");
+        }
+    }
+}
+
 /// Records carry `expiration` in epoch seconds and the lease in epoch
 /// milliseconds; the lease is capped by the remaining time, and a remaining
 /// time of zero is a real (immediately lapsing) lease.
@@ -439,7 +491,7 @@ pub async fn expiration_units_and_lease_cap(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("units")).unwrap();
     engine
-        .execute(&key, None, Some(Duration::from_secs(5)), || async {
+        .run(&key, None, Some(Duration::from_secs(5)), || async {
             let rec = h.record(&key).await.unwrap();
             assert_eq!(rec.expiration, START_MS / 1000 + 3600);
             assert!(rec.expiration < 10_000_000_000, "seconds, not ms");
@@ -451,12 +503,12 @@ pub async fn expiration_units_and_lease_cap(h: Harness) {
 
     let key = engine.key(&json!("zero")).unwrap();
     let out = engine
-        .execute(&key, None, Some(Duration::ZERO), || async {
+        .run(&key, None, Some(Duration::ZERO), || async {
             let rec = h.record(&key).await.unwrap();
             assert_eq!(rec.in_progress_expiration, Some(START_MS));
             h.clock.advance(Duration::from_millis(1));
             let takeover = engine
-                .execute(&key, None, None, || async { ok(json!("b")) })
+                .run(&key, None, None, || async { ok(json!("b")) })
                 .await
                 .unwrap();
             assert_eq!(takeover, shared::Outcome::Executed(json!("b")));
@@ -471,7 +523,7 @@ pub async fn retryable_failure_releases(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("flaky")).unwrap();
     let err = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             Err::<Value, _>(HandlerError::retryable("downstream timeout"))
         })
         .await
@@ -481,7 +533,7 @@ pub async fn retryable_failure_releases(h: Harness) {
     assert_eq!(h.record(&key).await, None);
 
     let err = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             if key.as_str().starts_with("contract") {
                 panic!("handler bug");
             }
@@ -494,7 +546,7 @@ pub async fn retryable_failure_releases(h: Harness) {
 
     assert_eq!(
         engine
-            .execute(&key, None, None, || async { ok(json!("fine")) })
+            .run(&key, None, None, || async { ok(json!("fine")) })
             .await
             .unwrap(),
         shared::Outcome::Executed(json!("fine"))
@@ -511,7 +563,7 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
         runs.fetch_add(1, Ordering::SeqCst);
         Err::<Value, _>(HandlerError::terminal("insufficient stock"))
     };
-    let first = recording.execute(&key, None, None, reject).await.unwrap();
+    let first = recording.run(&key, None, None, reject).await.unwrap();
     assert_eq!(
         first,
         shared::Outcome::Rejected {
@@ -519,7 +571,7 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
             replayed: false
         }
     );
-    let second = recording.execute(&key, None, None, reject).await.unwrap();
+    let second = recording.run(&key, None, None, reject).await.unwrap();
     assert_eq!(
         second,
         shared::Outcome::Rejected {
@@ -534,7 +586,7 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
     let releasing = h.engine(config());
     let key = releasing.key(&json!("bad-input")).unwrap();
     let err = releasing
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             Err::<Value, _>(HandlerError::terminal("negative amount"))
         })
         .await
@@ -550,7 +602,7 @@ pub async fn kill_switch_runs_unprotected(h: Harness) {
     for _ in 0..2 {
         assert_eq!(
             engine
-                .execute(&key, None, None, || async { ok(json!(1)) })
+                .run(&key, None, None, || async { ok(json!(1)) })
                 .await
                 .unwrap(),
             shared::Outcome::Unprotected(json!(1))
@@ -564,14 +616,14 @@ pub async fn responses_can_be_withheld(h: Harness) {
     let engine = h.engine(config().store_responses(false));
     let key = engine.key(&json!("pii")).unwrap();
     engine
-        .execute(&key, None, None, || async { ok(json!({"card": "4242"})) })
+        .run(&key, None, None, || async { ok(json!({"card": "4242"})) })
         .await
         .unwrap();
     let rec = h.record(&key).await.unwrap();
     assert_eq!((rec.status, rec.data), (Status::Completed, None));
     assert_eq!(
         engine
-            .execute(&key, None, None, || async { ok(json!(0)) })
+            .run(&key, None, None, || async { ok(json!(0)) })
             .await
             .unwrap(),
         shared::Outcome::Replayed(None)
@@ -590,16 +642,20 @@ pub async fn unserializable_response_still_completes(h: Harness) {
         // JSON object keys must be strings: serializing this map fails.
         Ok::<_, HandlerError>(HashMap::from([((1, 2), 3)]))
     };
-    let first = engine.execute(&key, None, None, run).await.unwrap();
+    let first = engine.run(&key, None, None, run).await.unwrap();
     assert!(matches!(first, shared::Outcome::Executed(_)), "{first:?}");
     let rec = h.record(&key).await.unwrap();
     assert_eq!((rec.status, rec.data), (Status::Completed, None));
-    let second = engine.execute(&key, None, None, run).await.unwrap();
+    let second = engine.run(&key, None, None, run).await.unwrap();
     assert_eq!(second, shared::Outcome::Replayed(None));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-const MODES: [CommitMode; 2] = [CommitMode::Fenced, CommitMode::Optimistic];
+const MODES: [CommitMode; 3] = [
+    CommitMode::ClaimThenComplete,
+    CommitMode::Fenced,
+    CommitMode::Optimistic,
+];
 
 /// A credit of `n` to `pk`'s balance, staged.
 fn credit(table: &str, pk: &str, n: i64) -> Write {
@@ -617,7 +673,8 @@ pub async fn transaction_commits_writes_with_the_record(h: Harness) {
         let runs = AtomicUsize::new(0);
         for delivery in 0..3 {
             let out = engine
-                .execute_transaction(&key, Some(&json!({"n": 5})), None, mode, || async {
+                .in_mode(mode)
+                .run(&key, Some(&json!({"n": 5})), None, || async {
                     runs.fetch_add(1, Ordering::SeqCst);
                     Ok::<_, HandlerError>(
                         Staged::new(json!({"credited": 5})).write(credit(&table, &account, 5)),
@@ -640,10 +697,10 @@ pub async fn transaction_commits_writes_with_the_record(h: Harness) {
         let rec = h.record(&key).await.unwrap();
         assert_eq!(rec.status, Status::Completed);
         match mode {
-            // Fenced duplicates stop at the claim.
-            CommitMode::Fenced => assert_eq!(runs.load(Ordering::SeqCst), 1),
             // Optimistic duplicates compute, but only one commit applies.
             CommitMode::Optimistic => assert_eq!(runs.load(Ordering::SeqCst), 3),
+            // Claimed duplicates stop at the claim.
+            _ => assert_eq!(runs.load(Ordering::SeqCst), 1),
         }
     }
 }
@@ -668,7 +725,8 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
         };
         for replayed in [false, true] {
             let out = engine
-                .execute_transaction(&key, None, None, mode, reserve)
+                .in_mode(mode)
+                .run(&key, None, None, reserve)
                 .await
                 .unwrap();
             assert_eq!(
@@ -688,7 +746,8 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
                 .key(&json!(format!("describe-{sku}-{mode:?}")))
                 .unwrap();
             let out = engine
-                .execute_transaction(&key, None, None, mode, || async {
+                .in_mode(mode)
+                .run(&key, None, None, || async {
                     Ok::<_, HandlerError>(
                         Staged::new(json!("reserved")).write(
                             Write::update(&table, pk_key(sku))
@@ -719,7 +778,8 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
 
         let key = engine.key(&json!(format!("plain-{mode:?}"))).unwrap();
         let err = engine
-            .execute_transaction(&key, None, None, mode, || async {
+            .in_mode(mode)
+            .run(&key, None, None, || async {
                 Ok::<_, HandlerError>(
                     Staged::new(json!(0)).write(
                         Write::update(&table, pk_key("mug"))
@@ -743,10 +803,12 @@ pub async fn fenced_stale_commit_applies_nothing(h: Harness) {
     let engine = h.engine(config());
     let key = engine.key(&json!("stale-tx")).unwrap();
     let result = engine
-        .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+        .in_mode(CommitMode::Fenced)
+        .run(&key, None, None, || async {
             h.clock.advance(Duration::from_secs(31));
             let takeover = engine
-                .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+                .in_mode(CommitMode::Fenced)
+                .run(&key, None, None, || async {
                     Ok::<_, HandlerError>(Staged::new(json!("b")).write(credit(&table, "x", 1)))
                 })
                 .await
@@ -769,10 +831,12 @@ pub async fn fenced_crash_before_commit_applies_nothing(h: Harness) {
     let key = engine.key(&json!("crash-tx")).unwrap();
     let crashed = tokio::time::timeout(
         Duration::from_millis(50),
-        engine.execute_transaction(&key, None, None, CommitMode::Fenced, || async {
-            std::future::pending::<()>().await;
-            Ok::<_, HandlerError>(Staged::new(json!("never")).write(credit(&table, "y", 1)))
-        }),
+        engine
+            .in_mode(CommitMode::Fenced)
+            .run(&key, None, None, || async {
+                std::future::pending::<()>().await;
+                Ok::<_, HandlerError>(Staged::new(json!("never")).write(credit(&table, "y", 1)))
+            }),
     )
     .await;
     assert!(crashed.is_err(), "the invocation was cut off");
@@ -780,7 +844,8 @@ pub async fn fenced_crash_before_commit_applies_nothing(h: Harness) {
     assert_eq!(h.number(&table, "y", "balance").await, None);
     h.clock.advance(Duration::from_secs(31));
     let out = engine
-        .execute_transaction(&key, None, None, CommitMode::Fenced, || async {
+        .in_mode(CommitMode::Fenced)
+        .run(&key, None, None, || async {
             Ok::<_, HandlerError>(Staged::new(json!("once")).write(credit(&table, "y", 1)))
         })
         .await
@@ -799,7 +864,8 @@ pub async fn optimistic_concurrent_duplicates_commit_once(h: Harness) {
         let (engine, key, table) = (engine.clone(), key.clone(), table.clone());
         tokio::spawn(async move {
             engine
-                .execute_transaction(&key, None, None, CommitMode::Optimistic, || async {
+                .in_mode(CommitMode::Optimistic)
+                .run(&key, None, None, || async {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     Ok::<_, HandlerError>(Staged::new(json!("one")).write(credit(&table, "z", 1)))
                 })
@@ -819,45 +885,35 @@ pub async fn optimistic_concurrent_duplicates_commit_once(h: Harness) {
     assert_eq!(h.number(&table, "z", "balance").await, Some(1));
 }
 
-/// A pre-read settles completed duplicates without a write; unknown keys
-/// are absent; the kill switch commits writes without a record.
-pub async fn prefetch_and_kill_switch(h: Harness) {
+/// A batch read finds the completed record and leaves unknown keys out;
+/// the kill switch commits writes without a record.
+pub async fn get_many_and_kill_switch(h: Harness) {
     let table = h.business_table().await;
     let engine = h.engine(config());
     let done = engine.key(&json!("pre-1")).unwrap();
     let unknown = engine.key(&json!("pre-2")).unwrap();
     engine
-        .execute(&done, Some(&json!({"p": 1})), None, || async {
+        .run(&done, Some(&json!({"p": 1})), None, || async {
             ok(json!("r"))
         })
         .await
         .unwrap();
-    let pre = engine.prefetch(&[&done, &unknown]).await.unwrap();
-    assert_eq!(pre.len(), 1);
-    assert!(pre.get(&unknown).is_none());
-    let record = pre.get(&done).unwrap();
-    assert_eq!(
-        engine
-            .settle::<Value>(record, Some(&json!({"p": 1})))
-            .unwrap()
-            .unwrap(),
-        shared::Outcome::Replayed(Some(json!("r")))
-    );
-    assert_eq!(
-        engine
-            .settle::<Value>(record, Some(&json!({"p": 2})))
-            .unwrap()
-            .unwrap(),
-        shared::Outcome::PayloadMismatch
-    );
-    h.clock.advance(Duration::from_secs(3601));
-    assert!(engine.settle::<Value>(record, None).is_none(), "expired");
+    let found = h
+        .store
+        .get_many(&[done.as_str().to_owned(), unknown.as_str().to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id, done.as_str());
+    assert_eq!(found[0].data.as_deref(), Some("\"r\""));
+    assert_eq!(h.store.get(unknown.as_str()).await.unwrap(), None);
 
     let off = h.engine(config().disabled(true));
     let key = off.key(&json!("off-tx")).unwrap();
     for _ in 0..2 {
         let out = off
-            .execute_transaction(&key, None, None, CommitMode::Optimistic, || async {
+            .in_mode(CommitMode::Optimistic)
+            .run(&key, None, None, || async {
                 Ok::<_, HandlerError>(Staged::new(json!(1)).write(credit(&table, "w", 1)))
             })
             .await

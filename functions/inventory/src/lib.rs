@@ -27,9 +27,8 @@ use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use shared::engine::CommitMode;
 use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventOutcome};
-use shared::{Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
+use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
 use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -176,25 +175,23 @@ pub fn stage_reservation(
 pub struct App {
     processor: EventBridgeProcessor,
     stock: StockTable,
-    mode: CommitMode,
 }
 
 impl App {
     /// The function over the given engine and stock table, keyed by the
-    /// event id, committing with [`COMMIT_MODE`]. The engine's store must
-    /// reach the stock table (the same DynamoDB account, or the same
-    /// [`MemoryStore`]).
+    /// event id, committing in the engine's mode ([`App::config`]:
+    /// [`COMMIT_MODE`]). The engine's store must reach the stock table (the
+    /// same DynamoDB account, or the same [`MemoryStore`]).
     pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
             processor: EventBridgeProcessor::new(engine),
             stock,
-            mode: COMMIT_MODE,
         }
     }
 
-    /// Commits with `mode` instead of [`COMMIT_MODE`] (tests, comparisons).
+    /// Commits with `mode` instead of the engine's (tests, comparisons).
     pub fn with_commit_mode(mut self, mode: CommitMode) -> Self {
-        self.mode = mode;
+        self.processor = EventBridgeProcessor::new(self.processor.engine().in_mode(mode));
         self
     }
 
@@ -204,6 +201,7 @@ impl App {
         Config::with_prefix("inventory.reserve")
             .expires_after(Duration::from_secs(24 * 60 * 60))
             .on_terminal_error(TerminalErrors::Record)
+            .commit_mode(COMMIT_MODE)
     }
 
     /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
@@ -279,10 +277,9 @@ impl App {
         let stock = &self.stock;
         let outcome =
             self.processor
-                .process_transaction(
+                .process(
                     event,
                     remaining,
-                    self.mode,
                     |e: EventBridgeEvent<OrderPlaced>| async move {
                         stage_reservation(stock, &e.detail)
                     },
@@ -386,7 +383,7 @@ mod tests {
     fn the_default_commit_mode_is_optimistic() {
         assert_eq!(COMMIT_MODE, CommitMode::Optimistic);
         let (app, _) = local(COMMIT_MODE);
-        assert_eq!(app.mode, CommitMode::Optimistic);
+        assert_eq!(app.engine().config().commit_mode, CommitMode::Optimistic);
     }
 
     #[tokio::test]
@@ -644,24 +641,18 @@ mod tests {
         async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
             self.inner.claim(record, now_ms).await
         }
-        async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-            self.inner.complete(record).await
-        }
         async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
             self.inner.release(id, owner).await
-        }
-        async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-            self.inner.get(id).await
         }
         async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
             self.inner.get_many(ids).await
         }
-        async fn transact(
+        async fn commit(
             &self,
             record: RecordWrite<'_>,
             writes: &[Write],
         ) -> Result<(), TransactError> {
-            if self.transactions.fetch_add(1, SeqCst) == 0 {
+            if !writes.is_empty() && self.transactions.fetch_add(1, SeqCst) == 0 {
                 self.entered.notify_one();
                 self.release.notified().await;
                 if self.fail_first {
@@ -671,7 +662,7 @@ mod tests {
                     }));
                 }
             }
-            self.inner.transact(record, writes).await
+            self.inner.commit(record, writes).await
         }
     }
 
@@ -705,7 +696,7 @@ mod tests {
                     assert_eq!(second.unwrap(), reserved("ord-1001", 2));
                     assert_eq!(gate.transactions.load(SeqCst), 2, "both tried to commit");
                 }
-                CommitMode::Fenced => {
+                _ => {
                     let err = second.unwrap_err();
                     match err.downcast_ref::<EventError>() {
                         Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),

@@ -15,15 +15,14 @@ use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::batch::{BatchProcessor, KeySelector, SqsBatchResponse, SqsRecord};
-use shared::engine::CommitMode;
-use shared::{Config, HandlerError, Idempotency, MemoryStore, Staged};
+use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged};
 
 pub use accounts::Accounts;
 
 /// Environment variable naming the accounts table.
 pub const ACCOUNTS_TABLE_ENV: &str = "ACCOUNTS_TABLE";
-/// Environment variable choosing the [`Mode`] (`optimistic`, `fenced`,
-/// `claim-complete`); default `optimistic`.
+/// Environment variable choosing the engine's [`CommitMode`]
+/// (`optimistic`, `fenced`, `claim-then-complete`); default `optimistic`.
 pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
@@ -48,33 +47,6 @@ pub struct Applied {
     pub account_id: String,
     /// The amount credited.
     pub amount_cents: u64,
-}
-
-/// How the credit and the idempotency record are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Claim, credit with its own `UpdateItem`, complete: 3 requests per new
-    /// payment, and a crash between the credit and the completion credits
-    /// again after the lease (the classic approach, for comparison).
-    ClaimComplete,
-    /// Claim, then one transaction with the credit and the completion under
-    /// the owner fence: 2 requests.
-    Fenced,
-    /// One transaction carrying the claim condition: 1 request.
-    #[default]
-    Optimistic,
-}
-
-impl Mode {
-    /// Parses `optimistic`, `fenced` or `claim-complete`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "optimistic" => Some(Mode::Optimistic),
-            "fenced" => Some(Mode::Fenced),
-            "claim-complete" | "claim_complete" => Some(Mode::ClaimComplete),
-            _ => None,
-        }
-    }
 }
 
 /// Checks a payment before any effect: terminal errors for bad input.
@@ -106,8 +78,8 @@ fn applied(payment: &Payment) -> Applied {
     }
 }
 
-/// The payment as staged writes (transactional modes): the business logic,
-/// free of Lambda.
+/// The payment as staged writes: the business logic, free of Lambda. The
+/// engine's commit mode decides how they are written.
 pub fn stage_payment(
     accounts: &Accounts,
     payment: &Payment,
@@ -117,52 +89,44 @@ pub fn stage_payment(
     Ok(Staged::new(applied(payment)).write(accounts.credit_write(&payment.account_id, amount)))
 }
 
-/// The payment applied directly (claim/complete mode).
-pub async fn apply_payment(
-    accounts: &Accounts,
-    payment: &Payment,
-    group_id: Option<&str>,
-) -> Result<Applied, HandlerError> {
-    let amount = validate(payment, group_id)?;
-    accounts.credit(&payment.account_id, amount).await?;
-    Ok(applied(payment))
-}
-
 /// The function: its engine and tables, built once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
     processor: BatchProcessor,
     accounts: Accounts,
-    mode: Mode,
 }
 
 impl App {
-    /// The function over the given engine, accounts table and mode. In the
-    /// transactional modes the engine's store must reach the accounts table
-    /// (the same DynamoDB account, or the same [`MemoryStore`]).
-    pub fn new(engine: Idempotency, accounts: Accounts, mode: Mode) -> Self {
+    /// The function over the given engine and accounts table, committing
+    /// in the engine's [`CommitMode`]. The engine's store must reach the
+    /// accounts table (the same DynamoDB account, or the same
+    /// [`MemoryStore`]).
+    pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
         let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"));
         Self {
             processor,
             accounts,
-            mode,
         }
     }
 
     /// Engine configuration: keys under `payments.credit`, kept 24 h (past
-    /// any redelivery of the queue), lease 60 s (2 x the function timeout).
+    /// any redelivery of the queue), lease 60 s (2 x the function timeout),
+    /// optimistic commits (one request per new payment).
     pub fn config() -> Config {
         Config::with_prefix("payments.credit")
             .expires_after(std::time::Duration::from_secs(24 * 60 * 60))
+            .commit_mode(CommitMode::Optimistic)
     }
 
     /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
     /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
     /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let mode = match std::env::var(MODE_ENV) {
-            Ok(v) => Mode::parse(&v).ok_or_else(|| format!("{MODE_ENV}={v:?} is not a mode"))?,
-            Err(_) => Mode::default(),
+        let config = match std::env::var(MODE_ENV) {
+            Ok(v) => Self::config().commit_mode(
+                CommitMode::parse(&v).ok_or_else(|| format!("{MODE_ENV}={v:?} is not a mode"))?,
+            ),
+            Err(_) => Self::config(),
         };
         let idempotency = shared::TableConfig::from_env();
         let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
@@ -171,11 +135,9 @@ impl App {
         let app = match (idempotency, accounts) {
             (Some(table), Some(accounts)) => {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                let engine = Idempotency::new(
-                    shared::DynamoDbStore::new(client.clone(), table),
-                    Self::config(),
-                );
-                Self::new(engine, Accounts::dynamodb(client, accounts), mode)
+                let engine =
+                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+                Self::new(engine, Accounts::dynamodb(client, accounts))
             }
             (None, None) => {
                 tracing::warn!(
@@ -183,8 +145,8 @@ impl App {
                      balances are kept in memory (local run)"
                 );
                 let store = MemoryStore::new();
-                let engine = Idempotency::new(store.clone(), Self::config());
-                Self::new(engine, Accounts::memory(store, LOCAL_ACCOUNTS_TABLE), mode)
+                let engine = Idempotency::new(store.clone(), config);
+                Self::new(engine, Accounts::memory(store, LOCAL_ACCOUNTS_TABLE))
             }
             _ => {
                 return Err(
@@ -221,32 +183,12 @@ impl App {
         let now_ms = shared::Clock::now_ms(&shared::SystemClock);
         let remaining = shared::batch::remaining_time(&ctx, now_ms);
         let accounts = &self.accounts;
-        let report = match self.mode {
-            Mode::ClaimComplete => {
-                self.processor
-                    .process(event, remaining, |r: SqsRecord<Payment>| async move {
-                        apply_payment(accounts, &r.body, r.group_id()).await
-                    })
-                    .await
-            }
-            Mode::Fenced | Mode::Optimistic => {
-                let commit = if self.mode == Mode::Fenced {
-                    CommitMode::Fenced
-                } else {
-                    CommitMode::Optimistic
-                };
-                self.processor
-                    .process_transactions(
-                        event,
-                        remaining,
-                        commit,
-                        |r: SqsRecord<Payment>| async move {
-                            stage_payment(accounts, &r.body, r.group_id())
-                        },
-                    )
-                    .await
-            }
-        };
+        let report = self
+            .processor
+            .process(event, remaining, |r: SqsRecord<Payment>| async move {
+                stage_payment(accounts, &r.body, r.group_id())
+            })
+            .await;
         Ok(report.into_response()?)
     }
 }
@@ -280,10 +222,15 @@ mod tests {
 
     #[tokio::test]
     async fn every_mode_credits_once_per_payment() {
-        for mode in [Mode::ClaimComplete, Mode::Fenced, Mode::Optimistic] {
+        for mode in [
+            CommitMode::ClaimThenComplete,
+            CommitMode::Fenced,
+            CommitMode::Optimistic,
+        ] {
             let store = MemoryStore::new();
-            let engine = Idempotency::new(store.clone(), App::config().disabled(false));
-            let app = App::new(engine, Accounts::memory(store, "accounts"), mode);
+            let config = App::config().disabled(false).commit_mode(mode);
+            let engine = Idempotency::new(store.clone(), config);
+            let app = App::new(engine, Accounts::memory(store, "accounts"));
             let event: Value =
                 serde_json::from_str(include_str!("../../../events/payments-fifo-duplicate.json"))
                     .unwrap();
@@ -310,13 +257,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn modes_parse() {
-        assert_eq!(Mode::parse("Fenced"), Some(Mode::Fenced));
-        assert_eq!(Mode::parse("claim-complete"), Some(Mode::ClaimComplete));
-        assert_eq!(Mode::parse("optimistic"), Some(Mode::Optimistic));
-        assert_eq!(Mode::parse("yolo"), None);
     }
 }

@@ -78,11 +78,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
-use crate::engine::{CommitMode, Idempotency, Prefetched, panic_message};
+use crate::engine::{Idempotency, Prefetched, panic_message};
 use crate::error::{ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
 use crate::signature::{SignatureError, Verifier};
-use crate::write::Staged;
+use crate::write::IntoStaged;
 
 mod fifo;
 mod standard;
@@ -816,7 +816,7 @@ impl BatchProcessor {
     /// `remaining` is the invocation's remaining time at the call (see
     /// [`remaining_time`]); each record's lease is capped by what is left when
     /// it starts. `T` is the response recorded and replayed to duplicates.
-    pub async fn process<M, T, H, Fut>(
+    pub async fn process<M, T, R, H, Fut>(
         &self,
         event: SqsEvent,
         remaining: Option<Duration>,
@@ -825,50 +825,24 @@ impl BatchProcessor {
     where
         M: DeserializeOwned,
         T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
         H: Fn(SqsRecord<M>) -> Fut,
-        Fut: Future<Output = Result<T, HandlerError>>,
+        Fut: Future<Output = Result<R, HandlerError>>,
     {
         self.process_with(event, remaining, exec::Plain(&handler))
             .await
     }
 
-    /// Like [`BatchProcessor::process`], for handlers whose effects are
-    /// DynamoDB writes they stage: each record's writes commit in one
-    /// transaction with its idempotency record
-    /// ([`Idempotency::execute_transaction`], in `mode`).
-    pub async fn process_transactions<M, T, H, Fut>(
-        &self,
-        event: SqsEvent,
-        remaining: Option<Duration>,
-        mode: CommitMode,
-        handler: H,
-    ) -> BatchReport<T>
-    where
-        M: DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        H: Fn(SqsRecord<M>) -> Fut,
-        Fut: Future<Output = Result<Staged<T>, HandlerError>>,
-    {
-        self.process_with(
-            event,
-            remaining,
-            exec::Transactional {
-                handler: &handler,
-                mode,
-            },
-        )
-        .await
-    }
-
-    async fn process_with<M, E>(
+    async fn process_with<M, T, E>(
         &self,
         event: SqsEvent,
         remaining: Option<Duration>,
         exec: E,
-    ) -> BatchReport<E::Response>
+    ) -> BatchReport<T>
     where
         M: DeserializeOwned,
-        E: exec::Execute<M>,
+        E: exec::Execute<M, T>,
+        T: Serialize + DeserializeOwned,
     {
         let started = Instant::now();
         let fifo = fifo::is_fifo(self.queue_kind, &event);
@@ -906,14 +880,14 @@ impl BatchProcessor {
             .into_iter()
             .map(|unit| self.run_unit(unit, &run))
             .collect();
-        let mut results: Vec<Option<RecordResult<E::Response>>> = (0..size).map(|_| None).collect();
+        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
         while let Some(done) = running.next().await {
             for result in done {
                 let position = result.position;
                 results[position] = Some(result);
             }
         }
-        let records: Vec<RecordResult<E::Response>> = results.into_iter().flatten().collect();
+        let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
         debug_assert_eq!(records.len(), size);
 
         let count = |label: &str| {
@@ -975,14 +949,11 @@ impl BatchProcessor {
     /// Runs the records of one unit (one record; a FIFO group; a whole FIFO
     /// batch in [`FifoFailureMode::StopBatch`]) one after another. After the
     /// first failure, the unit's later records are failed without running.
-    async fn run_unit<M, E>(
-        &self,
-        unit: Vec<Slot<M>>,
-        run: &Run<'_, E>,
-    ) -> Vec<RecordResult<E::Response>>
+    async fn run_unit<M, T, E>(&self, unit: Vec<Slot<M>>, run: &Run<'_, E>) -> Vec<RecordResult<T>>
     where
         M: DeserializeOwned,
-        E: exec::Execute<M>,
+        E: exec::Execute<M, T>,
+        T: Serialize + DeserializeOwned,
     {
         let mut results = Vec::with_capacity(unit.len());
         let mut failed: Option<String> = None;

@@ -223,15 +223,16 @@ impl BatchProcessor {
     /// Runs one record (or fails it without running when `skip_after` names
     /// an earlier failure it must follow), shares its outcome with its
     /// in-batch duplicates and logs it.
-    pub(super) async fn run_slot<M, E>(
+    pub(super) async fn run_slot<M, T, E>(
         &self,
         slot: Slot<M>,
         skip_after: Option<&str>,
         run: &Run<'_, E>,
-    ) -> RecordResult<E::Response>
+    ) -> RecordResult<T>
     where
         M: DeserializeOwned,
-        E: Execute<M>,
+        E: Execute<M, T>,
+        T: Serialize + DeserializeOwned,
     {
         let start = Instant::now();
         let Slot {
@@ -306,21 +307,22 @@ impl BatchProcessor {
 
     /// Runs the handler through the engine (or unprotected without a key),
     /// holding one of the batch's concurrency permits.
-    async fn execute<M, E>(
+    async fn execute<M, T, E>(
         &self,
         record: SqsRecord<M>,
         key: Option<IdempotencyKey>,
         payload: Option<Value>,
         run: &Run<'_, E>,
-    ) -> RecordOutcome<E::Response>
+    ) -> RecordOutcome<T>
     where
-        E: Execute<M>,
+        E: Execute<M, T>,
+        T: Serialize + DeserializeOwned,
     {
         // A record read ahead may settle the outcome without a request.
         if let Some(known) = key.as_ref().and_then(|k| run.known.get(k))
             && let Some(settled) = self.engine.settle(known, payload.as_ref())
         {
-            return from_engine(settled);
+            return from_engine(Ok(settled));
         }
         // The semaphore is never closed; without a permit, run anyway.
         let _permit = run.permits.acquire().await.ok();

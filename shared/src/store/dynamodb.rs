@@ -1,10 +1,12 @@
 //! The DynamoDB store: the production backend.
 //!
-//! Every operation is one request: a conditional `PutItem` to claim
-//! (`ReturnValuesOnConditionCheckFailure = ALL_OLD`, so a duplicate costs no
-//! extra read), an owner-conditioned `UpdateItem` to complete, an
-//! owner-conditioned `DeleteItem` to release, and a consistent `GetItem`
-//! only when a failed claim did not return the old item.
+//! A conditional `PutItem` to claim (`ReturnValuesOnConditionCheckFailure =
+//! ALL_OLD`, so a duplicate costs no extra read; a consistent `GetItem`
+//! only when an emulator did not return the old item); a commit is an
+//! owner-conditioned `UpdateItem` (fenced), a claim-conditioned `PutItem`
+//! (optimistic) or, with staged writes, one `TransactWriteItems`; an
+//! owner-conditioned `DeleteItem` to release; `BatchGetItem` to read ahead
+//! (one request per 100 keys, plus retries of unprocessed keys).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -323,6 +325,88 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
 }
 
 impl DynamoDbStore {
+    /// A commit of the record alone: one conditional `UpdateItem` (fenced)
+    /// or `PutItem` (optimistic), cheaper than a transaction of one item.
+    async fn commit_record(&self, write: RecordWrite<'_>) -> Result<(), TransactError> {
+        let a = &self.table.attributes;
+        let (operation, result) = match write {
+            RecordWrite::None => return Ok(()),
+            RecordWrite::Fenced(record) => {
+                let owner = record.owner.as_deref().unwrap_or_default();
+                let cond = owner_condition(a, owner);
+                let update = complete_update(a, record, owner);
+                let result = self
+                    .client
+                    .update_item()
+                    .table_name(&self.table.table_name)
+                    .key(&a.id, AttributeValue::S(record.id.clone()))
+                    .update_expression(update.expression)
+                    .condition_expression(cond.expression)
+                    .set_expression_attribute_names(Some(update.names))
+                    .set_expression_attribute_values(Some(update.values))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send()
+                    .await;
+                let result = result.map(drop).map_err(|err| match err {
+                    SdkError::ServiceError(ref se) => match se.err() {
+                        UpdateItemError::ConditionalCheckFailedException(failed) => {
+                            Ok(failed.item().cloned())
+                        }
+                        _ => Err(err),
+                    },
+                    err => Err(err),
+                });
+                (
+                    "UpdateItem",
+                    result.map_err(|e| e.map_err(|e| Self::backend("UpdateItem", e))),
+                )
+            }
+            RecordWrite::Claim { record, now_ms } => {
+                let cond = claim_condition(a, now_ms);
+                let result = self
+                    .client
+                    .put_item()
+                    .table_name(&self.table.table_name)
+                    .set_item(Some(self.to_item(record)))
+                    .condition_expression(cond.expression)
+                    .set_expression_attribute_names(Some(cond.names))
+                    .set_expression_attribute_values(Some(cond.values))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .send()
+                    .await;
+                let result = result.map(drop).map_err(|err| match err {
+                    SdkError::ServiceError(ref se) => match se.err() {
+                        PutItemError::ConditionalCheckFailedException(failed) => {
+                            Ok(failed.item().cloned())
+                        }
+                        _ => Err(err),
+                    },
+                    err => Err(err),
+                });
+                (
+                    "PutItem",
+                    result.map_err(|e| e.map_err(|e| Self::backend("PutItem", e))),
+                )
+            }
+        };
+        let _ = operation;
+        match result {
+            Ok(()) => Ok(()),
+            // The condition failed: the record as it stood, if any.
+            Err(Ok(old)) => Err(TransactError::Record(
+                old.filter(|item| !item.is_empty())
+                    .map(|item| from_item(a, &item))
+                    .transpose()
+                    .map_err(TransactError::Store)?,
+            )),
+            Err(Err(e)) => Err(TransactError::Store(e)),
+        }
+    }
+
     /// The record's part of a transaction.
     fn record_item(&self, write: RecordWrite<'_>) -> Result<Option<TransactWriteItem>, StoreError> {
         let a = &self.table.attributes;
@@ -402,40 +486,6 @@ impl Store for DynamoDbStore {
             None => match self.get(&record.id).await? {
                 Some(old) => Ok(Claim::Existing(old)),
                 None => Ok(Claim::Vanished),
-            },
-        }
-    }
-
-    async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-        let owner = record.owner.as_deref().unwrap_or_default();
-        let a = &self.table.attributes;
-        let cond = owner_condition(a, owner);
-        let update = complete_update(a, record, owner);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table.table_name)
-            .key(&a.id, AttributeValue::S(record.id.clone()))
-            .update_expression(update.expression)
-            .condition_expression(cond.expression)
-            .set_expression_attribute_names(Some(update.names))
-            .set_expression_attribute_values(Some(update.values))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) => match err {
-                SdkError::ServiceError(ref se)
-                    if matches!(
-                        se.err(),
-                        UpdateItemError::ConditionalCheckFailedException(_)
-                    ) =>
-                {
-                    Err(StoreError::LeaseLost {
-                        id: record.id.clone(),
-                    })
-                }
-                err => Err(Self::backend("UpdateItem", err)),
             },
         }
     }
@@ -536,11 +586,16 @@ impl Store for DynamoDbStore {
         Ok(records)
     }
 
-    async fn transact(
-        &self,
-        record: RecordWrite<'_>,
-        writes: &[Write],
-    ) -> Result<(), TransactError> {
+    fn item_size(&self, record: &Record) -> usize {
+        record.item_size(&self.table.attributes)
+    }
+
+    async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
+        if writes.is_empty() {
+            return self.commit_record(record).await;
+        }
+        crate::write::check(writes)
+            .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
         let mut items = writes
             .iter()
             .map(transact_item)

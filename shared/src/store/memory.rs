@@ -11,7 +11,7 @@ use super::{Claim, RecordWrite, Store, TransactError};
 use crate::config::{Attributes, DEFAULT_MAX_ITEM_BYTES};
 use crate::error::StoreError;
 use crate::record::{Record, Status};
-use crate::write::{Item, Write, holds};
+use crate::write::{Item, Write, holds, key_text};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -25,6 +25,7 @@ struct Inner {
 pub struct MemoryStore {
     inner: Arc<Mutex<Inner>>,
     max_item_bytes: usize,
+    attributes: Arc<Attributes>,
 }
 
 impl Default for MemoryStore {
@@ -33,20 +34,27 @@ impl Default for MemoryStore {
     }
 }
 
-/// A canonical text form of a key (attribute order does not matter).
-fn key_text(key: &Item) -> String {
-    let mut parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-    parts.sort();
-    parts.join("\u{1f}")
-}
-
 impl MemoryStore {
     /// An empty store that rejects items over DynamoDB's size limit.
     pub fn new() -> Self {
         Self {
             inner: Arc::default(),
             max_item_bytes: DEFAULT_MAX_ITEM_BYTES,
+            attributes: Arc::default(),
         }
+    }
+
+    /// Counts record sizes with these attribute names, as a DynamoDB table
+    /// laid out with them would.
+    pub fn with_attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = Arc::new(attributes);
+        self
+    }
+
+    /// Rejects records over `bytes` (DynamoDB: 400 KB).
+    pub fn with_max_item_bytes(mut self, bytes: usize) -> Self {
+        self.max_item_bytes = bytes;
+        self
     }
 
     /// Number of idempotency records held (expired ones included, as in
@@ -106,7 +114,7 @@ impl MemoryStore {
     }
 
     fn check_size(&self, record: &Record) -> Result<(), StoreError> {
-        let size = record.item_size(&Attributes::default());
+        let size = record.item_size(&self.attributes);
         if size > self.max_item_bytes {
             return Err(StoreError::ItemTooLarge {
                 id: record.id.clone(),
@@ -144,18 +152,6 @@ impl Store for MemoryStore {
         }
     }
 
-    async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-        self.check_size(record)?;
-        let mut inner = self.lock();
-        if !owned_by(inner.records.get(&record.id), record.owner.as_deref()) {
-            return Err(StoreError::LeaseLost {
-                id: record.id.clone(),
-            });
-        }
-        inner.records.insert(record.id.clone(), record.clone());
-        Ok(())
-    }
-
     async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
         let mut inner = self.lock();
         if !owned_by(inner.records.get(id), Some(owner)) {
@@ -163,10 +159,6 @@ impl Store for MemoryStore {
         }
         inner.records.remove(id);
         Ok(())
-    }
-
-    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-        Ok(self.lock().records.get(id).cloned())
     }
 
     async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
@@ -177,7 +169,11 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn transact(
+    fn item_size(&self, record: &Record) -> usize {
+        record.item_size(&self.attributes)
+    }
+
+    async fn commit(
         &self,
         record_write: RecordWrite<'_>,
         writes: &[Write],
@@ -186,6 +182,8 @@ impl Store for MemoryStore {
             RecordWrite::Fenced(r) | RecordWrite::Claim { record: r, .. } => Some(r),
             RecordWrite::None => None,
         };
+        crate::write::check(writes)
+            .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
         if let Some(record) = record {
             self.check_size(record).map_err(TransactError::Store)?;
         }
@@ -205,15 +203,9 @@ impl Store for MemoryStore {
         }
         // Check every condition and compute every new item before applying
         // any: all or nothing.
-        let mut seen = std::collections::HashSet::new();
         let mut updates = Vec::with_capacity(writes.len());
         for (i, w) in writes.iter().enumerate() {
             let key = key_text(&w.key);
-            if !seen.insert((w.table.clone(), key.clone())) {
-                return Err(TransactError::Store(invalid(
-                    "transaction request cannot include multiple operations on one item".into(),
-                )));
-            }
             let current = inner.tables.get(&w.table).and_then(|t| t.get(&key));
             if let Some(cond) = &w.condition
                 && !holds(cond, current)

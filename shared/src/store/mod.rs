@@ -1,6 +1,7 @@
 //! Persistence: where idempotency records live.
 //!
-//! A [`Store`] implements four conditional operations. The engine decides
+//! A [`Store`] implements four verbs: a conditional claim, an atomic commit
+//! of the record with staged writes, a fenced release, and a batch read. The engine decides
 //! what the outcomes mean; the store only guarantees the conditions
 //! atomically. [`MemoryStore`] and [`DynamoDbStore`] pass the same contract
 //! suite (see `tests/`).
@@ -68,37 +69,41 @@ pub enum TransactError {
     Store(StoreError),
 }
 
-/// A conditional store of idempotency records.
+/// A conditional store of idempotency records: four verbs, each one
+/// request (one round trip per 100 records for [`Store::get_many`]).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Writes `record` (status in progress, with its owner token) if and only if
-    /// no record exists for its id, or the existing one expired
-    /// (`expiration < now` seconds), or it is in progress with a lapsed lease
-    /// (`in_progress_expiration < now_ms`).
+    /// Writes `record` if and only if no record exists for its id, or the
+    /// existing one expired (`expiration < now` seconds), or it is in
+    /// progress with a lapsed lease (`in_progress_expiration < now_ms`).
+    /// `record` is usually an in-progress claim with its owner token; a
+    /// completed record (a recorded rejection) is written the same way.
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError>;
 
-    /// Replaces the in-progress record with `record` (completed), only while
-    /// the stored record carries `record.owner`; otherwise
-    /// [`StoreError::LeaseLost`].
-    async fn complete(&self, record: &Record) -> Result<(), StoreError>;
+    /// Commits `writes` and the record write atomically: all or nothing.
+    /// With no writes, the record write alone (a plain conditional write
+    /// where the store has one). With [`RecordWrite::None`] and no writes,
+    /// nothing.
+    async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError>;
 
     /// Deletes the in-progress record `id` only while it carries `owner`;
     /// otherwise [`StoreError::LeaseLost`].
     async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError>;
 
-    /// Reads a record (strongly consistent).
-    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError>;
-
     /// Reads many records at once (strongly consistent); absent ones are
     /// left out.
     async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError>;
 
-    /// Commits `writes` and the record write atomically: all or nothing.
-    async fn transact(
-        &self,
-        record: RecordWrite<'_>,
-        writes: &[Write],
-    ) -> Result<(), TransactError>;
+    /// Reads one record (strongly consistent).
+    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+        Ok(self.get_many(&[id.to_owned()]).await?.pop())
+    }
+
+    /// The size the store counts for `record` against its item limit (with
+    /// its own attribute names).
+    fn item_size(&self, record: &Record) -> usize {
+        record.item_size(&crate::config::Attributes::default())
+    }
 }
 
 #[async_trait]
@@ -106,23 +111,19 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
         (**self).claim(record, now_ms).await
     }
-    async fn complete(&self, record: &Record) -> Result<(), StoreError> {
-        (**self).complete(record).await
+    async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
+        (**self).commit(record, writes).await
     }
     async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
         (**self).release(id, owner).await
     }
-    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-        (**self).get(id).await
-    }
     async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
         (**self).get_many(ids).await
     }
-    async fn transact(
-        &self,
-        record: RecordWrite<'_>,
-        writes: &[Write],
-    ) -> Result<(), TransactError> {
-        (**self).transact(record, writes).await
+    async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
+        (**self).get(id).await
+    }
+    fn item_size(&self, record: &Record) -> usize {
+        (**self).item_size(record)
     }
 }

@@ -138,11 +138,7 @@ async fn payments_app(config: Config) -> Payments {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
         config.disabled(false),
     );
-    let app = payments::App::new(
-        engine,
-        payments::Accounts::dynamodb(ddb.clone(), accounts),
-        payments::Mode::default(),
-    );
+    let app = payments::App::new(engine, payments::Accounts::dynamodb(ddb.clone(), accounts));
     Payments { app, ddb, table }
 }
 
@@ -1082,7 +1078,6 @@ async fn responses_over_the_item_limit() {
 
 mod security {
     use super::*;
-    use shared::engine::CommitMode;
     use shared::{SecretError, Verifier};
 
     /// PutParameter on moto, as a raw request (this crate has no SSM client).
@@ -1175,15 +1170,10 @@ mod security {
         let event = shared::parse_sqs_event(event).unwrap();
 
         let report = processor
-            .process_transactions(
-                event,
-                None,
-                CommitMode::Optimistic,
-                |r: SqsRecord<payments::Payment>| {
-                    let accounts = &accounts;
-                    async move { payments::stage_payment(accounts, &r.body, r.group_id()) }
-                },
-            )
+            .process(event, None, |r: SqsRecord<payments::Payment>| {
+                let accounts = &accounts;
+                async move { payments::stage_payment(accounts, &r.body, r.group_id()) }
+            })
             .await;
         let response = report.response().unwrap();
         assert_eq!(
@@ -1335,7 +1325,7 @@ mod security {
         for engine in [&charge, &refund] {
             let key = engine.key(&material).unwrap();
             let outcome = engine
-                .execute(&key, Some(&material), None, || async {
+                .run(&key, Some(&material), None, || async {
                     Ok::<_, HandlerError>(1)
                 })
                 .await

@@ -207,7 +207,6 @@ async fn overlapping_batches_race_to_exactly_once() {
 async fn transactional_batch_and_pre_read_request_counts() {
     use integration_tests::capture::Capture;
     use integration_tests::contract::pk_key;
-    use shared::engine::CommitMode;
     use shared::{Staged, Write};
 
     let sdk = moto().sdk_config().await;
@@ -244,9 +243,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
         }
     };
     let first = parse_sqs_event(sqs_event("payments", &messages)).unwrap();
-    let report = processor
-        .process_transactions(first, None, CommitMode::Optimistic, handler)
-        .await;
+    let report = processor.process(first, None, handler).await;
     assert!(report.is_success());
     let ops = capture.operations();
     assert_eq!(ops.len(), 10, "{ops:?}");
@@ -259,12 +256,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
         r["attributes"]["ApproximateReceiveCount"] = json!("2");
     }
     let report = processor
-        .process_transactions(
-            parse_sqs_event(again).unwrap(),
-            None,
-            CommitMode::Optimistic,
-            handler,
-        )
+        .process(parse_sqs_event(again).unwrap(), None, handler)
         .await;
     assert!(
         report

@@ -10,6 +10,7 @@ integration_tests::contract_suite!(
     payload_mismatch,
     concurrent_claims_one_winner,
     oversized_response_is_handled,
+    oversized_response_commits_nothing,
     expiration_units_and_lease_cap,
     retryable_failure_releases,
     terminal_errors_follow_policy,
@@ -21,5 +22,5 @@ integration_tests::contract_suite!(
     fenced_stale_commit_applies_nothing,
     fenced_crash_before_commit_applies_nothing,
     optimistic_concurrent_duplicates_commit_once,
-    prefetch_and_kill_switch,
+    get_many_and_kill_switch,
 );

@@ -7,6 +7,11 @@ use serde_json::{Value, json};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableConfig};
 
 async fn engine() -> (Idempotency, Capture, String) {
+    let (engine, _, capture, table) = engine_and_store().await;
+    (engine, capture, table)
+}
+
+async fn engine_and_store() -> (Idempotency, DynamoDbStore, Capture, String) {
     let moto = integration_tests::moto();
     let sdk = moto.sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
@@ -18,9 +23,12 @@ async fn engine() -> (Idempotency, Capture, String) {
             .build(),
     );
     let store = DynamoDbStore::new(client, TableConfig::new(&table));
-    let engine = Idempotency::new(store, Config::with_prefix("pinned.handler").disabled(false))
-        .with_clock(ManualClock::new(START_MS));
-    (engine, capture, table)
+    let engine = Idempotency::new(
+        store.clone(),
+        Config::with_prefix("pinned.handler").disabled(false),
+    )
+    .with_clock(ManualClock::new(START_MS));
+    (engine, store, capture, table)
 }
 
 #[tokio::test]
@@ -28,7 +36,7 @@ async fn new_message_is_one_conditional_put_and_one_fenced_update() {
     let (engine, capture, table) = engine().await;
     let key = engine.key(&json!("pay-1")).unwrap();
     let out = engine
-        .execute(&key, Some(&json!({"amount": 1})), None, || async {
+        .run(&key, Some(&json!({"amount": 1})), None, || async {
             Ok::<_, HandlerError>(json!({"ok": true}))
         })
         .await
@@ -100,9 +108,9 @@ async fn duplicate_costs_one_request() {
     let (engine, capture, _) = engine().await;
     let key = engine.key(&json!("pay-2")).unwrap();
     let run = || async { Ok::<_, HandlerError>(json!(7)) };
-    engine.execute(&key, None, None, run).await.unwrap();
+    engine.run(&key, None, None, run).await.unwrap();
     capture.clear();
-    let out = engine.execute(&key, None, None, run).await.unwrap();
+    let out = engine.run(&key, None, None, run).await.unwrap();
     assert_eq!(out, Outcome::Replayed(Some(json!(7))));
     // The failed conditional put returns the old item (ALL_OLD): no GetItem.
     assert_eq!(capture.operations(), ["PutItem"]);
@@ -113,7 +121,7 @@ async fn retryable_failure_is_a_fenced_delete() {
     let (engine, capture, table) = engine().await;
     let key = engine.key(&json!("pay-3")).unwrap();
     let err = engine
-        .execute(&key, None, None, || async {
+        .run(&key, None, None, || async {
             Err::<Value, _>(HandlerError::retryable("boom"))
         })
         .await
@@ -139,9 +147,9 @@ async fn retryable_failure_is_a_fenced_delete() {
 
 #[tokio::test]
 async fn transactional_modes_cost_one_or_two_requests() {
-    use shared::engine::CommitMode;
+    use shared::CommitMode;
     use shared::{Staged, Write};
-    let (engine, capture, table) = engine().await;
+    let (engine, engine_store, capture, table) = engine_and_store().await;
     let business = integration_tests::create_table(
         &integration_tests::moto().dynamodb().await,
         "pinned-business",
@@ -163,7 +171,8 @@ async fn transactional_modes_cost_one_or_two_requests() {
 
     let key = engine.key(&json!("tx-opt")).unwrap();
     let out = engine
-        .execute_transaction(&key, None, None, CommitMode::Optimistic, stage(1))
+        .in_mode(CommitMode::Optimistic)
+        .run(&key, None, None, stage(1))
         .await
         .unwrap();
     assert_eq!(out, Outcome::Executed(json!(1)));
@@ -192,7 +201,8 @@ async fn transactional_modes_cost_one_or_two_requests() {
     // ALL_OLD item is replayed: still one request, nothing applied twice.
     capture.clear();
     let dup = engine
-        .execute_transaction(&key, None, None, CommitMode::Optimistic, stage(1))
+        .in_mode(CommitMode::Optimistic)
+        .run(&key, None, None, stage(1))
         .await
         .unwrap();
     assert_eq!(dup, Outcome::Replayed(Some(json!(1))));
@@ -201,7 +211,8 @@ async fn transactional_modes_cost_one_or_two_requests() {
     capture.clear();
     let key = engine.key(&json!("tx-fenced")).unwrap();
     engine
-        .execute_transaction(&key, None, None, CommitMode::Fenced, stage(2))
+        .in_mode(CommitMode::Fenced)
+        .run(&key, None, None, stage(2))
         .await
         .unwrap();
     assert_eq!(capture.operations(), ["PutItem", "TransactWriteItems"]);
@@ -216,8 +227,13 @@ async fn transactional_modes_cost_one_or_two_requests() {
     // The pre-read: one BatchGetItem settles both completed keys.
     capture.clear();
     let k1 = engine.key(&json!("tx-opt")).unwrap();
-    let pre = engine.prefetch(&[&k1, &key]).await.unwrap();
-    assert_eq!(pre.len(), 2);
+    let found = shared::Store::get_many(
+        &engine_store,
+        &[k1.as_str().to_owned(), key.as_str().to_owned()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(found.len(), 2);
     assert_eq!(capture.operations(), ["BatchGetItem"]);
     assert_eq!(
         capture.requests()[0].body["RequestItems"][&table]["ConsistentRead"],

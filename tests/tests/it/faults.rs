@@ -15,8 +15,9 @@ use integration_tests::{
     Fault, FaultCounts, FaultPlan, PaymentTables, moto, now_ms, payment_tables, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};
-use payments::{Accounts, App, Mode};
+use payments::{Accounts, App};
 use serde_json::json;
+use shared::CommitMode;
 use shared::{Claim, DynamoDbStore, Idempotency, Record, Status, Store, TableConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -69,12 +70,12 @@ async fn client_with_attempt_timeout(attempt: Duration) -> Client {
     Client::new(&config)
 }
 
-fn app(client: Client, t: &PaymentTables, mode: Mode) -> App {
+fn app(client: Client, t: &PaymentTables, mode: CommitMode) -> App {
     let engine = Idempotency::new(
         DynamoDbStore::new(client.clone(), TableConfig::new(t.idempotency.clone())),
-        App::config(),
+        App::config().commit_mode(mode),
     );
-    App::new(engine, Accounts::dynamodb(client, t.accounts.clone()), mode)
+    App::new(engine, Accounts::dynamodb(client, t.accounts.clone()))
 }
 
 /// A payment stream: `unique` payments over `accounts` accounts (FIFO group =
@@ -377,7 +378,7 @@ async fn balance_errors(accounts: &Accounts, expected: &BTreeMap<String, i64>) -
 /// the test's DynamoDB requests fail (throttling, throughput, 500, reset,
 /// slow), until every message is done. Then the faults stop, and the whole
 /// stream is delivered once more: it must change nothing.
-async fn payments_under_faults(mode: Mode, seed: u64) -> Figures {
+async fn payments_under_faults(mode: CommitMode, seed: u64) -> Figures {
     let t = payment_tables("faults").await;
     let client = fast_client().await;
     let app = app(client.clone(), &t, mode);
@@ -486,7 +487,7 @@ async fn payments_under_faults(mode: Mode, seed: u64) -> Figures {
 }
 
 struct Figures {
-    mode: Mode,
+    mode: CommitMode,
     messages: usize,
     unique: usize,
     run: Drained,
@@ -540,13 +541,13 @@ impl std::fmt::Display for Figures {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optimistic_payments_exactly_once_under_store_faults() {
-    let f = payments_under_faults(Mode::Optimistic, 11).await;
+    let f = payments_under_faults(CommitMode::Optimistic, 11).await;
     assert_eq!(f.twice_cents, 0, "applied twice: {f}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_payments_exactly_once_under_store_faults() {
-    let f = payments_under_faults(Mode::Fenced, 12).await;
+    let f = payments_under_faults(CommitMode::Fenced, 12).await;
     assert_eq!(f.twice_cents, 0, "applied twice: {f}");
 }
 
@@ -555,7 +556,7 @@ async fn fenced_payments_exactly_once_under_store_faults() {
 /// again. Reported, not asserted: the mode is there for comparison.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_complete_payments_under_store_faults_reported() {
-    let f = payments_under_faults(Mode::ClaimComplete, 13).await;
+    let f = payments_under_faults(CommitMode::ClaimThenComplete, 13).await;
     eprintln!(
         "[faults ClaimComplete] applied twice: {} cents (~{} payments) — expected from \
          `slow` faults on the credit's UpdateItem",
@@ -586,9 +587,9 @@ fn context(deadline_in: Duration) -> Context {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_instances_over_overlapping_batches_apply_each_payment_once() {
     for (mode, seed) in [
-        (Mode::Optimistic, 21),
-        (Mode::Fenced, 22),
-        (Mode::ClaimComplete, 23),
+        (CommitMode::Optimistic, 21),
+        (CommitMode::Fenced, 22),
+        (CommitMode::ClaimThenComplete, 23),
     ] {
         let started = Instant::now();
         let t = payment_tables("faults").await;
@@ -658,17 +659,20 @@ async fn four_instances_over_overlapping_batches_apply_each_payment_once() {
 async fn a_lapsed_lease_rejects_the_first_owners_commit() {
     let first_deadline = Duration::from_millis(400);
     let stall = Duration::from_secs(2);
-    for mode in [Mode::Fenced, Mode::Optimistic, Mode::ClaimComplete] {
+    for mode in [
+        CommitMode::Fenced,
+        CommitMode::Optimistic,
+        CommitMode::ClaimThenComplete,
+    ] {
         let t = payment_tables("faults").await;
         let moto = moto();
         let plain = moto.dynamodb().await;
         // The crate's 3 s attempt timeout outlasts the stall.
         let first = app(moto.dynamodb().await, &t, mode);
         let second = app(moto.dynamodb().await, &t, mode);
-        let commit = match mode {
-            Mode::ClaimComplete => "UpdateItem",
-            _ => "TransactWriteItems",
-        };
+        // Claim/complete commits the credit alone (a transaction without
+        // the record), the other modes with the record.
+        let commit = "TransactWriteItems";
         moto.inject(
             &t.marker,
             &FaultPlan::new(1.0, &[Fault::Stall])
@@ -698,7 +702,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // ...and its lease lapses.
-        if mode != Mode::Optimistic {
+        if mode != CommitMode::Optimistic {
             let records = scan(&plain, &t.idempotency).await.unwrap();
             let lease_end = records
                 .iter()
@@ -738,7 +742,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
             ids(&first_response)
         );
         match mode {
-            Mode::Fenced => {
+            CommitMode::Fenced => {
                 assert_eq!(
                     ids(&first_response),
                     ["m-a"],
@@ -746,14 +750,14 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
                 );
                 assert_eq!(balance, Some(1000), "applied once");
             }
-            Mode::Optimistic => {
+            CommitMode::Optimistic => {
                 assert!(
                     ids(&first_response).is_empty(),
                     "a replay: {first_response:?}"
                 );
                 assert_eq!(balance, Some(1000), "applied once");
             }
-            Mode::ClaimComplete => {}
+            _ => {}
         }
         // The first owner's record comes back: a replay, nothing applied.
         let before = balance;

@@ -10,7 +10,7 @@ use integration_tests::{create_idempotency_table, create_table, moto};
 use inventory::{App, Reservation, Response, StockTable};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
-use shared::engine::CommitMode;
+use shared::CommitMode;
 use shared::{DynamoDbStore, EventError, Idempotency, TableConfig};
 use std::time::Duration;
 

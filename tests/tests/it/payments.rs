@@ -4,7 +4,7 @@
 use integration_tests::esm::{self, Queue};
 use integration_tests::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
-use payments::{Accounts, App, Mode};
+use payments::{Accounts, App};
 use serde_json::json;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ async fn setup() -> Setup {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
         App::config(),
     );
-    let app = App::new(engine, Accounts::dynamodb(ddb, accounts), Mode::default());
+    let app = App::new(engine, Accounts::dynamodb(ddb, accounts));
     let sqs = moto.sqs().await;
     let queue = esm::create_queue(&sqs, "payments", true, 3, 1).await;
     Setup { app, sqs, queue }

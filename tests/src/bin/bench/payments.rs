@@ -11,8 +11,9 @@ use integration_tests::events::{Msg, sqs_event};
 use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use integration_tests::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
-use payments::{Accounts, App, Mode};
+use payments::{Accounts, App};
 use serde_json::{Value, json};
+use shared::CommitMode;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -179,9 +180,9 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let modes = [
-        ("claim/complete", Mode::ClaimComplete),
-        ("fenced tx", Mode::Fenced),
-        ("optimistic tx", Mode::Optimistic),
+        ("claim/complete", CommitMode::ClaimThenComplete),
+        ("fenced tx", CommitMode::Fenced),
+        ("optimistic tx", CommitMode::Optimistic),
     ];
     let mut rows = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(900);
@@ -191,9 +192,9 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
         let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
         let engine = Idempotency::new(
             DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
-            App::config().disabled(false),
+            App::config().disabled(false).commit_mode(mode),
         );
-        let app = App::new(engine, Accounts::dynamodb(ddb, accounts), mode);
+        let app = App::new(engine, Accounts::dynamodb(ddb, accounts));
         for (scenario, list, tag) in [
             ("(a) unique", &unique, "a"),
             ("(b) all redelivered", &redelivered, "b"),
