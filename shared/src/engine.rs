@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ pub struct Idempotency {
     config: Arc<Config>,
     clock: Arc<dyn Clock>,
     cache: Option<Arc<Mutex<LruCache<String, Record>>>>,
+    /// Replays whose stored response no longer decodes, since last taken.
+    undecodable: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Idempotency {
@@ -93,6 +96,7 @@ impl Idempotency {
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
             cache,
+            undecodable: Arc::default(),
         }
     }
 
@@ -193,11 +197,36 @@ impl Idempotency {
                         error: error.clone(),
                         replayed: true,
                     },
-                    (None, Some(data)) => Outcome::Replayed(decode_stored(&existing.id, data)),
+                    (None, Some(data)) => Outcome::Replayed(self.decode_stored(&existing.id, data)),
                     (None, None) => Outcome::Replayed(None),
                 }
             }
         })
+    }
+
+    /// A stored response decoded for replay. One that no longer decodes (its
+    /// type changed in a deploy) is replayed without its body, logged and
+    /// counted: the effect was applied, so failing the message would only
+    /// send it to the DLQ.
+    fn decode_stored<T: DeserializeOwned>(&self, id: &str, data: &str) -> Option<T> {
+        match serde_json::from_str(data) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                tracing::warn!(
+                    key = id,
+                    error = %err,
+                    "stored response no longer decodes: replayed without its body"
+                );
+                self.undecodable.fetch_add(1, AtomicOrdering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Takes (and resets) the count of replays whose stored response no
+    /// longer decoded, for the invocation's metrics.
+    pub(crate) fn take_undecodable(&self) -> u64 {
+        self.undecodable.swap(0, AtomicOrdering::Relaxed)
     }
 
     /// Keeps a completed record in the local cache (when enabled).
@@ -638,7 +667,7 @@ impl Idempotency {
             }
             Claim::Existing(existing) => self
                 .settle_at(&existing, validation.as_deref(), now_ms)
-                .map_or(Err(Error::Handler(err)), Ok),
+                .ok_or(Error::Handler(err)),
             Claim::Vanished => Err(Error::Handler(err)),
         }
     }
@@ -652,24 +681,6 @@ impl Idempotency {
                 error = %crate::error::report(&release),
                 "could not release the claim after a handler error"
             );
-        }
-    }
-}
-
-/// A stored response decoded for replay. One that no longer decodes (its
-/// type changed in a deploy) is replayed without its body: the effect was
-/// applied, so failing the message would only send it to the DLQ.
-fn decode_stored<T: DeserializeOwned>(id: &str, data: &str) -> Option<T> {
-    match serde_json::from_str(data) {
-        Ok(value) => Some(value),
-        Err(err) => {
-            tracing::warn!(
-                key = id,
-                error = %err,
-                "stored response no longer decodes: replayed without its body"
-            );
-            crate::metrics::count_undecodable_replay();
-            None
         }
     }
 }
@@ -986,5 +997,89 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.calls.load(Ordering::SeqCst), 4);
+    }
+
+    /// A stored response that no longer decodes into the handler's type (it
+    /// changed in a deploy) is a replay without the body, counted: never a
+    /// failure, and the handler does not run again.
+    #[tokio::test]
+    async fn an_undecodable_stored_response_replays_without_body() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct V2 {
+            charge: String,
+            currency: String,
+        }
+        let store = MemoryStore::new();
+        let engine = Idempotency::new(store, Config::with_prefix("deploy").disabled(false));
+        let key = engine.key(&json!("pay-1")).unwrap();
+        let v1 = engine
+            .run(&key, None, None, || async {
+                Ok::<_, HandlerError>(json!({"charge": "ch_1"}))
+            })
+            .await
+            .unwrap();
+        assert_eq!(v1, Outcome::Executed(json!({"charge": "ch_1"})));
+        let runs = AtomicUsize::new(0);
+        for _ in 0..2 {
+            let again = engine
+                .run(&key, None, None, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, HandlerError>(V2 {
+                        charge: "ch_2".into(),
+                        currency: "EUR".into(),
+                    })
+                })
+                .await
+                .unwrap();
+            assert_eq!(again, Outcome::Replayed(None));
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        assert_eq!(engine.take_undecodable(), 2);
+        assert_eq!(engine.take_undecodable(), 0, "taken");
+    }
+
+    /// The item size counts the store's own attribute names: with long
+    /// custom names a response that would fit under the default names is
+    /// stored without its body instead of failing the write.
+    #[tokio::test]
+    async fn item_sizes_use_the_stores_attribute_names() {
+        let long = |n: &str| format!("{n}_{}", "x".repeat(300));
+        let names = crate::config::Attributes {
+            id: long("id"),
+            status: long("status"),
+            expiration: long("expiration"),
+            in_progress_expiration: long("lease"),
+            data: long("data"),
+            validation: long("validation"),
+            owner: long("owner"),
+            error: long("error"),
+        };
+        let body = "b".repeat(1_000);
+        for (custom, kept) in [(false, true), (true, false)] {
+            let mut store = MemoryStore::new().with_max_item_bytes(2_500);
+            if custom {
+                store = store.with_attributes(names.clone());
+            }
+            let engine = Idempotency::new(
+                store.clone(),
+                Config::with_prefix("sizes")
+                    .disabled(false)
+                    .max_item_bytes(2_500),
+            );
+            let key = engine.key(&json!("k")).unwrap();
+            let out = engine
+                .run(&key, None, None, || async {
+                    Ok::<_, HandlerError>(json!(body))
+                })
+                .await;
+            assert_eq!(
+                out.unwrap(),
+                Outcome::Executed(json!(body)),
+                "custom {custom}"
+            );
+            let record = store.get(key.as_str()).await.unwrap().unwrap();
+            assert_eq!(record.status, Status::Completed);
+            assert_eq!(record.data.is_some(), kept, "custom names {custom}");
+        }
     }
 }

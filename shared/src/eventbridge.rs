@@ -327,7 +327,10 @@ impl EventBridgeProcessor {
         let result = self.run(&event_id, event, call).await;
         let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         log_event(&event_id, &result, latency_ms);
-        crate::metrics::emit(&event_counts(&result));
+        crate::metrics::emit(&crate::metrics::Counts {
+            undecodable: self.engine.take_undecodable(),
+            ..event_counts(&result)
+        });
         result.map(|(outcome, _)| outcome)
     }
 

@@ -1,6 +1,7 @@
 //! Idempotency keys: canonical JSON key material hashed with SHA-256 under a prefix.
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use std::fmt;
 
@@ -52,6 +53,74 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The hash of a payload used for payload validation (same key, other payload).
 pub fn payload_hash(payload: &Value) -> String {
     sha256_hex(canonical_json(payload).as_bytes())
+}
+
+/// The key material and payload of a JSON text, exact where `parsed` (the
+/// same text through `serde_json::Value`) is not: a number that `f64`
+/// cannot hold exactly (an integer beyond `u64`/`i64`, a decimal with more
+/// than 15 significant digits) becomes a string of its exact text, so
+/// `18446744073709551616` and `18446744073709551617` give different keys and
+/// payload hashes. `None` when `parsed` is already exact (no such number):
+/// use it, and every key and hash stays what it was.
+pub fn exact_material(text: &str, parsed: &Value) -> Option<Value> {
+    if !has_float(parsed) {
+        return None;
+    }
+    let raw: &RawValue = serde_json::from_str(text).ok()?;
+    exact_value(raw).ok()
+}
+
+fn has_float(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(map) => map.values().any(has_float),
+        _ => false,
+    }
+}
+
+fn exact_value(raw: &RawValue) -> Result<Value, serde_json::Error> {
+    let text = raw.get().trim_start();
+    match text.as_bytes().first() {
+        Some(b'{') => {
+            let map: std::collections::BTreeMap<String, &RawValue> = serde_json::from_str(text)?;
+            map.into_iter()
+                .map(|(k, v)| Ok((k, exact_value(v)?)))
+                .collect::<Result<serde_json::Map<_, _>, _>>()
+                .map(Value::Object)
+        }
+        Some(b'[') => {
+            let items: Vec<&RawValue> = serde_json::from_str(text)?;
+            items
+                .into_iter()
+                .map(exact_value)
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array)
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            let number: Value = serde_json::from_str(text)?;
+            let exact = number.as_u64().is_some()
+                || number.as_i64().is_some()
+                || significant_digits(text.trim_end()) <= 15;
+            Ok(if exact {
+                number
+            } else {
+                Value::String(text.trim_end().to_owned())
+            })
+        }
+        _ => serde_json::from_str(text),
+    }
+}
+
+/// Significant digits of a JSON number's text (an `f64` holds 15 exactly).
+fn significant_digits(number: &str) -> usize {
+    let mantissa = number
+        .trim_start_matches('-')
+        .split(['e', 'E'])
+        .next()
+        .unwrap_or_default();
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    digits.trim_start_matches('0').trim_end_matches('0').len()
 }
 
 /// The id of an idempotency record: `<prefix>#<sha256 hex of the canonical key material>`.
@@ -148,6 +217,42 @@ mod tests {
         assert_eq!(IdempotencyKey::new("p", &json!({})), Err(KeyError::Empty));
         assert_eq!(IdempotencyKey::new("p", &json!([])), Err(KeyError::Empty));
         assert!(IdempotencyKey::new("p", &json!(0)).is_ok());
+    }
+
+    /// Numbers beyond what `f64` holds keep their exact text in keys and
+    /// payload hashes; every other body keeps the key it always had.
+    #[test]
+    fn lossy_numbers_keep_their_exact_text() {
+        let key_of = |text: &str| {
+            let parsed: Value = serde_json::from_str(text).unwrap();
+            let material = exact_material(text, &parsed).unwrap_or(parsed);
+            (
+                IdempotencyKey::new("p", &material["id"]).unwrap(),
+                payload_hash(&material),
+            )
+        };
+        let (a, ha) = key_of(r#"{"id":18446744073709551616}"#);
+        let (b, hb) = key_of(r#"{"id":18446744073709551617}"#);
+        assert_ne!(a, b, "integers past u64");
+        assert_ne!(ha, hb);
+        let (c, _) = key_of(r#"{"id":0.12345678901234567890}"#);
+        let (d, _) = key_of(r#"{"id":0.12345678901234567891}"#);
+        assert_ne!(c, d, "decimals past 15 significant digits");
+        // Exact bodies: no second parse, same keys as before.
+        for text in [r#"{"id":42,"x":"y"}"#, r#"{"id":1.5,"n":[1,2.25]}"#] {
+            let parsed: Value = serde_json::from_str(text).unwrap();
+            let material = exact_material(text, &parsed).unwrap_or(parsed.clone());
+            assert_eq!(material, parsed, "{text}");
+        }
+        // Nested and mixed: only the lossy number changes.
+        let text = r#"{"a":[1.5,{"b":123456789012345678901234}],"s":"t"}"#;
+        let parsed: Value = serde_json::from_str(text).unwrap();
+        let exact = exact_material(text, &parsed).unwrap();
+        assert_eq!(exact["a"][0], json!(1.5));
+        assert_eq!(exact["a"][1]["b"], json!("123456789012345678901234"));
+        assert_eq!(exact["s"], json!("t"));
+        assert_eq!(significant_digits("-0.00012300e5"), 3);
+        assert_eq!(significant_digits("100"), 1);
     }
 
     #[test]

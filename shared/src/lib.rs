@@ -20,7 +20,7 @@
 //! let mut charged = 0;
 //! for _delivery in 0..3 {
 //!     let outcome = engine
-//!         .execute(&key, Some(&body), None, || async {
+//!         .run(&key, Some(&body), None, || async {
 //!             charged += 1;
 //!             Ok::<_, HandlerError>(json!({"charge": "ch_1"}))
 //!         })

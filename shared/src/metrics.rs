@@ -34,22 +34,6 @@ pub struct Counts {
     pub undecodable: u64,
 }
 
-/// Undecodable replays since the last [`take_undecodable_replays`]: the
-/// engine counts them where it decodes; the adapter adds them to the
-/// invocation's counts (one invocation at a time per execution
-/// environment).
-static UNDECODABLE_REPLAYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Counts one stored response that no longer decodes.
-pub(crate) fn count_undecodable_replay() {
-    UNDECODABLE_REPLAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Takes (and resets) the count of undecodable replays.
-pub(crate) fn take_undecodable_replays() -> u64 {
-    UNDECODABLE_REPLAYS.swap(0, std::sync::atomic::Ordering::Relaxed)
-}
-
 /// The EMF JSON line for `counts` at `timestamp_ms` for `service`.
 pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
     let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
@@ -98,16 +82,11 @@ pub fn service() -> String {
 /// on).
 pub fn emit(counts: &Counts) {
     if !enabled() {
-        take_undecodable_replays();
         return;
     }
-    let counts = Counts {
-        undecodable: counts.undecodable + take_undecodable_replays(),
-        ..*counts
-    };
     let line = emf_line(
         &service(),
-        &counts,
+        counts,
         crate::clock::Clock::now_ms(&crate::clock::SystemClock),
     );
     // One locked write of the whole line, so lines from concurrent tasks

@@ -908,7 +908,10 @@ impl BatchProcessor {
             "batch processed"
         );
         let report = BatchReport { records, fifo };
-        crate::metrics::emit(&report.counts());
+        crate::metrics::emit(&crate::metrics::Counts {
+            undecodable: self.engine.take_undecodable(),
+            ..report.counts()
+        });
         report
     }
 

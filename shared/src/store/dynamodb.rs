@@ -327,9 +327,10 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
 impl DynamoDbStore {
     /// A commit of the record alone: one conditional `UpdateItem` (fenced)
     /// or `PutItem` (optimistic), cheaper than a transaction of one item.
+    /// A failed condition returns the record as it stood (`ALL_OLD`).
     async fn commit_record(&self, write: RecordWrite<'_>) -> Result<(), TransactError> {
         let a = &self.table.attributes;
-        let (operation, result) = match write {
+        let old = match write {
             RecordWrite::None => return Ok(()),
             RecordWrite::Fenced(record) => {
                 let owner = record.owner.as_deref().unwrap_or_default();
@@ -349,19 +350,23 @@ impl DynamoDbStore {
                     )
                     .send()
                     .await;
-                let result = result.map(drop).map_err(|err| match err {
-                    SdkError::ServiceError(ref se) => match se.err() {
-                        UpdateItemError::ConditionalCheckFailedException(failed) => {
-                            Ok(failed.item().cloned())
+                match result {
+                    Ok(_) => return Ok(()),
+                    Err(SdkError::ServiceError(se))
+                        if matches!(
+                            se.err(),
+                            UpdateItemError::ConditionalCheckFailedException(_)
+                        ) =>
+                    {
+                        match se.into_err() {
+                            UpdateItemError::ConditionalCheckFailedException(f) => f.item,
+                            _ => None,
                         }
-                        _ => Err(err),
-                    },
-                    err => Err(err),
-                });
-                (
-                    "UpdateItem",
-                    result.map_err(|e| e.map_err(|e| Self::backend("UpdateItem", e))),
-                )
+                    }
+                    Err(err) => {
+                        return Err(TransactError::Store(Self::backend("UpdateItem", err)));
+                    }
+                }
             }
             RecordWrite::Claim { record, now_ms } => {
                 let cond = claim_condition(a, now_ms);
@@ -378,33 +383,26 @@ impl DynamoDbStore {
                     )
                     .send()
                     .await;
-                let result = result.map(drop).map_err(|err| match err {
-                    SdkError::ServiceError(ref se) => match se.err() {
-                        PutItemError::ConditionalCheckFailedException(failed) => {
-                            Ok(failed.item().cloned())
+                match result {
+                    Ok(_) => return Ok(()),
+                    Err(SdkError::ServiceError(se))
+                        if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+                    {
+                        match se.into_err() {
+                            PutItemError::ConditionalCheckFailedException(f) => f.item,
+                            _ => None,
                         }
-                        _ => Err(err),
-                    },
-                    err => Err(err),
-                });
-                (
-                    "PutItem",
-                    result.map_err(|e| e.map_err(|e| Self::backend("PutItem", e))),
-                )
+                    }
+                    Err(err) => return Err(TransactError::Store(Self::backend("PutItem", err))),
+                }
             }
         };
-        let _ = operation;
-        match result {
-            Ok(()) => Ok(()),
-            // The condition failed: the record as it stood, if any.
-            Err(Ok(old)) => Err(TransactError::Record(
-                old.filter(|item| !item.is_empty())
-                    .map(|item| from_item(a, &item))
-                    .transpose()
-                    .map_err(TransactError::Store)?,
-            )),
-            Err(Err(e)) => Err(TransactError::Store(e)),
-        }
+        let old = old
+            .filter(|item| !item.is_empty())
+            .map(|item| from_item(a, &item))
+            .transpose()
+            .map_err(TransactError::Store)?;
+        Err(TransactError::Record(old))
     }
 
     /// The record's part of a transaction.

@@ -1,6 +1,7 @@
 //! `payments` end to end against moto: a FIFO queue with a DLQ, the event
 //! source mapping loop, DynamoDB idempotency and accounts tables.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::esm::{self, Queue};
 use integration_tests::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
@@ -152,4 +153,64 @@ async fn sample_poison_event_fails_only_its_group() {
     assert_eq!(app.accounts().balance("acct-1").await.unwrap(), Some(1250));
     assert_eq!(app.accounts().balance("acct-2").await.unwrap(), Some(5000));
     assert_eq!(app.accounts().balance("acct-3").await.unwrap(), None);
+}
+
+/// A credit whose result does not fit `i64` (balance 1 + `i64::MAX`) is
+/// applied once in every commit mode: DynamoDB holds 38 digits, the engine
+/// reads nothing back, and no error after the effect releases the claim
+/// (which would credit again on each redelivery).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credit_past_i64_is_applied_once_in_every_mode() {
+    use integration_tests::events::{Msg, sqs_event};
+    use shared::CommitMode;
+    let moto = moto();
+    let ddb = moto.dynamodb().await;
+    for mode in [
+        CommitMode::ClaimThenComplete,
+        CommitMode::Fenced,
+        CommitMode::Optimistic,
+    ] {
+        let idempotency = create_idempotency_table(&ddb).await;
+        let accounts = create_table(&ddb, "accounts", "account_id", None).await;
+        ddb.put_item()
+            .table_name(&accounts)
+            .item("account_id", AttributeValue::S("acct-big".into()))
+            .item("balance_cents", AttributeValue::N("1".into()))
+            .send()
+            .await
+            .unwrap();
+        let engine = Idempotency::new(
+            DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
+            App::config().commit_mode(mode),
+        );
+        let app = App::new(engine, Accounts::dynamodb(ddb.clone(), accounts.clone()));
+        let body =
+            json!({"payment_id": "pay-max", "account_id": "acct-big", "amount_cents": i64::MAX})
+                .to_string();
+        for delivery in 0..3 {
+            let event = sqs_event(
+                "payments.fifo",
+                &[Msg::new(format!("m-{delivery}"), body.clone()).in_group("acct-big")],
+            );
+            let response = invoke(&app, event).await.unwrap();
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "{mode:?} delivery {delivery}: {response:?}"
+            );
+        }
+        let item = ddb
+            .get_item()
+            .table_name(&accounts)
+            .key("account_id", AttributeValue::S("acct-big".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
+        let balance = item.item().and_then(|i| i.get("balance_cents")).cloned();
+        assert_eq!(
+            balance,
+            Some(AttributeValue::N("9223372036854775808".into())),
+            "{mode:?}: credited exactly once"
+        );
+    }
 }
