@@ -17,8 +17,10 @@ pub enum OversizedResponse {
     /// recognised but replay no body (`Outcome::Replayed(None)`).
     #[default]
     StoreWithoutBody,
-    /// Record a terminal error on the key and fail this record with
-    /// [`Error::ResponseTooLarge`](crate::Error::ResponseTooLarge).
+    /// Treat the response as a terminal handler error, decided before
+    /// anything commits: staged writes do not commit, and the error is
+    /// recorded or the claim released per [`TerminalErrors`]. (Effects a
+    /// handler made itself are not undone: keep the default for those.)
     Fail,
 }
 

@@ -1,6 +1,6 @@
 //! DynamoDB writes a handler stages for the engine to commit in the same
 //! transaction as its idempotency record (see
-//! [`Idempotency::execute_transaction`](crate::Idempotency::execute_transaction)).
+//! [`Idempotency::run`](crate::Idempotency::run)).
 //!
 //! A small typed model rather than raw expressions, so that the DynamoDB store
 //! renders it to `TransactWriteItems` and the in-memory store evaluates it
