@@ -43,6 +43,7 @@ pub mod error;
 pub mod eventbridge;
 pub mod key;
 pub mod metrics;
+pub mod outbox;
 pub mod record;
 pub mod runtime;
 pub mod signature;
