@@ -638,7 +638,7 @@ impl Idempotency {
             }
             Claim::Existing(existing) => self
                 .settle_at(&existing, validation.as_deref(), now_ms)
-                .map_or(Err(Error::Handler(err)), Ok),
+                .ok_or(Error::Handler(err)),
             Claim::Vanished => Err(Error::Handler(err)),
         }
     }

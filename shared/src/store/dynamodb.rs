@@ -294,14 +294,11 @@ impl DynamoDbStore {
                         UpdateItemError::ConditionalCheckFailedException(failed) => {
                             Ok(failed.item().cloned())
                         }
-                        _ => Err(err),
+                        _ => Err(Self::backend("UpdateItem", err)),
                     },
-                    err => Err(err),
+                    err => Err(Self::backend("UpdateItem", err)),
                 });
-                (
-                    "UpdateItem",
-                    result.map_err(|e| e.map_err(|e| Self::backend("UpdateItem", e))),
-                )
+                ("UpdateItem", result)
             }
             RecordWrite::Claim { record, now_ms } => {
                 let cond = claim_condition(a, now_ms);
@@ -323,14 +320,11 @@ impl DynamoDbStore {
                         PutItemError::ConditionalCheckFailedException(failed) => {
                             Ok(failed.item().cloned())
                         }
-                        _ => Err(err),
+                        _ => Err(Self::backend("PutItem", err)),
                     },
-                    err => Err(err),
+                    err => Err(Self::backend("PutItem", err)),
                 });
-                (
-                    "PutItem",
-                    result.map_err(|e| e.map_err(|e| Self::backend("PutItem", e))),
-                )
+                ("PutItem", result)
             }
         };
         let _ = operation;

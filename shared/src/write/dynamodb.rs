@@ -148,8 +148,8 @@ impl Rendered {
     }
 }
 
-/// A DynamoDB SDK error as a retryable handler error, with its full context
-/// (service code and message, not just "service error").
+/// An AWS SDK error (of any service) as a retryable handler error, with its
+/// full context (service code and message, not just "service error").
 pub fn sdk_error<E>(err: E) -> HandlerError
 where
     E: std::error::Error + Send + Sync + 'static,
