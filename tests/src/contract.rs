@@ -1068,6 +1068,63 @@ pub async fn invalid_staged_writes_are_refused_alike(h: Harness) {
     assert_eq!(h.item(&table, "acct-99").await, None);
 }
 
+/// A business [`Table`] reads and writes alike in DynamoDB and in memory:
+/// a single write returns the item as it now stands, a failed condition is
+/// its rejection (described from the item as it stood) or a retryable error.
+pub async fn business_table_writes_alike(h: Harness) {
+    let name = h.business_table().await;
+    let table = h.tables.sibling(&name);
+    assert_eq!(table.name(), name);
+    assert_eq!(table.get(&pk_key("a")).await.unwrap(), None);
+    let credit = Write::update(&name, pk_key("a")).add("balance", 5);
+    let after = table.write(&credit).await.unwrap().expect("the new item");
+    assert_eq!(after["balance"], AttrValue::n(5));
+    assert_eq!(after["pk"], AttrValue::s("a"));
+    let after = table.write(&credit).await.unwrap().unwrap();
+    assert_eq!(after["balance"].as_i64(), Some(10));
+
+    let take = |n: i64| {
+        Write::update(&name, pk_key("a"))
+            .add("balance", -n)
+            .when(Cond::ge("balance", n))
+    };
+    let err = table
+        .write(&take(11).or_reject_with(|item| match item {
+            Some(i) => format!("only {}", i["balance"].as_n().unwrap_or("?")),
+            None => "none".into(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+    assert_eq!(err.to_string(), "only 10");
+    let err = table.write(&take(11)).await.unwrap_err();
+    assert_eq!(err.kind(), shared::ErrorKind::Retryable);
+    assert_eq!(h.number(&name, "a", "balance").await, Some(10));
+
+    table
+        .put(
+            &pk_key("b"),
+            Item::from([("price".to_owned(), AttrValue::n("12.50"))]),
+        )
+        .await
+        .unwrap();
+    let b = table.get(&pk_key("b")).await.unwrap().unwrap();
+    // DynamoDB trims leading and trailing zeros ("12.5"), as the memory
+    // store does; moto keeps the text as sent: compare the numbers.
+    assert_eq!(
+        b["price"].as_decimal(),
+        AttrValue::n("12.5").as_decimal(),
+        "{b:?}"
+    );
+    assert_eq!(b["pk"], AttrValue::s("b"));
+    let gone = table
+        .write(&Write::delete(&name, pk_key("b")).when(Cond::exists("pk")))
+        .await
+        .unwrap();
+    assert_eq!(gone, None);
+    assert_eq!(table.get(&pk_key("b")).await.unwrap(), None);
+}
+
 /// Runs `$case` of this module against each store: generates one test per
 /// store and case.
 #[macro_export]

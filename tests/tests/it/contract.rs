@@ -26,4 +26,5 @@ integration_tests::contract_suite!(
     add_past_i64_max_is_exact,
     number_comparisons_are_exact,
     invalid_staged_writes_are_refused_alike,
+    business_table_writes_alike,
 );
