@@ -1,6 +1,7 @@
-//! DynamoDB writes a handler stages for the engine to commit in the same
-//! transaction as its idempotency record (see
-//! [`Idempotency::execute_transaction`](crate::Idempotency::execute_transaction)).
+//! Writes to business tables a handler stages for the engine to commit in
+//! the same transaction as its idempotency record (see
+//! [`Idempotency::run`](crate::Idempotency::run), with a
+//! [`Staged`] response).
 //!
 //! A small typed model rather than raw expressions, so that the DynamoDB store
 //! renders it to `TransactWriteItems` (the `dynamodb` submodule, with the
