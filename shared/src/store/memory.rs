@@ -90,7 +90,9 @@ impl MemoryStore {
     }
 
     /// Applies one write outside any transaction (with its condition), as a
-    /// single DynamoDB request would: `Ok(false)` when the condition failed.
+    /// single DynamoDB request would: `Ok(false)` when the condition failed;
+    /// [`StoreError::Invalid`] for a write DynamoDB refuses (an update
+    /// without changes, a malformed number).
     pub fn write(&self, write: &Write) -> Result<bool, StoreError> {
         Ok(self.write_one(write)?.is_ok())
     }
