@@ -905,21 +905,21 @@ mod tests {
     }
 
     fn credit() -> Write {
-        use aws_sdk_dynamodb::types::AttributeValue;
+        use crate::value::AttrValue;
         Write::update(
             "accounts",
-            crate::write::Item::from([("pk".to_owned(), AttributeValue::S("a".into()))]),
+            crate::write::Item::from([("pk".to_owned(), AttrValue::S("a".into()))]),
         )
         .add("balance", 5)
     }
 
     fn balance(store: &MemoryStore) -> Option<String> {
-        use aws_sdk_dynamodb::types::AttributeValue;
-        let key = crate::write::Item::from([("pk".to_owned(), AttributeValue::S("a".into()))]);
+        use crate::value::AttrValue;
+        let key = crate::write::Item::from([("pk".to_owned(), AttrValue::S("a".into()))]);
         store
             .item("accounts", &key)?
             .get("balance")
-            .and_then(|v| v.as_n().ok().cloned())
+            .and_then(|v| v.as_n().map(str::to_owned))
     }
 
     /// A retried claim or commit that finds the record as this very call

@@ -45,15 +45,20 @@ pub mod key;
 pub mod metrics;
 pub mod outbox;
 pub mod record;
+#[cfg(feature = "lambda")]
 pub mod runtime;
 pub mod signature;
 pub mod store;
+pub mod table;
+pub mod value;
 pub mod write;
 
+#[cfg(feature = "lambda")]
+pub use batch::remaining_time;
 pub use batch::{
     BatchError, BatchProcessor, BatchReport, EnvelopeMode, FailureReason, FifoFailureMode,
     KeySelector, MissingKey, PayloadScope, QueueKind, RecordOutcome, RecordResult, SqsRecord,
-    parse_sqs_event, remaining_time,
+    parse_sqs_event,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Attributes, CommitMode, Config, OversizedResponse, TableConfig, TerminalErrors};
@@ -63,15 +68,20 @@ pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, 
 pub use key::IdempotencyKey;
 pub use record::{Record, Status};
 pub use signature::{SecretError, SignatureError, Verifier};
-pub use store::{Claim, DynamoDbStore, MemoryStore, RecordWrite, Store, TransactError};
+#[cfg(feature = "dynamodb")]
+pub use store::DynamoDbStore;
+pub use store::{Claim, MemoryStore, RecordWrite, Store, TransactError};
+pub use table::Table;
+pub use value::{AttrValue, Decimal, NumberError};
+#[cfg(feature = "dynamodb")]
+pub use write::dynamodb::sdk_error;
 pub use write::{Change, CmpOp, Cond, IntoStaged, Item, Rejection, Staged, Write, WriteOp};
-
-use std::time::Duration;
 
 /// The AWS SDK configuration every client of this crate uses: region and
 /// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service
 /// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`) honoured, and the
 /// explicit retry and timeout settings of [`aws_sdk_config_loader`].
+#[cfg(any(feature = "dynamodb", feature = "ssm"))]
 pub async fn aws_sdk_config() -> aws_config::SdkConfig {
     aws_sdk_config_loader().load().await
 }
@@ -80,6 +90,7 @@ pub async fn aws_sdk_config() -> aws_config::SdkConfig {
 /// 3 attempts with standard exponential backoff (50 ms initial), 1 s to
 /// connect, 3 s per attempt, 8 s per operation (well under a Lambda timeout
 /// of 30 s, so a slow store fails a record, not the invocation).
+#[cfg(any(feature = "dynamodb", feature = "ssm"))]
 pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
     use aws_config::retry::RetryConfig;
     use aws_config::timeout::TimeoutConfig;
@@ -87,13 +98,13 @@ pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
         .retry_config(
             RetryConfig::standard()
                 .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(50)),
+                .with_initial_backoff(std::time::Duration::from_millis(50)),
         )
         .timeout_config(
             TimeoutConfig::builder()
-                .connect_timeout(Duration::from_secs(1))
-                .operation_attempt_timeout(Duration::from_secs(3))
-                .operation_timeout(Duration::from_secs(8))
+                .connect_timeout(std::time::Duration::from_secs(1))
+                .operation_attempt_timeout(std::time::Duration::from_secs(3))
+                .operation_timeout(std::time::Duration::from_secs(8))
                 .build(),
         )
 }

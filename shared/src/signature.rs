@@ -180,11 +180,13 @@ impl Verifier {
     /// is decrypted: `WithDecryption=true`), read once with the crate's SDK
     /// configuration ([`crate::aws_sdk_config`]). Call it once per execution
     /// environment (at cold start), not per invocation.
+    #[cfg(feature = "ssm")]
     pub async fn from_ssm(name: &str) -> Result<Self, SecretError> {
         Self::from_ssm_with(&crate::aws_sdk_config().await, name).await
     }
 
     /// [`Verifier::from_ssm`] with an explicit SDK configuration.
+    #[cfg(feature = "ssm")]
     pub async fn from_ssm_with(
         config: &aws_config::SdkConfig,
         name: &str,
@@ -216,7 +218,13 @@ impl Verifier {
     pub async fn from_lambda_env() -> Result<Option<Self>, SecretError> {
         let set = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
         if let Some(name) = set(SECRET_PARAMETER_ENV) {
+            #[cfg(feature = "ssm")]
             return Self::from_ssm(&name).await.map(Some);
+            #[cfg(not(feature = "ssm"))]
+            return Err(SecretError::Ssm {
+                name,
+                source: "built without the `ssm` feature".into(),
+            });
         }
         if set(SECRET_ENV).is_some() {
             return Self::from_env(SECRET_ENV).map(Some);

@@ -1,18 +1,24 @@
-//! DynamoDB writes a handler stages for the engine to commit in the same
-//! transaction as its idempotency record (see
-//! [`Idempotency::run`](crate::Idempotency::run)).
+//! Writes to business tables a handler stages for the engine to commit in
+//! the same transaction as its idempotency record (see
+//! [`Idempotency::run`](crate::Idempotency::run), with a
+//! [`Staged`] response).
 //!
 //! A small typed model rather than raw expressions, so that the DynamoDB store
-//! renders it to `TransactWriteItems` and the in-memory store evaluates it
-//! with the same meaning.
+//! renders it to `TransactWriteItems` (the `dynamodb` submodule, with the
+//! `dynamodb` feature) and the in-memory store evaluates it with the same
+//! meaning: numbers are exact decimals of up to 38 digits in both.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A DynamoDB item (or key).
-pub type Item = HashMap<String, AttributeValue>;
+use crate::value::{AttrValue, Decimal};
+
+#[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb;
+
+/// An item (or key): attribute name → value.
+pub type Item = HashMap<String, AttrValue>;
 
 /// Comparison operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +38,8 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    fn symbol(self) -> &'static str {
+    #[cfg_attr(not(feature = "dynamodb"), allow(dead_code))]
+    pub(crate) fn symbol(self) -> &'static str {
         match self {
             CmpOp::Eq => "=",
             CmpOp::Ne => "<>",
@@ -52,7 +59,7 @@ pub enum Cond {
     /// `attribute_not_exists(attr)`
     NotExists(String),
     /// `attr <op> value`
-    Cmp(String, CmpOp, AttributeValue),
+    Cmp(String, CmpOp, AttrValue),
     /// All of them.
     And(Vec<Cond>),
 }
@@ -67,12 +74,12 @@ impl Cond {
         Cond::NotExists(attr.into())
     }
     /// `attr = value`
-    pub fn eq(attr: impl Into<String>, value: AttributeValue) -> Self {
-        Cond::Cmp(attr.into(), CmpOp::Eq, value)
+    pub fn eq(attr: impl Into<String>, value: impl Into<AttrValue>) -> Self {
+        Cond::Cmp(attr.into(), CmpOp::Eq, value.into())
     }
     /// `attr >= n`
     pub fn ge(attr: impl Into<String>, n: i64) -> Self {
-        Cond::Cmp(attr.into(), CmpOp::Ge, AttributeValue::N(n.to_string()))
+        Cond::Cmp(attr.into(), CmpOp::Ge, AttrValue::n(n))
     }
     /// Both.
     pub fn and(self, other: Cond) -> Self {
@@ -90,7 +97,7 @@ impl Cond {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// `SET attr = value`
-    Set(String, AttributeValue),
+    Set(String, AttrValue),
     /// `ADD attr n` (a negative `n` subtracts; a missing attribute counts as 0).
     Add(String, i64),
     /// `REMOVE attr`
@@ -210,8 +217,8 @@ impl Write {
     }
 
     /// `SET attr = value` (updates only).
-    pub fn set(self, attr: impl Into<String>, value: AttributeValue) -> Self {
-        self.change(Change::Set(attr.into(), value))
+    pub fn set(self, attr: impl Into<String>, value: impl Into<AttrValue>) -> Self {
+        self.change(Change::Set(attr.into(), value.into()))
     }
 
     /// `ADD attr n` (updates only).
@@ -300,82 +307,14 @@ impl<T> Staged<T> {
     }
 }
 
-/// Expression text with its placeholders, as DynamoDB takes them.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct Rendered {
-    pub(crate) names: HashMap<String, String>,
-    pub(crate) values: HashMap<String, AttributeValue>,
-}
-
-impl Rendered {
-    fn name(&mut self, attr: &str) -> String {
-        if let Some((placeholder, _)) = self.names.iter().find(|(_, a)| *a == attr) {
-            return placeholder.clone();
-        }
-        let placeholder = format!("#n{}", self.names.len());
-        self.names.insert(placeholder.clone(), attr.to_owned());
-        placeholder
-    }
-
-    fn value(&mut self, value: AttributeValue) -> String {
-        let placeholder = format!(":v{}", self.values.len());
-        self.values.insert(placeholder.clone(), value);
-        placeholder
-    }
-
-    /// Renders a condition expression.
-    pub(crate) fn condition(&mut self, cond: &Cond) -> String {
-        match cond {
-            Cond::Exists(a) => format!("attribute_exists({})", self.name(a)),
-            Cond::NotExists(a) => format!("attribute_not_exists({})", self.name(a)),
-            Cond::Cmp(a, op, v) => {
-                let n = self.name(a);
-                let v = self.value(v.clone());
-                format!("{n} {} {v}", op.symbol())
-            }
-            Cond::And(all) => all
-                .iter()
-                .map(|c| format!("({})", self.condition(c)))
-                .collect::<Vec<_>>()
-                .join(" AND "),
-        }
-    }
-
-    /// Renders an update expression.
-    pub(crate) fn update(&mut self, changes: &[Change]) -> String {
-        let (mut set, mut add, mut remove) = (Vec::new(), Vec::new(), Vec::new());
-        for change in changes {
-            match change {
-                Change::Set(a, v) => {
-                    let n = self.name(a);
-                    let v = self.value(v.clone());
-                    set.push(format!("{n} = {v}"));
-                }
-                Change::Add(a, by) => {
-                    let n = self.name(a);
-                    let v = self.value(AttributeValue::N(by.to_string()));
-                    add.push(format!("{n} {v}"));
-                }
-                Change::Remove(a) => remove.push(self.name(a)),
-            }
-        }
-        [("SET", set), ("ADD", add), ("REMOVE", remove)]
-            .into_iter()
-            .filter(|(_, parts)| !parts.is_empty())
-            .map(|(verb, parts)| format!("{verb} {}", parts.join(", ")))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-fn number(v: &AttributeValue) -> Option<f64> {
-    v.as_n().ok().and_then(|n| n.parse().ok())
-}
-
-fn compare(a: &AttributeValue, b: &AttributeValue) -> Option<Ordering> {
+/// Orders two values as DynamoDB does: numbers as exact decimals (never
+/// through `f64`), strings and binaries by their bytes; other types only
+/// by equality.
+fn compare(a: &AttrValue, b: &AttrValue) -> Option<Ordering> {
     match (a, b) {
-        (AttributeValue::N(_), AttributeValue::N(_)) => number(a)?.partial_cmp(&number(b)?),
-        (AttributeValue::S(x), AttributeValue::S(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (AttrValue::N(_), AttrValue::N(_)) => Some(a.as_decimal()?.cmp(&b.as_decimal()?)),
+        (AttrValue::S(x), AttrValue::S(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (AttrValue::B(x), AttrValue::B(y)) => Some(x.cmp(y)),
         _ if a == b => Some(Ordering::Equal),
         _ => None,
     }
@@ -392,9 +331,58 @@ pub(crate) fn key_text(key: &Item) -> String {
     parts.join("\u{1f}")
 }
 
+/// The numbers in `value` in canonical form (as DynamoDB stores them:
+/// `12.50` is kept as `12.5`); an error names a number no store accepts.
+pub(crate) fn canonical(value: &AttrValue) -> Result<AttrValue, String> {
+    let number = |n: &str| {
+        n.parse::<Decimal>()
+            .map(|d| d.to_string())
+            .map_err(|e| format!("number {n:?}: {e}"))
+    };
+    Ok(match value {
+        AttrValue::N(n) => AttrValue::N(number(n)?),
+        AttrValue::Ns(ns) => AttrValue::Ns(ns.iter().map(|n| number(n)).collect::<Result<_, _>>()?),
+        AttrValue::L(l) => AttrValue::L(l.iter().map(canonical).collect::<Result<_, _>>()?),
+        AttrValue::M(m) => AttrValue::M(canonical_item(m)?),
+        other => other.clone(),
+    })
+}
+
+/// [`canonical`] for every attribute of an item.
+pub(crate) fn canonical_item(item: &Item) -> Result<Item, String> {
+    item.iter()
+        .map(|(k, v)| Ok((k.clone(), canonical(v)?)))
+        .collect()
+}
+
+/// Every value a write carries (key, item, changes, condition).
+fn values(w: &Write) -> Vec<&AttrValue> {
+    fn cond_values<'a>(c: &'a Cond, out: &mut Vec<&'a AttrValue>) {
+        match c {
+            Cond::Cmp(_, _, v) => out.push(v),
+            Cond::And(all) => all.iter().for_each(|c| cond_values(c, out)),
+            Cond::Exists(_) | Cond::NotExists(_) => {}
+        }
+    }
+    let mut out: Vec<&AttrValue> = w.key.values().collect();
+    match &w.op {
+        WriteOp::Put(item) => out.extend(item.values()),
+        WriteOp::Update(changes) => out.extend(changes.iter().filter_map(|c| match c {
+            Change::Set(_, v) => Some(v),
+            _ => None,
+        })),
+        WriteOp::Delete | WriteOp::ConditionCheck => {}
+    }
+    if let Some(c) = &w.condition {
+        cond_values(c, &mut out);
+    }
+    out
+}
+
 /// Refuses staged writes that DynamoDB refuses as a whole (so every store
 /// gives the same answer): more than [`MAX_STAGED_WRITES`], two writes on
-/// one item, an update without changes.
+/// one item, an update without changes, a number that is not a decimal of
+/// at most 38 significant digits in DynamoDB's range.
 pub(crate) fn check(writes: &[Write]) -> Result<(), String> {
     if writes.len() > MAX_STAGED_WRITES {
         return Err(format!(
@@ -412,6 +400,9 @@ pub(crate) fn check(writes: &[Write]) -> Result<(), String> {
         }
         if matches!(&w.op, WriteOp::Update(changes) if changes.is_empty()) {
             return Err(format!("an update of table {} has no changes", w.table));
+        }
+        for v in values(w) {
+            canonical(v).map_err(|e| format!("a write on table {}: {e}", w.table))?;
         }
     }
     Ok(())
@@ -440,7 +431,7 @@ pub(crate) fn holds(cond: &Cond, item: Option<&Item>) -> bool {
 /// returns the new item, or `None` when it is deleted or absent.
 pub(crate) fn apply(write: &Write, item: Option<Item>) -> Result<Option<Item>, String> {
     match &write.op {
-        WriteOp::Put(new) => Ok(Some(new.clone())),
+        WriteOp::Put(new) => Ok(Some(canonical_item(new)?)),
         WriteOp::Delete => Ok(None),
         WriteOp::ConditionCheck => Ok(item),
         WriteOp::Update(changes) => {
@@ -448,23 +439,25 @@ pub(crate) fn apply(write: &Write, item: Option<Item>) -> Result<Option<Item>, S
             for change in changes {
                 match change {
                     Change::Set(a, v) => {
-                        item.insert(a.clone(), v.clone());
+                        item.insert(a.clone(), canonical(v)?);
                     }
                     Change::Remove(a) => {
                         item.remove(a);
                     }
                     Change::Add(a, by) => {
+                        // Exact decimal addition, as DynamoDB does it: past
+                        // i64::MAX is fine, past 38 digits is refused.
                         let current = match item.get(a) {
-                            None => 0,
-                            Some(AttributeValue::N(n)) => n
-                                .parse::<i64>()
-                                .map_err(|_| format!("ADD on {a}: {n} is not an integer"))?,
+                            None => Decimal::ZERO,
+                            Some(AttrValue::N(n)) => n
+                                .parse::<Decimal>()
+                                .map_err(|e| format!("ADD on {a}: {e}"))?,
                             Some(_) => return Err(format!("ADD on {a}: not a number")),
                         };
                         let sum = current
-                            .checked_add(*by)
-                            .ok_or_else(|| format!("ADD on {a} overflows"))?;
-                        item.insert(a.clone(), AttributeValue::N(sum.to_string()));
+                            .checked_add(Decimal::from(*by))
+                            .map_err(|e| format!("ADD on {a}: {e}"))?;
+                        item.insert(a.clone(), AttrValue::n(sum));
                     }
                 }
             }
@@ -477,48 +470,14 @@ pub(crate) fn apply(write: &Write, item: Option<Item>) -> Result<Option<Item>, S
 mod tests {
     use super::*;
 
-    fn s(v: &str) -> AttributeValue {
-        AttributeValue::S(v.into())
+    fn s(v: &str) -> AttrValue {
+        AttrValue::s(v)
     }
-    fn n(v: i64) -> AttributeValue {
-        AttributeValue::N(v.to_string())
+    fn n(v: i64) -> AttrValue {
+        AttrValue::n(v)
     }
     fn key(v: &str) -> Item {
         Item::from([("pk".to_owned(), s(v))])
-    }
-
-    #[test]
-    fn conditions_render_with_every_placeholder_used() {
-        let cond = Cond::exists("pk")
-            .and(Cond::ge("stock", 2))
-            .and(Cond::eq("state", s("open")));
-        let mut r = Rendered::default();
-        let text = r.condition(&cond);
-        assert_eq!(
-            text,
-            "(attribute_exists(#n0)) AND (#n1 >= :v0) AND (#n2 = :v1)"
-        );
-        assert_eq!(r.names.len(), 3);
-        assert_eq!(r.values[":v0"], n(2));
-    }
-
-    #[test]
-    fn updates_render_by_verb_and_reuse_names() {
-        let w = Write::update("t", key("a"))
-            .add("stock", -2)
-            .set("last", s("o-1"))
-            .remove("hold")
-            .when(Cond::ge("stock", 2));
-        let WriteOp::Update(changes) = &w.op else {
-            panic!("an update");
-        };
-        let mut r = Rendered::default();
-        let update = r.update(changes);
-        let cond = r.condition(w.condition.as_ref().unwrap());
-        assert_eq!(update, "SET #n1 = :v1 ADD #n0 :v0 REMOVE #n2");
-        assert_eq!(cond, "#n0 >= :v2");
-        assert_eq!(r.names.len(), 3);
-        assert_eq!(r.values.len(), 3);
     }
 
     #[test]
@@ -562,6 +521,64 @@ mod tests {
             apply(&Write::delete("t", key("a")), Some(again)).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn numbers_add_and_compare_exactly() {
+        // ADD past i64::MAX: an exact decimal, as in DynamoDB.
+        let w = Write::update("t", key("a")).add("balance", i64::MAX);
+        let one = Item::from([("balance".to_owned(), n(1))]);
+        let sum = apply(&w, Some(one)).unwrap().unwrap();
+        assert_eq!(sum["balance"], AttrValue::n("9223372036854775808"));
+        // Past 38 digits: refused.
+        let big = Item::from([(
+            "balance".to_owned(),
+            AttrValue::n("99999999999999999999999999999999999999"),
+        )]);
+        assert!(apply(&w, Some(big)).is_err());
+        // Not through f64: 2^53 + 1 is not 2^53.
+        let stock = Item::from([("stock".to_owned(), n(9_007_199_254_740_992))]);
+        assert!(!holds(
+            &Cond::ge("stock", 9_007_199_254_740_993),
+            Some(&stock)
+        ));
+        assert!(holds(
+            &Cond::ge("stock", 9_007_199_254_740_992),
+            Some(&stock)
+        ));
+        let decimal = Item::from([("x".to_owned(), AttrValue::n("12.50"))]);
+        assert!(holds(&Cond::eq("x", AttrValue::n("12.5")), Some(&decimal)));
+    }
+
+    #[test]
+    fn numbers_are_stored_canonical_and_checked() {
+        let w = Write::update("t", key("a")).set("x", AttrValue::n("012.50"));
+        assert_eq!(apply(&w, None).unwrap().unwrap()["x"], AttrValue::n("12.5"));
+        for bad in [
+            "1.2.3",
+            "abc",
+            "1E+200",
+            "123456789012345678901234567890123456789",
+        ] {
+            let w = Write::update("t", key("a")).set("x", AttrValue::n(bad));
+            assert!(check(&[w]).is_err(), "{bad}");
+            let c = Write::check("t", key("a"), Cond::eq("x", AttrValue::n(bad)));
+            assert!(check(&[c]).is_err(), "{bad}");
+        }
+        assert!(
+            check(&[Write::update("t", key("a"))]).is_err(),
+            "no changes"
+        );
+        let writes: Vec<_> = (0..100)
+            .map(|i| Write::update("t", key(&i.to_string())).add("n", 1))
+            .collect();
+        assert!(check(&writes[..99]).is_ok());
+        assert!(check(&writes).is_err(), "over 99");
+        let twice = [
+            Write::update("t", key("a")).add("n", 1),
+            Write::delete("t", key("a")),
+        ];
+        assert!(check(&twice).is_err(), "one item twice");
     }
 
     #[test]

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use shared::{
-    Claim, CommitMode, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item,
-    ManualClock, MemoryStore, OversizedResponse, Record, RecordWrite, Staged, Status, Store,
-    StoreError, TableConfig, TerminalErrors, TransactError, Write,
+    AttrValue, Claim, CommitMode, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey,
+    Item, ManualClock, MemoryStore, OversizedResponse, Record, RecordWrite, Staged, Status, Store,
+    StoreError, Table, TableConfig, TerminalErrors, TransactError, Write,
 };
 
 /// A store under test and the clock its engines use.
@@ -21,81 +20,65 @@ pub struct Harness {
     pub store: Arc<dyn Store>,
     /// The clock, starting at a fixed instant.
     pub clock: ManualClock,
-    /// Where business tables live: the memory store itself, or DynamoDB.
-    pub tables: Tables,
-}
-
-/// The business tables of a harness.
-#[derive(Debug, Clone)]
-pub enum Tables {
-    /// Tables inside the memory store.
-    Memory(MemoryStore),
-    /// Tables on moto.
-    DynamoDb(aws_sdk_dynamodb::Client),
+    /// Where business tables live (the memory store itself, or DynamoDB):
+    /// business tables are its [`Table::sibling`]s.
+    pub tables: Table,
+    /// The client that creates business tables (DynamoDB only).
+    ddb: Option<aws_sdk_dynamodb::Client>,
 }
 
 /// 2026-11-29T10:00:00.250Z: a fixed start with a millisecond part.
 pub const START_MS: u64 = 1_795_950_000_250;
 
 impl Harness {
-    fn new(store: Arc<dyn Store>, tables: Tables) -> Self {
+    fn new(store: Arc<dyn Store>, tables: Table, ddb: Option<aws_sdk_dynamodb::Client>) -> Self {
         Self {
             store,
             clock: ManualClock::new(START_MS),
             tables,
+            ddb,
         }
     }
 
     /// A fresh business table with partition key `pk` (S).
     pub async fn business_table(&self) -> String {
-        match &self.tables {
-            Tables::Memory(_) => crate::unique_name("business"),
-            Tables::DynamoDb(client) => crate::create_table(client, "business", "pk", None).await,
+        match &self.ddb {
+            None => crate::unique_name("business"),
+            Some(client) => crate::create_table(client, "business", "pk", None).await,
         }
     }
 
     /// A business item.
     pub async fn item(&self, table: &str, pk: &str) -> Option<Item> {
-        let key = pk_key(pk);
-        match &self.tables {
-            Tables::Memory(store) => store.item(table, &key),
-            Tables::DynamoDb(client) => client
-                .get_item()
-                .table_name(table)
-                .set_key(Some(key))
-                .consistent_read(true)
-                .send()
-                .await
-                .expect("get item")
-                .item()
-                .cloned(),
-        }
+        self.tables
+            .sibling(table)
+            .get(&pk_key(pk))
+            .await
+            .expect("get item")
+    }
+
+    /// A business item's number attribute, as its exact text.
+    pub async fn number_text(&self, table: &str, pk: &str, attr: &str) -> Option<String> {
+        self.item(table, pk)
+            .await?
+            .get(attr)
+            .and_then(AttrValue::as_n)
+            .map(str::to_owned)
     }
 
     /// A business item's number attribute.
     pub async fn number(&self, table: &str, pk: &str, attr: &str) -> Option<i64> {
-        self.item(table, pk)
-            .await?
-            .get(attr)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse().ok())
+        self.item(table, pk).await?.get(attr)?.as_i64()
     }
 
     /// Seeds a business item with a number attribute.
-    pub async fn seed(&self, table: &str, pk: &str, attr: &str, n: i64) {
-        let item = Item::from([(attr.to_owned(), AttributeValue::N(n.to_string()))]);
-        match &self.tables {
-            Tables::Memory(store) => store.put_item(table, &pk_key(pk), item),
-            Tables::DynamoDb(client) => {
-                client
-                    .put_item()
-                    .table_name(table)
-                    .set_item(Some(item.into_iter().chain(pk_key(pk)).collect()))
-                    .send()
-                    .await
-                    .expect("seed item");
-            }
-        }
+    pub async fn seed(&self, table: &str, pk: &str, attr: &str, n: impl Into<AttrValue>) {
+        let item = Item::from([(attr.to_owned(), n.into())]);
+        self.tables
+            .sibling(table)
+            .put(&pk_key(pk), item)
+            .await
+            .expect("seed item");
     }
 
     /// An engine over the store, on the harness clock.
@@ -112,7 +95,11 @@ impl Harness {
 /// The in-memory store.
 pub async fn memory() -> Harness {
     let store = MemoryStore::new();
-    Harness::new(Arc::new(store.clone()), Tables::Memory(store))
+    Harness::new(
+        Arc::new(store.clone()),
+        Table::memory(store, "business"),
+        None,
+    )
 }
 
 /// The DynamoDB store on moto, with a fresh table.
@@ -124,13 +111,14 @@ pub async fn dynamodb() -> Harness {
             client.clone(),
             TableConfig::new(table),
         )),
-        Tables::DynamoDb(client),
+        Table::dynamodb(client.clone(), "business"),
+        Some(client),
     )
 }
 
 /// A `pk` key.
 pub fn pk_key(pk: &str) -> Item {
-    Item::from([("pk".to_owned(), AttributeValue::S(pk.to_owned()))])
+    Item::from([("pk".to_owned(), AttrValue::s(pk))])
 }
 
 fn config() -> Config {
@@ -755,10 +743,9 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
                                 .when(Cond::exists("pk").and(Cond::ge("stock", 2)))
                                 .or_reject_with(|item| match item {
                                     None => "no such item".to_owned(),
-                                    Some(i) => format!(
-                                        "only {} left",
-                                        i["stock"].as_n().map_or("?", |n| n.as_str())
-                                    ),
+                                    Some(i) => {
+                                        format!("only {} left", i["stock"].as_n().unwrap_or("?"))
+                                    }
                                 }),
                         ),
                     )
@@ -922,6 +909,220 @@ pub async fn get_many_and_kill_switch(h: Harness) {
     }
     assert_eq!(h.number(&table, "w", "balance").await, Some(2));
     assert_eq!(h.record(&key).await, None);
+}
+
+/// `ADD` past `i64::MAX` is exact decimal arithmetic in every store:
+/// 1 + 9223372036854775807 commits as 9223372036854775808 (DynamoDB keeps
+/// 38 digits), directly and through the engine.
+pub async fn add_past_i64_max_is_exact(h: Harness) {
+    let table = h.business_table().await;
+    h.seed(&table, "big", "balance", 1).await;
+    let add = |n: i64| Write::update(&table, pk_key("big")).add("balance", n);
+    h.store
+        .commit(RecordWrite::None, &[add(i64::MAX)])
+        .await
+        .expect("ADD past i64::MAX commits");
+    assert_eq!(
+        h.number_text(&table, "big", "balance").await.as_deref(),
+        Some("9223372036854775808")
+    );
+    assert_eq!(h.number(&table, "big", "balance").await, None, "not an i64");
+    // Through the engine, in a transactional mode: the record and the sum.
+    let engine = h.engine(config());
+    let key = engine.key(&json!("big-credit")).unwrap();
+    let out = engine
+        .in_mode(CommitMode::Fenced)
+        .run(&key, None, None, || async {
+            Ok::<_, HandlerError>(Staged::new(json!("credited")).write(add(i64::MAX)))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Executed(json!("credited")));
+    assert_eq!(
+        h.number_text(&table, "big", "balance").await.as_deref(),
+        Some("18446744073709551615")
+    );
+    // And back down, exactly.
+    h.store
+        .commit(RecordWrite::None, &[add(-i64::MAX)])
+        .await
+        .unwrap();
+    assert_eq!(
+        h.number_text(&table, "big", "balance").await.as_deref(),
+        Some("9223372036854775808")
+    );
+}
+
+/// Conditions compare numbers exactly, not through `f64`: a stored
+/// 9007199254740992 (2^53) is not `>=` 9007199254740993, though both are
+/// the same `f64`.
+pub async fn number_comparisons_are_exact(h: Harness) {
+    let table = h.business_table().await;
+    let (low, high) = (9_007_199_254_740_992_i64, 9_007_199_254_740_993_i64);
+    h.seed(&table, "mug", "stock", low).await;
+    let take = |n: i64| {
+        Write::update(&table, pk_key("mug"))
+            .add("stock", -n)
+            .when(Cond::ge("stock", n))
+    };
+    match h.store.commit(RecordWrite::None, &[take(high)]).await {
+        Err(TransactError::Write { index: 0, .. }) => {}
+        other => panic!("expected the condition to fail, got {other:?}"),
+    }
+    assert_eq!(h.number(&table, "mug", "stock").await, Some(low));
+    let eq = Write::check(&table, pk_key("mug"), Cond::eq("stock", AttrValue::n(high)));
+    assert!(
+        matches!(
+            h.store.commit(RecordWrite::None, &[eq]).await,
+            Err(TransactError::Write { index: 0, .. })
+        ),
+        "2^53 = 2^53 + 1 must not hold"
+    );
+    // Through the engine: the failed condition is the recorded rejection.
+    let engine = h.engine(config().on_terminal_error(TerminalErrors::Record));
+    let key = engine.key(&json!("exact-order")).unwrap();
+    let out = engine
+        .in_mode(CommitMode::Optimistic)
+        .run(&key, None, None, || async {
+            Ok::<_, HandlerError>(
+                Staged::new(json!("reserved")).write(take(high).or_reject("insufficient stock")),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        shared::Outcome::Rejected {
+            error: "insufficient stock".into(),
+            replayed: false
+        }
+    );
+    h.store
+        .commit(RecordWrite::None, &[take(low)])
+        .await
+        .expect("2^53 >= 2^53 holds");
+    assert_eq!(h.number(&table, "mug", "stock").await, Some(0));
+}
+
+/// Staged writes DynamoDB refuses as a whole are refused alike by every
+/// store, before anything is written: an update without changes (DynamoDB
+/// rejects the empty `UpdateExpression`), more than 99 writes (one
+/// transaction holds 100 items, one of them the record), two writes on one
+/// item, a number that is not one.
+pub async fn invalid_staged_writes_are_refused_alike(h: Harness) {
+    let table = h.business_table().await;
+    let credit_to = |pk: &str| credit(&table, pk, 1);
+    let many: Vec<Write> = (0..100).map(|i| credit_to(&format!("acct-{i}"))).collect();
+    let cases: Vec<(&str, Vec<Write>)> = vec![
+        ("no changes", vec![Write::update(&table, pk_key("empty"))]),
+        ("100 writes", many.clone()),
+        (
+            "one item twice",
+            vec![credit_to("twice"), Write::delete(&table, pk_key("twice"))],
+        ),
+        (
+            "not a number",
+            vec![Write::update(&table, pk_key("nan")).set("balance", AttrValue::n("1.2.3"))],
+        ),
+        (
+            "39 digits",
+            vec![Write::update(&table, pk_key("long")).set(
+                "balance",
+                AttrValue::n("123456789012345678901234567890123456789"),
+            )],
+        ),
+    ];
+    let engine = h.engine(config());
+    for (what, writes) in cases {
+        match h.store.commit(RecordWrite::None, &writes).await {
+            Err(TransactError::Store(StoreError::Invalid { reason })) => {
+                assert!(!reason.is_empty(), "{what}")
+            }
+            other => panic!("{what}: expected Invalid, got {other:?}"),
+        }
+        // Through the engine (optimistic: the record commits with the
+        // writes): an error, and neither the record nor any write.
+        let key = engine.key(&json!(format!("invalid-{what}"))).unwrap();
+        let staged = writes.clone();
+        let result = engine
+            .in_mode(CommitMode::Optimistic)
+            .run(&key, None, None, || async {
+                Ok::<_, HandlerError>(Staged {
+                    response: json!("never"),
+                    writes: staged.clone(),
+                })
+            })
+            .await;
+        assert!(result.is_err(), "{what}: {result:?}");
+        assert_eq!(h.record(&key).await, None, "{what}: nothing recorded");
+    }
+    for pk in ["empty", "acct-0", "acct-99", "twice", "nan", "long"] {
+        assert_eq!(h.item(&table, pk).await, None, "{pk} never written");
+    }
+    // 99 writes are within the limit.
+    h.store
+        .commit(RecordWrite::None, &many[..99])
+        .await
+        .expect("99 writes commit");
+    assert_eq!(h.number(&table, "acct-98", "balance").await, Some(1));
+    assert_eq!(h.item(&table, "acct-99").await, None);
+}
+
+/// A business [`Table`] reads and writes alike in DynamoDB and in memory:
+/// a single write returns the item as it now stands, a failed condition is
+/// its rejection (described from the item as it stood) or a retryable error.
+pub async fn business_table_writes_alike(h: Harness) {
+    let name = h.business_table().await;
+    let table = h.tables.sibling(&name);
+    assert_eq!(table.name(), name);
+    assert_eq!(table.get(&pk_key("a")).await.unwrap(), None);
+    let credit = Write::update(&name, pk_key("a")).add("balance", 5);
+    let after = table.write(&credit).await.unwrap().expect("the new item");
+    assert_eq!(after["balance"], AttrValue::n(5));
+    assert_eq!(after["pk"], AttrValue::s("a"));
+    let after = table.write(&credit).await.unwrap().unwrap();
+    assert_eq!(after["balance"].as_i64(), Some(10));
+
+    let take = |n: i64| {
+        Write::update(&name, pk_key("a"))
+            .add("balance", -n)
+            .when(Cond::ge("balance", n))
+    };
+    let err = table
+        .write(&take(11).or_reject_with(|item| match item {
+            Some(i) => format!("only {}", i["balance"].as_n().unwrap_or("?")),
+            None => "none".into(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+    assert_eq!(err.to_string(), "only 10");
+    let err = table.write(&take(11)).await.unwrap_err();
+    assert_eq!(err.kind(), shared::ErrorKind::Retryable);
+    assert_eq!(h.number(&name, "a", "balance").await, Some(10));
+
+    table
+        .put(
+            &pk_key("b"),
+            Item::from([("price".to_owned(), AttrValue::n("12.50"))]),
+        )
+        .await
+        .unwrap();
+    let b = table.get(&pk_key("b")).await.unwrap().unwrap();
+    // DynamoDB trims leading and trailing zeros ("12.5"), as the memory
+    // store does; moto keeps the text as sent: compare the numbers.
+    assert_eq!(
+        b["price"].as_decimal(),
+        AttrValue::n("12.5").as_decimal(),
+        "{b:?}"
+    );
+    assert_eq!(b["pk"], AttrValue::s("b"));
+    let gone = table
+        .write(&Write::delete(&name, pk_key("b")).when(Cond::exists("pk")))
+        .await
+        .unwrap();
+    assert_eq!(gone, None);
+    assert_eq!(table.get(&pk_key("b")).await.unwrap(), None);
 }
 
 /// Runs `$case` of this module against each store: generates one test per

@@ -10,8 +10,10 @@
 //! (no crash window between them), and a new event costs one request.
 //!
 //! A refusal is a final business outcome: when the decrement's condition
-//! fails (not enough stock, or no such SKU: one transaction cannot tell them
-//! apart), the refusal is recorded as the event's outcome
+//! fails, the refusal says which from the stock item as it stood (returned
+//! with the cancelled transaction: "unknown SKU", or "insufficient stock"
+//! with the level available; see [`stock::refusal`]), is recorded as the
+//! event's outcome
 //! ([`TerminalErrors::Record`]) and replayed to redeliveries without touching
 //! the stock again; the function returns `Ok` (`{"rejected": ...}`) so Lambda
 //! does not retry it. A retryable failure (throttling, a conflicting

@@ -7,8 +7,7 @@
 //! ([`StockTable::level`] is for tests and tooling).
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::AttributeValue;
-use shared::{Cond, HandlerError, Item, MemoryStore, Write};
+use shared::{AttrValue, Cond, HandlerError, Item, MemoryStore, Table, Write};
 
 /// The attribute holding the level.
 pub const STOCK_ATTRIBUTE: &str = "stock";
@@ -29,20 +28,14 @@ pub const LOCAL_STOCK_TABLE: &str = "stock";
 
 /// The key of `sku`'s item.
 pub fn key(sku: &str) -> Item {
-    Item::from([(KEY_ATTRIBUTE.to_owned(), AttributeValue::S(sku.to_owned()))])
+    Item::from([(KEY_ATTRIBUTE.to_owned(), AttrValue::s(sku))])
 }
 
-/// The stock table, in DynamoDB or in the engine's embedded memory store.
+/// The stock table, in DynamoDB or in the engine's embedded memory store:
+/// a thin domain wrapper over [`Table`].
 #[derive(Debug, Clone)]
 pub struct StockTable {
-    table: String,
-    backend: Backend,
-}
-
-#[derive(Debug, Clone)]
-enum Backend {
-    DynamoDb(Client),
-    Memory(MemoryStore),
+    table: Table,
 }
 
 /// The `stock` attribute of an item (`Ok(None)` when there is no item).
@@ -51,7 +44,7 @@ fn stock_of(sku: &str, item: Option<&Item>) -> Result<Option<i64>, HandlerError>
         return Ok(None);
     };
     match item.get(STOCK_ATTRIBUTE) {
-        Some(AttributeValue::N(n)) => n.parse().map(Some).map_err(|_| {
+        Some(AttrValue::N(n)) => n.parse().map(Some).map_err(|_| {
             HandlerError::terminal(format!("stock of {sku} is not a whole number: {n}"))
         }),
         Some(other) => Err(HandlerError::terminal(format!(
@@ -69,8 +62,7 @@ impl StockTable {
     /// transaction spans both tables.
     pub fn dynamodb(client: Client, table: impl Into<String>) -> Self {
         Self {
-            table: table.into(),
-            backend: Backend::DynamoDb(client),
+            table: Table::dynamodb(client, table),
         }
     }
 
@@ -87,8 +79,7 @@ impl StockTable {
             store.put_item(&table, &key(sku.as_ref()), level_item(level));
         }
         Self {
-            table,
-            backend: Backend::Memory(store),
+            table: Table::memory(store, table),
         }
     }
 
@@ -100,7 +91,7 @@ impl StockTable {
 
     /// The table name.
     pub fn table(&self) -> &str {
-        &self.table
+        self.table.name()
     }
 
     /// The reservation of `quantity` units of `sku` for `order_id`, as a
@@ -113,7 +104,7 @@ impl StockTable {
     pub fn reserve_write(&self, sku: &str, quantity: u32, order_id: &str) -> Write {
         let quantity = i64::from(quantity);
         let (sku_text, order) = (sku.to_owned(), order_id.to_owned());
-        Write::update(&self.table, key(sku))
+        Write::update(self.table.name(), key(sku))
             .add(STOCK_ATTRIBUTE, -quantity)
             .when(Cond::exists(KEY_ATTRIBUTE).and(Cond::ge(STOCK_ATTRIBUTE, quantity)))
             .or_reject_with(move |item| refusal(&sku_text, quantity, &order, item))
@@ -121,32 +112,12 @@ impl StockTable {
 
     /// The stock level, if the SKU exists (a strongly consistent read).
     pub async fn level(&self, sku: &str) -> Result<Option<i64>, HandlerError> {
-        match &self.backend {
-            Backend::DynamoDb(client) => {
-                let out = client
-                    .get_item()
-                    .table_name(&self.table)
-                    .set_key(Some(key(sku)))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        HandlerError::retryable(
-                            aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
-                        )
-                    })?;
-                stock_of(sku, out.item())
-            }
-            Backend::Memory(store) => stock_of(sku, store.item(&self.table, &key(sku)).as_ref()),
-        }
+        stock_of(sku, self.table.get(&key(sku)).await?.as_ref())
     }
 }
 
 fn level_item(level: i64) -> Item {
-    Item::from([(
-        STOCK_ATTRIBUTE.to_owned(),
-        AttributeValue::N(level.to_string()),
-    )])
+    Item::from([(STOCK_ATTRIBUTE.to_owned(), AttrValue::n(level))])
 }
 
 /// Why a reservation was refused, from the stock item as it stood.
@@ -154,7 +125,7 @@ pub fn refusal(sku: &str, quantity: i64, order_id: &str, item: Option<&Item>) ->
     let Some(item) = item else {
         return format!("unknown SKU {sku}; order {order_id}");
     };
-    match item.get(STOCK_ATTRIBUTE).and_then(|v| v.as_n().ok()) {
+    match item.get(STOCK_ATTRIBUTE).and_then(AttrValue::as_n) {
         Some(available) => format!(
             "insufficient stock for {sku}: {quantity} requested, {available} available; \
              order {order_id}"
@@ -179,14 +150,14 @@ mod tests {
             w.condition,
             Some(Cond::And(vec![
                 Cond::Exists("sku".into()),
-                Cond::Cmp("stock".into(), CmpOp::Ge, AttributeValue::N("3".into())),
+                Cond::Cmp("stock".into(), CmpOp::Ge, AttrValue::n(3)),
             ]))
         );
         let rejection = w.rejection.as_ref().unwrap();
         assert_eq!(rejection.message(None), "unknown SKU A; order ord-1");
         let short = Item::from([
-            ("sku".to_owned(), AttributeValue::S("A".into())),
-            ("stock".to_owned(), AttributeValue::N("2".into())),
+            ("sku".to_owned(), AttrValue::s("A")),
+            ("stock".to_owned(), AttrValue::n(2)),
         ]);
         assert_eq!(
             rejection.message(Some(&short)),
@@ -216,17 +187,13 @@ mod tests {
 
     #[test]
     fn stock_attribute_parsing() {
-        let item = |v: AttributeValue| Item::from([("stock".to_owned(), v)]);
+        let item = |v: AttrValue| Item::from([("stock".to_owned(), v)]);
         assert_eq!(stock_of("A", None).unwrap(), None);
         assert_eq!(
-            stock_of("A", Some(&item(AttributeValue::N("7".into())))).unwrap(),
+            stock_of("A", Some(&item(AttrValue::n(7)))).unwrap(),
             Some(7)
         );
-        for bad in [
-            item(AttributeValue::N("7.5".into())),
-            item(AttributeValue::S("7".into())),
-            key("A"),
-        ] {
+        for bad in [item(AttrValue::n("7.5")), item(AttrValue::s("7")), key("A")] {
             let err = stock_of("A", Some(&bad)).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Terminal, "{bad:?}");
             assert!(

@@ -93,9 +93,7 @@ impl Notifier for SqsNotifier {
                 .message_group_id(&message.order_id)
                 .message_deduplication_id(deduplication_id(&message.event_id));
         }
-        let out = request.send().await.map_err(|e| {
-            HandlerError::retryable(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
-        })?;
+        let out = request.send().await.map_err(shared::sdk_error)?;
         out.message_id()
             .map(str::to_owned)
             .ok_or_else(|| HandlerError::retryable("SendMessage returned no MessageId"))

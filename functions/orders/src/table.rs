@@ -2,8 +2,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::AttributeValue;
-use shared::HandlerError;
+use shared::{AttrValue, HandlerError, Item, Table};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -26,51 +25,43 @@ pub trait Orders: Send + Sync + std::fmt::Debug {
 /// `event_id`, `customer_id`, `amount_cents` (N) and `status`.
 #[derive(Debug, Clone)]
 pub struct DynamoDbOrders {
-    client: Client,
-    table: String,
+    table: Table,
 }
 
 impl DynamoDbOrders {
     /// Orders in `table`.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self {
-            client,
-            table: table.into(),
+            table: Table::dynamodb(client, table),
         }
     }
 }
 
-fn sdk_error<E>(err: E) -> HandlerError
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    HandlerError::retryable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
+/// The key of `order_id`'s item.
+fn key(order_id: &str) -> Item {
+    Item::from([("order_id".to_owned(), AttrValue::s(order_id))])
 }
 
 /// The item of `order`.
-fn to_item(order: &OrderEvent) -> HashMap<String, AttributeValue> {
-    let s = |v: &str| AttributeValue::S(v.to_owned());
-    HashMap::from([
-        ("order_id".to_owned(), s(&order.order_id)),
-        ("event_id".to_owned(), s(&order.event_id)),
-        ("customer_id".to_owned(), s(&order.customer_id)),
-        (
-            "amount_cents".to_owned(),
-            AttributeValue::N(order.amount_cents.to_string()),
-        ),
-        ("status".to_owned(), s(&order.status)),
+fn to_item(order: &OrderEvent) -> Item {
+    Item::from([
+        ("order_id".to_owned(), AttrValue::s(&order.order_id)),
+        ("event_id".to_owned(), AttrValue::s(&order.event_id)),
+        ("customer_id".to_owned(), AttrValue::s(&order.customer_id)),
+        ("amount_cents".to_owned(), AttrValue::n(order.amount_cents)),
+        ("status".to_owned(), AttrValue::s(&order.status)),
     ])
 }
 
 /// The order of an item written by [`to_item`].
-fn from_item(item: &HashMap<String, AttributeValue>) -> Result<OrderEvent, HandlerError> {
+fn from_item(item: &Item) -> Result<OrderEvent, HandlerError> {
     let corrupt = |what: &str| HandlerError::terminal(format!("order item: {what}"));
     let s = |name: &str| match item.get(name) {
-        Some(AttributeValue::S(v)) => Ok(v.clone()),
+        Some(AttrValue::S(v)) => Ok(v.clone()),
         _ => Err(corrupt(&format!("{name} is missing or not a string"))),
     };
     let amount_cents = match item.get("amount_cents") {
-        Some(AttributeValue::N(n)) => n
+        Some(AttrValue::N(n)) => n
             .parse()
             .map_err(|_| corrupt(&format!("amount_cents is not a whole number: {n}")))?,
         _ => return Err(corrupt("amount_cents is missing or not a number")),
@@ -87,27 +78,16 @@ fn from_item(item: &HashMap<String, AttributeValue>) -> Result<OrderEvent, Handl
 #[async_trait]
 impl Orders for DynamoDbOrders {
     async fn upsert(&self, order: &OrderEvent) -> Result<(), HandlerError> {
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(to_item(order)))
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        Ok(())
+        self.table.put(&key(&order.order_id), to_item(order)).await
     }
 
     async fn get(&self, order_id: &str) -> Result<Option<OrderEvent>, HandlerError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("order_id", AttributeValue::S(order_id.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_error)?;
-        out.item().map(from_item).transpose()
+        self.table
+            .get(&key(order_id))
+            .await?
+            .as_ref()
+            .map(from_item)
+            .transpose()
     }
 }
 
@@ -157,10 +137,10 @@ mod tests {
             status: "PLACED".into(),
         };
         let item = to_item(&order);
-        assert_eq!(item["amount_cents"], AttributeValue::N("4999".into()));
+        assert_eq!(item["amount_cents"], AttrValue::n(4999));
         assert_eq!(from_item(&item).unwrap(), order);
         let mut broken = item;
-        broken.insert("amount_cents".into(), AttributeValue::N("12.5".into()));
+        broken.insert("amount_cents".into(), AttrValue::n("12.5"));
         let err = from_item(&broken).unwrap_err();
         assert!(err.to_string().contains("amount_cents"), "{err}");
     }

@@ -701,6 +701,7 @@ pub fn parse_sqs_event(value: Value) -> Result<SqsEvent, BatchError> {
 /// context has no deadline (`deadline == 0`), otherwise the time left, zero
 /// when the deadline has passed (a real zero, not "unknown": the engine then
 /// takes leases that lapse at once).
+#[cfg(feature = "lambda")]
 pub fn remaining_time(ctx: &lambda_runtime::Context, now_ms: u64) -> Option<Duration> {
     (ctx.deadline != 0).then(|| Duration::from_millis(ctx.deadline.saturating_sub(now_ms)))
 }
@@ -1235,6 +1236,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "lambda")]
     fn remaining_time_from_the_context() {
         let mut ctx = lambda_runtime::Context::default();
         assert_eq!(remaining_time(&ctx, T0), None, "no deadline is unknown");

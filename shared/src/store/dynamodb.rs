@@ -16,8 +16,8 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -26,14 +26,15 @@ use super::{Claim, RecordWrite, Store, TransactError};
 use crate::config::{Attributes, TableConfig};
 use crate::error::StoreError;
 use crate::record::{Record, Status};
-use crate::write::{Rendered, Write, WriteOp};
+use crate::write::Write;
+use crate::write::dynamodb::{build_error, from_sdk_item, transact_item};
 
 /// Keys per `BatchGetItem` request (the service's limit).
 const BATCH_GET_LIMIT: usize = 100;
 /// Rounds of retrying `UnprocessedKeys` before giving up.
 const BATCH_GET_ROUNDS: u32 = 6;
 
-type Item = HashMap<String, AttributeValue>;
+type SdkItem = HashMap<String, AttributeValue>;
 
 /// Idempotency records in a DynamoDB table (partition key `id`, S; TTL on
 /// `expiration`).
@@ -67,9 +68,9 @@ impl DynamoDbStore {
         &self.client
     }
 
-    fn to_item(&self, r: &Record) -> Item {
+    fn to_item(&self, r: &Record) -> SdkItem {
         let a = &self.table.attributes;
-        let mut item = Item::new();
+        let mut item = SdkItem::new();
         item.insert(a.id.clone(), AttributeValue::S(r.id.clone()));
         item.insert(
             a.status.clone(),
@@ -212,7 +213,7 @@ pub(crate) fn complete_update(a: &Attributes, r: &Record, owner: &str) -> Expr {
 }
 
 /// Reads a stored item back into a [`Record`].
-pub(crate) fn from_item(a: &Attributes, item: &Item) -> Result<Record, StoreError> {
+pub(crate) fn from_item(a: &Attributes, item: &SdkItem) -> Result<Record, StoreError> {
     let id = match item.get(&a.id) {
         Some(AttributeValue::S(s)) => s.clone(),
         _ => {
@@ -261,67 +262,6 @@ pub(crate) fn from_item(a: &Attributes, item: &Item) -> Result<Record, StoreErro
         owner: string(&a.owner)?,
         id: id.clone(),
     })
-}
-
-fn none_if_empty<V>(map: HashMap<String, V>) -> Option<HashMap<String, V>> {
-    (!map.is_empty()).then_some(map)
-}
-
-fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Backend {
-        operation: "TransactWriteItems",
-        source: Box::new(e),
-    }
-}
-
-/// A staged write as one item of `TransactWriteItems`.
-pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> {
-    let mut r = Rendered::default();
-    let condition = w.condition.as_ref().map(|c| r.condition(c));
-    let update = match &w.op {
-        WriteOp::Update(changes) => Some(r.update(changes)),
-        _ => None,
-    };
-    // A rejection built from the item needs the item back when the
-    // condition fails.
-    let all_old = w
-        .rejection
-        .as_ref()
-        .filter(|r| matches!(r, crate::write::Rejection::Describe(_)))
-        .map(|_| ReturnValuesOnConditionCheckFailure::AllOld);
-    let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
-    // The four operations' builders are distinct types with the same
-    // condition setters.
-    macro_rules! conditioned {
-        ($builder:expr) => {
-            $builder
-                .table_name(&w.table)
-                .set_condition_expression(condition)
-                .set_expression_attribute_names(names)
-                .set_expression_attribute_values(values)
-                .set_return_values_on_condition_check_failure(all_old)
-                .build()
-                .map_err(build_error)?
-        };
-    }
-    let key = Some(w.key.clone());
-    let item = match &w.op {
-        WriteOp::Put(item) => TransactWriteItem::builder()
-            .put(conditioned!(Put::builder().set_item(Some(item.clone()))))
-            .build(),
-        WriteOp::Update(_) => TransactWriteItem::builder()
-            .update(conditioned!(
-                Update::builder().set_key(key).set_update_expression(update)
-            ))
-            .build(),
-        WriteOp::Delete => TransactWriteItem::builder()
-            .delete(conditioned!(Delete::builder().set_key(key)))
-            .build(),
-        WriteOp::ConditionCheck => TransactWriteItem::builder()
-            .condition_check(conditioned!(ConditionCheck::builder().set_key(key)))
-            .build(),
-    };
-    Ok(item)
 }
 
 impl DynamoDbStore {
@@ -638,7 +578,7 @@ impl Store for DynamoDbStore {
                     .get(i)
                     .and_then(|r| r.item())
                     .filter(|item| !item.is_empty())
-                    .cloned();
+                    .map(from_sdk_item);
                 return Err(TransactError::Write { index: i, item });
             }
         }
@@ -748,7 +688,7 @@ mod tests {
     #[test]
     fn corrupt_items_are_reported() {
         let a = Attributes::default();
-        let mut item = Item::new();
+        let mut item = SdkItem::new();
         item.insert("id".into(), AttributeValue::S("p#h".into()));
         item.insert("status".into(), AttributeValue::S("WEIRD".into()));
         item.insert("expiration".into(), AttributeValue::N("1".into()));

@@ -79,7 +79,8 @@ impl MemoryStore {
 
     /// Writes a business item (seeding tables for local runs and tests).
     pub fn put_item(&self, table: &str, key: &Item, item: Item) {
-        let mut item = item;
+        // Numbers as DynamoDB keeps them (`12.50` reads back as `12.5`).
+        let mut item = crate::write::canonical_item(&item).unwrap_or(item);
         item.extend(key.clone());
         self.lock()
             .tables
@@ -89,22 +90,36 @@ impl MemoryStore {
     }
 
     /// Applies one write outside any transaction (with its condition), as a
-    /// single DynamoDB request would: `Ok(false)` when the condition failed.
+    /// single DynamoDB request would: `Ok(false)` when the condition failed;
+    /// [`StoreError::Invalid`] for a write DynamoDB refuses (an update
+    /// without changes, a malformed number).
     pub fn write(&self, write: &Write) -> Result<bool, StoreError> {
+        Ok(self.write_one(write)?.is_ok())
+    }
+
+    /// [`MemoryStore::write`], returning the item as it stands after the
+    /// write (`Ok`), or as it stood when the condition failed (`Err`);
+    /// `None`: no item.
+    pub(crate) fn write_one(
+        &self,
+        write: &Write,
+    ) -> Result<Result<Option<Item>, Option<Item>>, StoreError> {
+        crate::write::check(std::slice::from_ref(write))
+            .map_err(|reason| StoreError::Invalid { reason })?;
         let mut inner = self.lock();
         let table = inner.tables.entry(write.table.clone()).or_default();
         let key = key_text(&write.key);
         if let Some(cond) = &write.condition
             && !holds(cond, table.get(&key))
         {
-            return Ok(false);
+            return Ok(Err(table.get(&key).cloned()));
         }
         let new = crate::write::apply(write, table.get(&key).cloned()).map_err(invalid)?;
-        match new {
-            Some(item) => table.insert(key, item),
+        match &new {
+            Some(item) => table.insert(key, item.clone()),
             None => table.remove(&key),
         };
-        Ok(true)
+        Ok(Ok(new))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

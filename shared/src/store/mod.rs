@@ -13,9 +13,11 @@ use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
 
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod memory;
 
+#[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
 pub use memory::MemoryStore;
 
@@ -69,15 +71,20 @@ pub enum TransactError {
     Store(StoreError),
 }
 
-/// A conditional store of idempotency records: four verbs, each one
-/// request (one round trip per 100 records for [`Store::get_many`]).
+/// A conditional store of idempotency records: four verbs, over the
+/// store-neutral [`Item`](crate::write::Item) of [`AttrValue`](crate::AttrValue)s
+/// (no SDK types). In DynamoDB each is usually one request: a claim that
+/// fails may read the record back, and [`Store::get_many`] takes one round
+/// trip per 100 records plus retries.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Writes `record` if and only if no record exists for its id, or the
     /// existing one expired (`expiration < now` seconds), or it is in
     /// progress with a lapsed lease (`in_progress_expiration < now_ms`).
-    /// `record` is usually an in-progress claim with its owner token; a
-    /// completed record (a recorded rejection) is written the same way.
+    /// Whatever `record` holds is written: an in-progress claim with its
+    /// owner token, or a completed record (in optimistic mode, where no
+    /// claim precedes the handler, the engine records a terminal handler
+    /// error as a rejection this way, under the same condition).
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError>;
 
     /// Commits `writes` and the record write atomically: all or nothing.

@@ -269,14 +269,11 @@ async fn transactional_batch_and_pre_read_request_counts() {
     assert_eq!(capture.operations(), ["BatchGetItem"]);
 
     for account in ["a0", "a1"] {
-        let item = plain
-            .get_item()
-            .table_name(&accounts)
-            .set_key(Some(pk_key(account)))
-            .send()
+        let item = shared::Table::dynamodb(plain.clone(), &accounts)
+            .get(&pk_key(account))
             .await
+            .unwrap()
             .unwrap();
-        let balance = item.item().unwrap()["balance"].as_n().unwrap().clone();
-        assert_eq!(balance, "50", "{account}");
+        assert_eq!(item["balance"].as_n(), Some("50"), "{account}");
     }
 }

@@ -23,4 +23,8 @@ integration_tests::contract_suite!(
     fenced_crash_before_commit_applies_nothing,
     optimistic_concurrent_duplicates_commit_once,
     get_many_and_kill_switch,
+    add_past_i64_max_is_exact,
+    number_comparisons_are_exact,
+    invalid_staged_writes_are_refused_alike,
+    business_table_writes_alike,
 );

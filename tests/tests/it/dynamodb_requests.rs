@@ -99,6 +99,7 @@ async fn new_message_is_one_conditional_put_and_one_fenced_update() {
                 ":expiration": {"N": (START_MS / 1000 + 3600).to_string()},
                 ":data": {"S": "{\"ok\":true}"},
             },
+            // A lost fence returns the record that stands in the way.
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         })
     );

@@ -1,0 +1,420 @@
+//! The DynamoDB side of staged writes and values: conversions between
+//! [`AttrValue`] and the SDK's `AttributeValue`, and the rendering of a
+//! [`Write`] to expressions and to one item of `TransactWriteItems`. With
+//! `store/dynamodb.rs`, the only place where SDK types appear.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use std::collections::HashMap;
+
+use super::{Change, Cond, Item, Rejection, Write, WriteOp};
+use crate::error::{HandlerError, StoreError};
+use crate::value::AttrValue;
+
+impl From<&AttrValue> for AttributeValue {
+    fn from(v: &AttrValue) -> Self {
+        match v {
+            AttrValue::S(s) => AttributeValue::S(s.clone()),
+            AttrValue::N(n) => AttributeValue::N(n.clone()),
+            AttrValue::B(b) => AttributeValue::B(Blob::new(b.clone())),
+            AttrValue::Bool(b) => AttributeValue::Bool(*b),
+            AttrValue::Null => AttributeValue::Null(true),
+            AttrValue::L(l) => AttributeValue::L(l.iter().map(Into::into).collect()),
+            AttrValue::M(m) => AttributeValue::M(to_sdk_item(m)),
+            AttrValue::Ss(ss) => AttributeValue::Ss(ss.clone()),
+            AttrValue::Ns(ns) => AttributeValue::Ns(ns.clone()),
+            AttrValue::Bs(bs) => {
+                AttributeValue::Bs(bs.iter().map(|b| Blob::new(b.clone())).collect())
+            }
+        }
+    }
+}
+
+impl From<AttrValue> for AttributeValue {
+    fn from(v: AttrValue) -> Self {
+        (&v).into()
+    }
+}
+
+impl From<&AttributeValue> for AttrValue {
+    /// A value of a type this SDK version does not know reads as `Null`.
+    fn from(v: &AttributeValue) -> Self {
+        match v {
+            AttributeValue::S(s) => AttrValue::S(s.clone()),
+            AttributeValue::N(n) => AttrValue::N(n.clone()),
+            AttributeValue::B(b) => AttrValue::B(b.as_ref().to_vec()),
+            AttributeValue::Bool(b) => AttrValue::Bool(*b),
+            AttributeValue::L(l) => AttrValue::L(l.iter().map(Into::into).collect()),
+            AttributeValue::M(m) => AttrValue::M(from_sdk_item(m)),
+            AttributeValue::Ss(ss) => AttrValue::Ss(ss.clone()),
+            AttributeValue::Ns(ns) => AttrValue::Ns(ns.clone()),
+            AttributeValue::Bs(bs) => {
+                AttrValue::Bs(bs.iter().map(|b| b.as_ref().to_vec()).collect())
+            }
+            _ => AttrValue::Null,
+        }
+    }
+}
+
+impl From<AttributeValue> for AttrValue {
+    fn from(v: AttributeValue) -> Self {
+        (&v).into()
+    }
+}
+
+/// An item in the SDK's types.
+pub(crate) fn to_sdk_item(item: &Item) -> HashMap<String, AttributeValue> {
+    item.iter().map(|(k, v)| (k.clone(), v.into())).collect()
+}
+
+/// An item from the SDK's types.
+pub(crate) fn from_sdk_item(item: &HashMap<String, AttributeValue>) -> Item {
+    item.iter().map(|(k, v)| (k.clone(), v.into())).collect()
+}
+
+/// Expression text with its placeholders, as DynamoDB takes them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Rendered {
+    pub(crate) names: HashMap<String, String>,
+    pub(crate) values: HashMap<String, AttributeValue>,
+}
+
+impl Rendered {
+    fn name(&mut self, attr: &str) -> String {
+        if let Some((placeholder, _)) = self.names.iter().find(|(_, a)| *a == attr) {
+            return placeholder.clone();
+        }
+        let placeholder = format!("#n{}", self.names.len());
+        self.names.insert(placeholder.clone(), attr.to_owned());
+        placeholder
+    }
+
+    fn value(&mut self, value: &AttrValue) -> String {
+        let placeholder = format!(":v{}", self.values.len());
+        self.values.insert(placeholder.clone(), value.into());
+        placeholder
+    }
+
+    /// Renders a condition expression.
+    pub(crate) fn condition(&mut self, cond: &Cond) -> String {
+        match cond {
+            Cond::Exists(a) => format!("attribute_exists({})", self.name(a)),
+            Cond::NotExists(a) => format!("attribute_not_exists({})", self.name(a)),
+            Cond::Cmp(a, op, v) => {
+                let n = self.name(a);
+                let v = self.value(v);
+                format!("{n} {} {v}", op.symbol())
+            }
+            Cond::And(all) => all
+                .iter()
+                .map(|c| format!("({})", self.condition(c)))
+                .collect::<Vec<_>>()
+                .join(" AND "),
+        }
+    }
+
+    /// Renders an update expression.
+    pub(crate) fn update(&mut self, changes: &[Change]) -> String {
+        let (mut set, mut add, mut remove) = (Vec::new(), Vec::new(), Vec::new());
+        for change in changes {
+            match change {
+                Change::Set(a, v) => {
+                    let n = self.name(a);
+                    let v = self.value(v);
+                    set.push(format!("{n} = {v}"));
+                }
+                Change::Add(a, by) => {
+                    let n = self.name(a);
+                    let v = self.value(&AttrValue::n(by));
+                    add.push(format!("{n} {v}"));
+                }
+                Change::Remove(a) => remove.push(self.name(a)),
+            }
+        }
+        [("SET", set), ("ADD", add), ("REMOVE", remove)]
+            .into_iter()
+            .filter(|(_, parts)| !parts.is_empty())
+            .map(|(verb, parts)| format!("{verb} {}", parts.join(", ")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// An AWS SDK error (of any service) as a retryable handler error, with its
+/// full context (service code and message, not just "service error").
+pub fn sdk_error<E>(err: E) -> HandlerError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    HandlerError::retryable(aws_sdk_dynamodb::error::DisplayErrorContext(err).to_string())
+}
+
+/// [`Table::get`](crate::Table::get) in DynamoDB.
+pub(crate) async fn get(
+    client: &Client,
+    table: &str,
+    key: &Item,
+) -> Result<Option<Item>, HandlerError> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(to_sdk_item(key)))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(sdk_error)?;
+    Ok(out.item().map(from_sdk_item))
+}
+
+/// The item a failed condition returned (`ALL_OLD`), `None` when absent.
+fn old_item(item: Option<&HashMap<String, AttributeValue>>) -> Option<Item> {
+    item.filter(|i| !i.is_empty()).map(from_sdk_item)
+}
+
+/// [`Table::write`](crate::Table::write) in DynamoDB: one `UpdateItem`,
+/// `PutItem` or `DeleteItem` (a condition check alone: a consistent
+/// `GetItem`, evaluated here). `Ok(Err(old))`: the condition failed.
+pub(crate) async fn write(
+    client: &Client,
+    w: &Write,
+) -> Result<Result<Option<Item>, Option<Item>>, HandlerError> {
+    super::check(std::slice::from_ref(w)).map_err(HandlerError::terminal)?;
+    let mut r = Rendered::default();
+    let condition = w.condition.as_ref().map(|c| r.condition(c));
+    let update = match &w.op {
+        WriteOp::Update(changes) => Some(r.update(changes)),
+        _ => None,
+    };
+    let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
+    let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
+    let key = Some(to_sdk_item(&w.key));
+    match &w.op {
+        WriteOp::Update(_) => {
+            let out = client
+                .update_item()
+                .table_name(&w.table)
+                .set_key(key)
+                .set_update_expression(update)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_values(ReturnValue::AllNew)
+                .return_values_on_condition_check_failure(all_old)
+                .send()
+                .await;
+            match out {
+                Ok(out) => Ok(Ok(out.attributes().map(from_sdk_item))),
+                Err(SdkError::ServiceError(se))
+                    if matches!(
+                        se.err(),
+                        UpdateItemError::ConditionalCheckFailedException(_)
+                    ) =>
+                {
+                    let UpdateItemError::ConditionalCheckFailedException(failed) = se.err() else {
+                        unreachable!("matched above")
+                    };
+                    Ok(Err(old_item(failed.item())))
+                }
+                Err(e) => Err(sdk_error(e)),
+            }
+        }
+        WriteOp::Put(item) => {
+            let out = client
+                .put_item()
+                .table_name(&w.table)
+                .set_item(Some(to_sdk_item(item)))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(all_old)
+                .send()
+                .await;
+            match out {
+                Ok(_) => Ok(Ok(Some(
+                    super::canonical_item(item).map_err(HandlerError::terminal)?,
+                ))),
+                Err(SdkError::ServiceError(se))
+                    if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+                {
+                    let PutItemError::ConditionalCheckFailedException(failed) = se.err() else {
+                        unreachable!("matched above")
+                    };
+                    Ok(Err(old_item(failed.item())))
+                }
+                Err(e) => Err(sdk_error(e)),
+            }
+        }
+        WriteOp::Delete => {
+            let out = client
+                .delete_item()
+                .table_name(&w.table)
+                .set_key(key)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .return_values_on_condition_check_failure(all_old)
+                .send()
+                .await;
+            match out {
+                Ok(_) => Ok(Ok(None)),
+                Err(SdkError::ServiceError(se))
+                    if matches!(
+                        se.err(),
+                        DeleteItemError::ConditionalCheckFailedException(_)
+                    ) =>
+                {
+                    let DeleteItemError::ConditionalCheckFailedException(failed) = se.err() else {
+                        unreachable!("matched above")
+                    };
+                    Ok(Err(old_item(failed.item())))
+                }
+                Err(e) => Err(sdk_error(e)),
+            }
+        }
+        WriteOp::ConditionCheck => {
+            let item = get(client, &w.table, &w.key).await?;
+            let holds = w
+                .condition
+                .as_ref()
+                .is_none_or(|c| super::holds(c, item.as_ref()));
+            Ok(if holds { Ok(item) } else { Err(item) })
+        }
+    }
+}
+
+fn none_if_empty<V>(map: HashMap<String, V>) -> Option<HashMap<String, V>> {
+    (!map.is_empty()).then_some(map)
+}
+
+pub(crate) fn build_error(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Backend {
+        operation: "TransactWriteItems",
+        source: Box::new(e),
+    }
+}
+
+/// A staged write as one item of `TransactWriteItems`.
+pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> {
+    let mut r = Rendered::default();
+    let condition = w.condition.as_ref().map(|c| r.condition(c));
+    let update = match &w.op {
+        WriteOp::Update(changes) => Some(r.update(changes)),
+        _ => None,
+    };
+    // A rejection built from the item needs the item back when the
+    // condition fails.
+    let all_old = w
+        .rejection
+        .as_ref()
+        .filter(|r| matches!(r, Rejection::Describe(_)))
+        .map(|_| ReturnValuesOnConditionCheckFailure::AllOld);
+    let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
+    // The four operations' builders are distinct types with the same
+    // condition setters.
+    macro_rules! conditioned {
+        ($builder:expr) => {
+            $builder
+                .table_name(&w.table)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .set_return_values_on_condition_check_failure(all_old)
+                .build()
+                .map_err(build_error)?
+        };
+    }
+    let key = Some(to_sdk_item(&w.key));
+    let item = match &w.op {
+        WriteOp::Put(item) => TransactWriteItem::builder()
+            .put(conditioned!(
+                Put::builder().set_item(Some(to_sdk_item(item)))
+            ))
+            .build(),
+        WriteOp::Update(_) => TransactWriteItem::builder()
+            .update(conditioned!(
+                Update::builder().set_key(key).set_update_expression(update)
+            ))
+            .build(),
+        WriteOp::Delete => TransactWriteItem::builder()
+            .delete(conditioned!(Delete::builder().set_key(key)))
+            .build(),
+        WriteOp::ConditionCheck => TransactWriteItem::builder()
+            .condition_check(conditioned!(ConditionCheck::builder().set_key(key)))
+            .build(),
+    };
+    Ok(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> AttrValue {
+        AttrValue::s(v)
+    }
+    fn n(v: i64) -> AttributeValue {
+        AttributeValue::N(v.to_string())
+    }
+    fn key(v: &str) -> Item {
+        Item::from([("pk".to_owned(), s(v))])
+    }
+
+    #[test]
+    fn conditions_render_with_every_placeholder_used() {
+        let cond = Cond::exists("pk")
+            .and(Cond::ge("stock", 2))
+            .and(Cond::eq("state", s("open")));
+        let mut r = Rendered::default();
+        let text = r.condition(&cond);
+        assert_eq!(
+            text,
+            "(attribute_exists(#n0)) AND (#n1 >= :v0) AND (#n2 = :v1)"
+        );
+        assert_eq!(r.names.len(), 3);
+        assert_eq!(r.values[":v0"], n(2));
+    }
+
+    #[test]
+    fn updates_render_by_verb_and_reuse_names() {
+        let w = Write::update("t", key("a"))
+            .add("stock", -2)
+            .set("last", s("o-1"))
+            .remove("hold")
+            .when(Cond::ge("stock", 2));
+        let WriteOp::Update(changes) = &w.op else {
+            panic!("an update");
+        };
+        let mut r = Rendered::default();
+        let update = r.update(changes);
+        let cond = r.condition(w.condition.as_ref().unwrap());
+        assert_eq!(update, "SET #n1 = :v1 ADD #n0 :v0 REMOVE #n2");
+        assert_eq!(cond, "#n0 >= :v2");
+        assert_eq!(r.names.len(), 3);
+        assert_eq!(r.values.len(), 3);
+    }
+
+    #[test]
+    fn values_round_trip_through_the_sdk() {
+        let value = AttrValue::M(Item::from([
+            ("s".to_owned(), s("x")),
+            ("n".to_owned(), AttrValue::n("9223372036854775808")),
+            ("b".to_owned(), AttrValue::B(vec![0, 1])),
+            ("t".to_owned(), AttrValue::Bool(true)),
+            ("z".to_owned(), AttrValue::Null),
+            ("l".to_owned(), AttrValue::L(vec![s("a"), AttrValue::n(1)])),
+            ("ss".to_owned(), AttrValue::Ss(vec!["a".into()])),
+            ("ns".to_owned(), AttrValue::Ns(vec!["1.5".into()])),
+            ("bs".to_owned(), AttrValue::Bs(vec![vec![2]])),
+        ]));
+        let sdk = AttributeValue::from(&value);
+        assert_eq!(AttrValue::from(&sdk), value);
+    }
+}
