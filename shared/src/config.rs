@@ -246,6 +246,8 @@ pub struct Attributes {
     pub owner: String,
     /// Recorded terminal error (S).
     pub error: String,
+    /// Messages to publish, JSON text (S): the relay's filter and input.
+    pub outbox: String,
 }
 
 impl Default for Attributes {
@@ -259,6 +261,7 @@ impl Default for Attributes {
             validation: "validation".into(),
             owner: "owner_token".into(),
             error: "error".into(),
+            outbox: "outbox".into(),
         }
     }
 }

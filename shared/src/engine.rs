@@ -312,11 +312,35 @@ impl Idempotency {
             .await
             .map_err(Error::Handler)?
             .into_staged();
-        check_writes(&staged.writes).map_err(Error::Handler)?;
-        if staged.writes.is_empty() {
+        check_staged(&staged).map_err(Error::Handler)?;
+        if staged.writes.is_empty() && staged.messages.is_empty() {
             return Ok(Outcome::Unprotected(staged.response));
         }
-        match self.store.commit(RecordWrite::None, &staged.writes).await {
+        // Messages still need a record to ride in: one of their own, under
+        // a fresh id, committed with the writes.
+        let carrier = (!staged.messages.is_empty()).then(|| {
+            let now_ms = self.clock.now_ms();
+            let id = format!("{}#outbox-{}", self.config.prefix, uuid::Uuid::new_v4());
+            Record {
+                outbox: crate::outbox::encode(&id, &staged.messages),
+                id,
+                status: Status::Completed,
+                expiration: now_ms / 1000 + self.config.expires_after.as_secs(),
+                in_progress_expiration: None,
+                data: None,
+                error: None,
+                validation: None,
+                owner: None,
+            }
+        });
+        let record = match &carrier {
+            Some(record) => RecordWrite::Claim {
+                record,
+                now_ms: self.clock.now_ms(),
+            },
+            None => RecordWrite::None,
+        };
+        match self.store.commit(record, &staged.writes).await {
             Ok(()) => Ok(Outcome::Unprotected(staged.response)),
             Err(TransactError::Write { index, item }) => Err(Error::Handler(rejection(
                 &staged.writes[index],
@@ -353,9 +377,7 @@ impl Idempotency {
         };
         // Everything that can refuse the result is decided before anything
         // commits, so the effects and the outcome always agree.
-        let record = match check_writes(&staged.writes)
-            .and_then(|()| self.completion(&claimed, &staged.response))
-        {
+        let record = match check_staged(&staged).and_then(|()| self.completion(&claimed, &staged)) {
             Ok(record) => record,
             Err(err) => return self.fail(&claimed, err).await,
         };
@@ -430,13 +452,13 @@ impl Idempotency {
             Ok(staged) => staged.into_staged(),
             Err(err) => return self.fail_unclaimed(&base, validation, err).await,
         };
-        if let Err(err) = check_writes(&staged.writes) {
+        if let Err(err) = check_staged(&staged) {
             return self.fail_unclaimed(&base, validation, err).await;
         }
         let attempts = self.config.max_claim_attempts.max(1);
         for _ in 0..attempts {
             let now_ms = self.clock.now_ms();
-            let record = match self.completion(&base, &staged.response) {
+            let record = match self.completion(&base, &staged) {
                 Ok(record) => record,
                 Err(err) => return self.fail_unclaimed(&base, validation, err).await,
             };
@@ -503,6 +525,7 @@ impl Idempotency {
             error: None,
             validation,
             owner: Some(uuid::Uuid::new_v4().to_string()),
+            outbox: None,
         }
     }
 
@@ -547,22 +570,25 @@ impl Idempotency {
     }
 
     /// The completed record for a claimed one, with the response stored
-    /// according to the configuration; under [`OversizedResponse::Fail`] a
-    /// response too large to store is a terminal error instead, decided
-    /// before anything commits.
+    /// according to the configuration and the staged messages in its
+    /// outbox; under [`OversizedResponse::Fail`] a response too large to
+    /// store is a terminal error instead, decided before anything commits.
+    /// Messages are never dropped: a record too large with them is a
+    /// terminal error whatever the policy.
     fn completion<T: Serialize>(
         &self,
         claimed: &Record,
-        value: &T,
+        staged: &Staged<T>,
     ) -> Result<Record, HandlerError> {
         // The completion is recorded whatever becomes of the response, so a
         // redelivery does not repeat the effect.
         let data = self
             .config
             .store_responses
-            .then(|| serialize_response(value, &claimed.id))
+            .then(|| serialize_response(&staged.response, &claimed.id))
             .flatten();
         let mut record = self.completed(claimed, data, None);
+        record.outbox = crate::outbox::encode(&record.id, &staged.messages);
         let limit = self.config.max_item_bytes;
         let size = self.store.item_size(&record);
         if size <= limit {
@@ -580,6 +606,11 @@ impl Idempotency {
                 "response of {body} bytes exceeds the {limit} byte record limit"
             )));
         }
+        if record.outbox.is_some() && self.store.item_size(&record) > limit {
+            return Err(HandlerError::terminal(format!(
+                "the staged messages exceed the {limit} byte record limit"
+            )));
+        }
         Ok(record)
     }
 
@@ -591,6 +622,7 @@ impl Idempotency {
             in_progress_expiration: None,
             data,
             error,
+            outbox: None,
             ..claimed.clone()
         }
     }
@@ -692,13 +724,21 @@ fn written_by(existing: &Record, ours: &Record, status: Status) -> bool {
     existing.status == status && existing.owner.is_some() && existing.owner == ours.owner
 }
 
-/// Staged writes that no store accepts, refused before anything commits (the
-/// same answer from every store): more than [`MAX_STAGED_WRITES`], two
-/// writes on one item, an update without changes.
-fn check_writes(writes: &[Write]) -> Result<(), HandlerError> {
-    crate::write::check(writes).map_err(|reason| {
+/// Staged writes that no store accepts (the same answer from every store:
+/// more than [`MAX_STAGED_WRITES`](crate::write::MAX_STAGED_WRITES), two
+/// writes on one item, an update without changes, a number out of range)
+/// and messages that could never be delivered, refused before anything
+/// commits.
+fn check_staged<T>(staged: &Staged<T>) -> Result<(), HandlerError> {
+    crate::write::check(&staged.writes).map_err(|reason| {
         HandlerError::terminal(format!("the staged writes cannot commit: {reason}"))
-    })
+    })?;
+    for message in &staged.messages {
+        message.check().map_err(|reason| {
+            HandlerError::terminal(format!("a staged message cannot be published: {reason}"))
+        })?;
+    }
+    Ok(())
 }
 
 /// The handler error a staged write's failed condition stands for.
@@ -1053,6 +1093,7 @@ mod tests {
             validation: long("validation"),
             owner: long("owner"),
             error: long("error"),
+            outbox: long("outbox"),
         };
         let body = "b".repeat(1_000);
         for (custom, kept) in [(false, true), (true, false)] {

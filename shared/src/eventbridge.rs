@@ -625,6 +625,7 @@ mod tests {
             error: None,
             validation: None,
             owner: Some("another".into()),
+            outbox: None,
         };
         engine.store().claim(&held, T0).await.unwrap();
         let processor = EventBridgeProcessor::new(engine);

@@ -66,6 +66,7 @@ pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
 pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
+pub use outbox::{Destination, Message};
 pub use record::{Record, Status};
 pub use signature::{SecretError, SignatureError, Verifier};
 #[cfg(feature = "dynamodb")]

@@ -47,6 +47,11 @@ pub struct Record {
     pub validation: Option<String>,
     /// Owner token of the invocation that wrote the record.
     pub owner: Option<String>,
+    /// Messages to publish (JSON array of [`outbox::Entry`]), committed
+    /// with the completion and published by the relay from the stream.
+    ///
+    /// [`outbox::Entry`]: crate::outbox::Entry
+    pub outbox: Option<String>,
 }
 
 impl Record {
@@ -86,6 +91,7 @@ impl Record {
             (&names.error, &self.error),
             (&names.validation, &self.validation),
             (&names.owner, &self.owner),
+            (&names.outbox, &self.outbox),
         ] {
             if let Some(v) = value {
                 size += attr(name, v.len());
@@ -109,6 +115,7 @@ mod tests {
             error: None,
             validation: None,
             owner: Some("o".into()),
+            outbox: None,
         }
     }
 

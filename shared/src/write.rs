@@ -268,6 +268,9 @@ pub struct Staged<T> {
     /// The writes, committed atomically with the record (at most 99: one
     /// transaction holds 100 items; no two may touch the same item).
     pub writes: Vec<Write>,
+    /// Messages to publish once the commit lands: stored in the record in
+    /// the same write, published by the relay (see [`crate::outbox`]).
+    pub messages: Vec<crate::outbox::Message>,
 }
 
 /// What a handler returns: its response, alone (no writes) or as a
@@ -297,12 +300,21 @@ impl<T> Staged<T> {
         Self {
             response,
             writes: Vec::new(),
+            messages: Vec::new(),
         }
     }
 
     /// Adds a write.
     pub fn write(mut self, write: Write) -> Self {
         self.writes.push(write);
+        self
+    }
+
+    /// Adds a message to publish exactly once: it commits with the record
+    /// and the writes, or not at all, and carries a stable id derived from
+    /// the idempotency key and its position.
+    pub fn publish(mut self, message: crate::outbox::Message) -> Self {
+        self.messages.push(message);
         self
     }
 }

@@ -331,6 +331,7 @@ pub async fn concurrent_claims_one_winner(h: Harness) {
             error: None,
             validation: None,
             owner: Some(format!("owner-{i}")),
+            outbox: None,
         };
         tokio::spawn(async move { store.claim(&record, now).await })
     });
@@ -1050,6 +1051,7 @@ pub async fn invalid_staged_writes_are_refused_alike(h: Harness) {
                 Ok::<_, HandlerError>(Staged {
                     response: json!("never"),
                     writes: staged.clone(),
+                    messages: Vec::new(),
                 })
             })
             .await;
@@ -1147,4 +1149,103 @@ macro_rules! contract_suite {
             )*
         }
     };
+}
+
+/// Staged messages commit inside the record, in the same write as the
+/// writes, in every mode, with stable ids (the same on every commit of the
+/// key); a duplicate adds nothing; a rejected or failed handler leaves no
+/// message; with the kill switch they ride a record of their own.
+pub async fn messages_commit_with_the_record(h: Harness) {
+    use shared::Message;
+    use shared::outbox::{decode, stable_id};
+    let table = h.business_table().await;
+    let queue = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
+    for mode in MODES {
+        let engine = h.engine(config().commit_mode(mode));
+        let pk = format!("order-{}", mode.as_str());
+        let key = engine.key(&json!(pk)).unwrap();
+        for _delivery in 0..2 {
+            let out = engine
+                .run(&key, None, None, || async {
+                    Ok::<_, HandlerError>(
+                        Staged::new(json!("ok"))
+                            .write(credit(&table, &pk, 1))
+                            .publish(Message::sqs(queue, format!("confirmed {pk}")).group("g"))
+                            .publish(Message::sqs(queue, "second").group("g")),
+                    )
+                })
+                .await
+                .unwrap();
+            assert!(
+                matches!(
+                    out,
+                    shared::Outcome::Executed(_) | shared::Outcome::Replayed(_)
+                ),
+                "{mode:?}: {out:?}"
+            );
+        }
+        let record = h.record(&key).await.unwrap();
+        let entries = decode(record.outbox.as_deref().expect("an outbox")).unwrap();
+        assert_eq!(entries.len(), 2, "{mode:?}");
+        assert_eq!(entries[0].id, stable_id(key.as_str(), 0));
+        assert_eq!(entries[1].id, stable_id(key.as_str(), 1));
+        assert_eq!(entries[0].message.body, format!("confirmed {pk}"));
+        assert_eq!(entries[0].message.group_id.as_deref(), Some("g"));
+        assert_eq!(h.number(&table, &pk, "balance").await, Some(1), "{mode:?}");
+
+        // A business refusal: neither the write nor the message.
+        let refused = engine.key(&json!(format!("refused-{pk}"))).unwrap();
+        let out = engine
+            .run(&refused, None, None, || async {
+                Ok::<_, HandlerError>(
+                    Staged::new(json!("no"))
+                        .write(
+                            credit(&table, &format!("none-{pk}"), 1)
+                                .when(Cond::exists("pk"))
+                                .or_reject("no such account"),
+                        )
+                        .publish(Message::sqs(queue, "never").group("g")),
+                )
+            })
+            .await;
+        assert!(out.is_err() || matches!(out, Ok(shared::Outcome::Rejected { .. })));
+        assert!(
+            h.record(&refused).await.and_then(|r| r.outbox).is_none(),
+            "{mode:?}: no message for a refusal"
+        );
+        // An undeliverable message (FIFO without a group) is refused before
+        // anything commits.
+        let bad = engine.key(&json!(format!("bad-{pk}"))).unwrap();
+        let out = engine
+            .run(&bad, None, None, || async {
+                Ok::<_, HandlerError>(
+                    Staged::new(json!("x"))
+                        .write(credit(&table, &format!("bad-{pk}"), 1))
+                        .publish(Message::sqs(queue, "no group")),
+                )
+            })
+            .await;
+        assert!(out.is_err(), "{mode:?}: {out:?}");
+        assert_eq!(
+            h.number(&table, &format!("bad-{pk}"), "balance").await,
+            None
+        );
+    }
+    // Kill switch: no idempotency record, but the messages still commit
+    // atomically with the writes, in a record of their own.
+    let off = h.engine(config().disabled(true));
+    let key = off.key(&json!("off-messages")).unwrap();
+    let out = off
+        .run(&key, None, None, || async {
+            Ok::<_, HandlerError>(
+                Staged::new(json!(1))
+                    .write(credit(&table, "off", 1))
+                    .publish(Message::sqs(queue, "unprotected").group("g")),
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, shared::Outcome::Unprotected(json!(1)));
+    assert_eq!(h.record(&key).await, None);
+    assert_eq!(h.number(&table, "off", "balance").await, Some(1));
 }

@@ -427,6 +427,7 @@ mod tests {
             error: None,
             validation: None,
             owner: None,
+            outbox: None,
         };
         assert_eq!(store.claim(&old, now_ms).await.unwrap(), Claim::Acquired);
         assert_eq!(invoke(&app, event).await.unwrap(), reserved("ord-1001", 2));

@@ -926,6 +926,7 @@ mod tests {
             error: None,
             validation: None,
             owner: Some("other-invocation".into()),
+            outbox: None,
         };
         assert_eq!(
             engine.store().claim(&held, T0).await.unwrap(),

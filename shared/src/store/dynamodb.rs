@@ -91,6 +91,7 @@ impl DynamoDbStore {
             (&a.error, &r.error),
             (&a.validation, &r.validation),
             (&a.owner, &r.owner),
+            (&a.outbox, &r.outbox),
         ] {
             if let Some(v) = value {
                 item.insert(name.clone(), AttributeValue::S(v.clone()));
@@ -192,6 +193,13 @@ pub(crate) fn complete_update(a: &Attributes, r: &Record, owner: &str) -> Expr {
     for (placeholder, value_placeholder, assignment, name, value) in [
         ("#data", ":data", "#data = :data", &a.data, &r.data),
         ("#error", ":error", "#error = :error", &a.error, &r.error),
+        (
+            "#outbox",
+            ":outbox",
+            "#outbox = :outbox",
+            &a.outbox,
+            &r.outbox,
+        ),
     ] {
         fence.names.insert(placeholder.into(), name.clone());
         match value {
@@ -260,6 +268,7 @@ pub(crate) fn from_item(a: &Attributes, item: &SdkItem) -> Result<Record, StoreE
         error: string(&a.error)?,
         validation: string(&a.validation)?,
         owner: string(&a.owner)?,
+        outbox: string(&a.outbox)?,
         id: id.clone(),
     })
 }
@@ -619,6 +628,7 @@ mod tests {
             error: error.map(Into::into),
             validation: Some("v".into()),
             owner: Some("tok".into()),
+            outbox: None,
         }
     }
 
@@ -651,8 +661,17 @@ mod tests {
         assert_eq!(
             u.expression,
             "SET #status = :completed, #expiration = :expiration, #data = :data \
-             REMOVE #in_progress_expiration, #error"
+             REMOVE #in_progress_expiration, #error, #outbox"
         );
+        let mut with_outbox = record(None, None);
+        with_outbox.outbox = Some("[]".into());
+        let u = complete_update(&a, &with_outbox, "tok");
+        assert!(
+            u.expression.contains("#outbox = :outbox"),
+            "{}",
+            u.expression
+        );
+        assert_placeholders_match(&[&u.expression, &owner_condition(&a, "tok").expression], &u);
     }
 
     #[test]
@@ -666,6 +685,7 @@ mod tests {
         let a = Attributes {
             id: "pk".into(),
             owner: "who".into(),
+            outbox: "box".into(),
             ..Attributes::default()
         };
         let store_names = TableConfig {
@@ -674,6 +694,7 @@ mod tests {
         };
         let mut r = record(Some("{\"ok\":true}"), None);
         r.in_progress_expiration = Some(1_700_000_000_999);
+        r.outbox = Some("[{\"id\":\"x\"}]".into());
         let client = Client::from_conf(
             aws_sdk_dynamodb::Config::builder()
                 .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
@@ -681,7 +702,7 @@ mod tests {
         );
         let store = DynamoDbStore::new(client, store_names);
         let item = store.to_item(&r);
-        assert!(item.contains_key("pk") && item.contains_key("who"));
+        assert!(item.contains_key("pk") && item.contains_key("who") && item.contains_key("box"));
         assert_eq!(from_item(&a, &item).unwrap(), r);
     }
 

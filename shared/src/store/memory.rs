@@ -244,6 +244,29 @@ impl Store for MemoryStore {
         if let Some(record) = record {
             inner.records.insert(record.id.clone(), record.clone());
         }
+        drop(inner);
+        if let Some(outbox) = record.and_then(|r| r.outbox.as_deref()) {
+            show_outbox(outbox);
+        }
         Ok(())
+    }
+}
+
+/// What the relay would publish from a committed outbox: no relay reads a
+/// memory store, so a local run shows it in the log.
+fn show_outbox(outbox: &str) {
+    match crate::outbox::decode(outbox) {
+        Ok(entries) => {
+            for entry in entries {
+                tracing::info!(
+                    outbox_id = entry.id.as_str(),
+                    destination = ?entry.message.destination,
+                    group_id = entry.message.group_id.as_deref(),
+                    body = entry.message.body.as_str(),
+                    "would publish (memory store: no relay)"
+                );
+            }
+        }
+        Err(err) => tracing::error!(error = %err, "unreadable outbox"),
     }
 }

@@ -23,6 +23,7 @@ integration_tests::contract_suite!(
     fenced_crash_before_commit_applies_nothing,
     optimistic_concurrent_duplicates_commit_once,
     get_many_and_kill_switch,
+    messages_commit_with_the_record,
     add_past_i64_max_is_exact,
     number_comparisons_are_exact,
     invalid_staged_writes_are_refused_alike,

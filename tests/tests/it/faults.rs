@@ -356,6 +356,7 @@ fn record(item: &HashMap<String, AttributeValue>) -> Record {
         error: s(&a.error),
         validation: s(&a.validation),
         owner: s(&a.owner),
+        outbox: None,
     }
 }
 
@@ -791,6 +792,7 @@ fn claim_record(id: &str) -> Record {
         error: None,
         validation: None,
         owner: Some("owner-1".to_owned()),
+        outbox: None,
     }
 }
 
