@@ -20,7 +20,7 @@
 //! let mut charged = 0;
 //! for _delivery in 0..3 {
 //!     let outcome = engine
-//!         .execute(&key, Some(&body), None, || async {
+//!         .run(&key, Some(&body), None, || async {
 //!             charged += 1;
 //!             Ok::<_, HandlerError>(json!({"charge": "ch_1"}))
 //!         })
@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+mod adapter;
 pub mod batch;
 pub mod clock;
 pub mod config;
@@ -47,18 +48,15 @@ pub mod record;
 pub mod runtime;
 pub mod signature;
 pub mod store;
+#[cfg(test)]
+mod testkit;
 pub mod write;
 
-pub use batch::{
-    BatchError, BatchProcessor, BatchReport, EnvelopeMode, FailureReason, FifoFailureMode,
-    KeySelector, MissingKey, PayloadScope, QueueKind, RecordOutcome, RecordResult, SqsRecord,
-    parse_sqs_event, remaining_time,
-};
+pub use adapter::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Attributes, CommitMode, Config, OversizedResponse, TableConfig, TerminalErrors};
 pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
-pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
 pub use record::{Record, Status};
 pub use signature::{SecretError, SignatureError, Verifier};
