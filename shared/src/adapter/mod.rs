@@ -14,7 +14,6 @@ mod key;
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::engine::Outcome;
@@ -45,7 +44,7 @@ impl<T> Outcome<T> {
 
     /// A short name for logs: `executed`, `replayed`, `rejected`,
     /// `unprotected`, `in_progress`, `payload_mismatch`.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Executed(_) => "executed",
             Self::Replayed(_) => "replayed",
@@ -246,16 +245,6 @@ pub(crate) fn log_outcome<T, F: Failure>(
             "{noun} failed; {}",
             failure.next()
         ),
-    }
-}
-
-impl fmt::Display for Unit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.message_id, self.event_id) {
-            (Some(id), _) => write!(f, "message {id}"),
-            (None, Some(id)) => write!(f, "event {id}"),
-            (None, None) => f.write_str(self.noun),
-        }
     }
 }
 

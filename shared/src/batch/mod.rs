@@ -4,6 +4,10 @@
 //! and the per-record outcomes into the [`SqsBatchResponse`] Lambda expects
 //! (`ReportBatchItemFailures`): exactly the records that must be delivered
 //! again, each listed once, never an id that was not in the batch.
+//! [`BatchProcessor::handle`] takes the `LambdaEvent` and returns that
+//! response, so a function's handler is one call; [`BatchProcessor::process`]
+//! returns the [`BatchReport`]: per record, the engine's
+//! [`Outcome`](crate::Outcome) or a [`FailureReason`].
 //!
 //! * **Standard queues**: records run concurrently, at most
 //!   [`BatchProcessor::concurrency`] at a time (default: the batch size).

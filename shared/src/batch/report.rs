@@ -184,7 +184,7 @@ impl<T> RecordResult<T> {
     }
 
     /// A short name for logs: the outcome's label, or `failed`.
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match &self.outcome {
             Ok(outcome) => outcome.label(),
             Err(_) => "failed",
