@@ -9,10 +9,12 @@ use aws_lambda_events::sqs::SqsMessage;
 use serde_json::Value;
 
 use super::Unit;
-use crate::batch::MESSAGE_DEDUPLICATION_ID;
 use crate::engine::{Idempotency, panic_message};
 use crate::error::KeyError;
 use crate::key::IdempotencyKey;
+
+/// The SQS system attribute holding a FIFO record's deduplication id.
+pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
 
 /// A key function: gets what the key is selected from and returns the key
 /// material.

@@ -9,7 +9,7 @@
 //! type for what must be delivered again or ends in the DLQ: an engine
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
-mod key;
+pub(crate) mod key;
 
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};

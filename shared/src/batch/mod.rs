@@ -100,8 +100,7 @@ use pipeline::{Run, Slot};
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
-/// The SQS system attribute holding a FIFO record's deduplication id.
-pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
+pub use crate::adapter::key::MESSAGE_DEDUPLICATION_ID;
 /// The SQS system attribute counting a record's deliveries.
 pub const APPROXIMATE_RECEIVE_COUNT: &str = "ApproximateReceiveCount";
 /// The default [`BatchProcessor::max_body_bytes`]: 256 KiB, SQS's default
