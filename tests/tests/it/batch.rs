@@ -221,7 +221,9 @@ async fn transactional_batch_and_pre_read_request_counts() {
     );
     let engine = Idempotency::new(
         DynamoDbStore::new(client, TableConfig::new(&table)),
-        Config::with_prefix("it.tx-batch").disabled(false),
+        Config::with_prefix("it.tx-batch")
+            .commit_mode(shared::CommitMode::Optimistic)
+            .disabled(false),
     );
     let processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
     let messages: Vec<Msg> = (0..10)
