@@ -10,8 +10,8 @@
 //! (no crash window between them), and a new event costs one request.
 //!
 //! A refusal is a final business outcome: when the decrement's condition
-//! fails (not enough stock, or no such SKU: one transaction cannot tell them
-//! apart), the refusal is recorded as the event's outcome
+//! fails (not enough stock, or no such SKU: the rejection message, built from
+//! the item as it stood, tells which), the refusal is recorded as the event's outcome
 //! ([`TerminalErrors::Record`]) and replayed to redeliveries without touching
 //! the stock again; the function returns `Ok` (`{"rejected": ...}`) so Lambda
 //! does not retry it. A retryable failure (throttling, a conflicting
