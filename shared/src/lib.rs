@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+mod adapter;
 pub mod batch;
 pub mod clock;
 pub mod config;
@@ -50,21 +51,16 @@ pub mod runtime;
 pub mod signature;
 pub mod store;
 pub mod table;
+#[cfg(test)]
+mod testkit;
 pub mod value;
 pub mod write;
 
-#[cfg(feature = "lambda")]
-pub use batch::remaining_time;
-pub use batch::{
-    BatchError, BatchProcessor, BatchReport, EnvelopeMode, FailureReason, FifoFailureMode,
-    KeySelector, MissingKey, PayloadScope, QueueKind, RecordOutcome, RecordResult, SqsRecord,
-    parse_sqs_event,
-};
+pub use adapter::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{Attributes, CommitMode, Config, OversizedResponse, TableConfig, TerminalErrors};
 pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
-pub use eventbridge::{EventBridgeProcessor, EventError, EventKey, EventOutcome, parse_event};
 pub use key::IdempotencyKey;
 pub use outbox::{Destination, Message};
 pub use record::{Record, Status};

@@ -29,9 +29,8 @@ use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventOutcome};
+use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventResponse};
 use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
-use std::fmt;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -106,48 +105,13 @@ pub struct Reservation {
     pub reserved: u32,
 }
 
-/// The function's response (what a local run prints).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Response {
-    /// `{"order_id","sku","reserved"}`: reserved now, or the recorded
-    /// reservation replayed to a redelivery.
-    Reserved(Reservation),
-    /// `{"rejected": "insufficient stock ..."}`: a recorded refusal (now or
-    /// replayed). The event is done; Lambda does not retry it.
-    Rejected {
-        /// Why.
-        rejected: String,
-    },
-    /// `{"duplicate": true}`: a redelivery of an event whose response was
-    /// not kept (not with [`App::config`], which keeps responses).
-    Duplicate {
-        /// Always `true`.
-        duplicate: bool,
-    },
-}
-
-/// An event this function is not wired for (permanent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WrongEvent {
-    /// The event's `source`.
-    pub source: String,
-    /// The event's `detail-type`.
-    pub detail_type: String,
-}
-
-impl fmt::Display for WrongEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "expected detail-type {DETAIL_TYPE:?} from source {SOURCE:?}, got detail-type {:?} \
-             from source {:?}: is the EventBridge rule's pattern right? (permanent)",
-            self.detail_type, self.source
-        )
-    }
-}
-
-impl std::error::Error for WrongEvent {}
+/// The function's response (what a local run prints): the
+/// [`Reservation`] (`{"order_id","sku","reserved"}`, reserved now or the
+/// recorded reservation replayed), `{"rejected": "insufficient stock ..."}`
+/// (a recorded refusal, now or replayed: the event is done, Lambda does not
+/// retry it), or `{"duplicate": true}` (a redelivery of an event whose
+/// response was not kept: not with [`App::config`], which keeps responses).
+pub type Response = EventResponse<Reservation>;
 
 /// The reservation of one order as a staged write: the business logic, free
 /// of Lambda. Empty ids are terminal errors; not enough stock (or an unknown
@@ -186,14 +150,20 @@ impl App {
     /// same DynamoDB account, or the same [`MemoryStore`]).
     pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
-            processor: EventBridgeProcessor::new(engine),
+            processor: Self::processor(engine),
             stock,
         }
     }
 
+    /// The processor: keyed by the event id, for `OrderPlaced` events from
+    /// `shop.orders` only (any other is a permanent error).
+    fn processor(engine: Idempotency) -> EventBridgeProcessor {
+        EventBridgeProcessor::new(engine).accept(SOURCE, DETAIL_TYPE)
+    }
+
     /// Commits with `mode` instead of the engine's (tests, comparisons).
     pub fn with_commit_mode(mut self, mode: CommitMode) -> Self {
-        self.processor = EventBridgeProcessor::new(self.processor.engine().in_mode(mode));
+        self.processor = Self::processor(self.processor.engine().in_mode(mode));
         self
     }
 
@@ -260,41 +230,17 @@ impl App {
     /// replayed, or a recorded refusal); `Err` to have Lambda deliver it
     /// again (a retryable failure, an event in progress elsewhere) or, for
     /// a malformed event, to send it to the on-failure destination after the
-    /// retries. The error is a [`WrongEvent`] or a [`shared::EventError`].
+    /// retries. The error is a [`shared::eventbridge::EventError`].
     pub async fn handle(
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<Response, lambda_runtime::Error> {
-        let (payload, ctx) = event.into_parts();
-        let event = shared::parse_event(payload)?;
-        if event.source != SOURCE || event.detail_type != DETAIL_TYPE {
-            return Err(WrongEvent {
-                source: event.source,
-                detail_type: event.detail_type,
-            }
-            .into());
-        }
-        let remaining =
-            shared::batch::remaining_time(&ctx, shared::Clock::now_ms(&shared::SystemClock));
         let stock = &self.stock;
-        let outcome =
-            self.processor
-                .process(
-                    event,
-                    remaining,
-                    |e: EventBridgeEvent<OrderPlaced>| async move {
-                        stage_reservation(stock, &e.detail)
-                    },
-                )
-                .await?;
-        match outcome {
-            EventOutcome::Executed(r)
-            | EventOutcome::Replayed(Some(r))
-            | EventOutcome::Unprotected(r) => Ok(Response::Reserved(r)),
-            EventOutcome::Replayed(None) => Ok(Response::Duplicate { duplicate: true }),
-            EventOutcome::Rejected { error, .. } => Ok(Response::Rejected { rejected: error }),
-            other => Err(format!("unexpected outcome {other:?}").into()),
-        }
+        self.processor
+            .handle(event, |e: EventBridgeEvent<OrderPlaced>| async move {
+                stage_reservation(stock, &e.detail)
+            })
+            .await
     }
 }
 
@@ -303,7 +249,7 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use serde_json::json;
-    use shared::EventError;
+    use shared::eventbridge::EventError;
     use shared::{
         Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,
     };
@@ -347,7 +293,7 @@ mod tests {
     }
 
     fn reserved(order_id: &str, reserved: u32) -> Response {
-        Response::Reserved(Reservation {
+        Response::Done(Reservation {
             order_id: order_id.into(),
             sku: "SKU-RED-MUG".into(),
             reserved,
@@ -477,7 +423,11 @@ mod tests {
             let mut event = order_placed();
             event[field] = json!(value);
             let err = invoke(&app, event).await.unwrap_err();
-            let wrong = err.downcast_ref::<WrongEvent>().expect("a WrongEvent");
+            let wrong = err.downcast_ref::<EventError>().expect("an EventError");
+            assert!(
+                matches!(wrong, EventError::WrongEvent { .. }) && !wrong.is_retryable(),
+                "{wrong:?}"
+            );
             let message = wrong.to_string();
             assert!(message.contains(value), "{message}");
             assert!(

@@ -24,8 +24,8 @@ pub mod table;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, KeySelector, SqsRecord};
-use shared::{Config, HandlerError, Idempotency};
+use shared::batch::{BatchProcessor, SqsRecord};
+use shared::{Config, HandlerError, Idempotency, KeySelector};
 use std::sync::Arc;
 
 pub use notifier::{MemoryNotifier, Notifier, Sent, SqsNotifier, deduplication_id};
@@ -224,22 +224,12 @@ impl App {
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-        let (payload, ctx) = event.into_parts();
-        let event = shared::batch::parse_sqs_event(payload)?;
-        let remaining =
-            shared::batch::remaining_time(&ctx, shared::Clock::now_ms(&shared::SystemClock));
         let (orders, notifier) = (&*self.orders, &*self.notifier);
-        let report = self
-            .processor
-            .process(
-                event,
-                remaining,
-                |record: SqsRecord<OrderEvent>| async move {
-                    record_order(orders, notifier, &record.body).await
-                },
-            )
-            .await;
-        Ok(report.into_response()?)
+        self.processor
+            .handle(event, |record: SqsRecord<OrderEvent>| async move {
+                record_order(orders, notifier, &record.body).await
+            })
+            .await
     }
 }
 

@@ -14,8 +14,8 @@ pub mod accounts;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, KeySelector, SqsBatchResponse, SqsRecord};
-use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged};
+use shared::batch::{BatchProcessor, SqsBatchResponse, SqsRecord};
+use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, MemoryStore, Staged};
 
 pub use accounts::Accounts;
 
@@ -178,18 +178,12 @@ impl App {
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<SqsBatchResponse, lambda_runtime::Error> {
-        let (payload, ctx) = event.into_parts();
-        let event = shared::batch::parse_sqs_event(payload)?;
-        let now_ms = shared::Clock::now_ms(&shared::SystemClock);
-        let remaining = shared::batch::remaining_time(&ctx, now_ms);
         let accounts = &self.accounts;
-        let report = self
-            .processor
-            .process(event, remaining, |r: SqsRecord<Payment>| async move {
+        self.processor
+            .handle(event, |r: SqsRecord<Payment>| async move {
                 stage_payment(accounts, &r.body, r.group_id())
             })
-            .await;
-        Ok(report.into_response()?)
+            .await
     }
 }
 

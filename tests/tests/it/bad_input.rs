@@ -21,11 +21,11 @@ use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use orders::{MemoryNotifier, MemoryOrders};
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, KeySelector, SqsBatchResponse, SqsRecord};
+use shared::batch::{BatchProcessor, FailureReason, SqsBatchResponse, SqsRecord, parse_sqs_event};
 use shared::key::{payload_hash, sha256_hex};
 use shared::{
-    Config, DynamoDbStore, FailureReason, HandlerError, Idempotency, MemoryStore,
-    OversizedResponse, RecordOutcome, TableConfig,
+    Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
+    OversizedResponse, TableConfig,
 };
 
 // ---------------------------------------------------------------------------
@@ -688,7 +688,7 @@ async fn run_case(case: &Case, logs: &Logs) {
     for r in case.records.iter().filter(|r| r.good) {
         let outcomes = logs.outcomes(&r.id);
         assert!(
-            !outcomes.is_empty() && outcomes.iter().all(|o| o == "processed" || o == "replayed"),
+            !outcomes.is_empty() && outcomes.iter().all(|o| o == "executed" || o == "replayed"),
             "{name}: {}: {outcomes:?}",
             r.id
         );
@@ -760,7 +760,7 @@ async fn a_record_without_message_id() {
             assert!(err.contains(part), "{part:?} not in {err}");
         }
         let expected = if delivery == 0 {
-            "processed"
+            "executed"
         } else {
             "replayed"
         };
@@ -853,7 +853,7 @@ async fn reordered_and_escaped_redeliveries_replay() {
         (
             "m-1",
             r#"{"payment_id":"pay-ünï-😀","account_id":"acct-ü","amount_cents":700}"#,
-            "processed",
+            "executed",
         ),
         (
             "m-2",
@@ -937,7 +937,7 @@ async fn huge_keys_are_hashed_never_stored() {
     let mega = "mega-key-".repeat((1 << 20) / 9 + 1);
     assert!(mega.len() > 1 << 20);
     let body = json!({"id": mega}).to_string();
-    let event = shared::parse_sqs_event(sqs_event("plain", &[Msg::new("m-1", body)])).unwrap();
+    let event = parse_sqs_event(sqs_event("plain", &[Msg::new("m-1", body)])).unwrap();
     let runs = std::sync::atomic::AtomicUsize::new(0);
     let handler = |_r: SqsRecord<Value>| {
         let runs = &runs;
@@ -949,12 +949,12 @@ async fn huge_keys_are_hashed_never_stored() {
     let first = processor.process(event.clone(), None, handler).await;
     assert_eq!(
         first.records[0].outcome,
-        RecordOutcome::Processed(json!({"ok": true}))
+        Ok(Outcome::Executed(json!({"ok": true})))
     );
     let second = processor.process(event, None, handler).await;
     assert_eq!(
         second.records[0].outcome,
-        RecordOutcome::Replayed(Some(json!({"ok": true})))
+        Ok(Outcome::Replayed(Some(json!({"ok": true}))))
     );
     assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     let items = scan(&ddb, &table).await;
@@ -992,7 +992,7 @@ async fn responses_over_the_item_limit() {
                 .disabled(false),
         );
         let processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
-        let event = shared::parse_sqs_event(sqs_event(
+        let event = parse_sqs_event(sqs_event(
             "plain",
             &[
                 Msg::new("m-big", r#"{"id":"k-big","big":true}"#),
@@ -1021,11 +1021,11 @@ async fn responses_over_the_item_limit() {
         );
         assert_eq!(
             first.records[1].outcome,
-            RecordOutcome::Processed(json!({"small": 1}))
+            Ok(Outcome::Executed(json!({"small": 1})))
         );
         assert_eq!(
             second.records[1].outcome,
-            RecordOutcome::Replayed(Some(json!({"small": 1})))
+            Ok(Outcome::Replayed(Some(json!({"small": 1}))))
         );
         let items = scan(&ddb, &table).await;
         assert_eq!(items.len(), 2);
@@ -1042,17 +1042,17 @@ async fn responses_over_the_item_limit() {
             OversizedResponse::StoreWithoutBody => {
                 assert_eq!(
                     first.records[0].outcome,
-                    RecordOutcome::Processed(json!({"blob": big}))
+                    Ok(Outcome::Executed(json!({"blob": big})))
                 );
-                assert_eq!(second.records[0].outcome, RecordOutcome::Replayed(None));
+                assert_eq!(second.records[0].outcome, Ok(Outcome::Replayed(None)));
                 assert!(first.is_success() && second.is_success());
             }
             _ => {
                 match &first.records[0].outcome {
-                    RecordOutcome::Rejected {
+                    Ok(Outcome::Rejected {
                         replayed: false,
                         error,
-                    } => assert!(
+                    }) => assert!(
                         error.contains("exceeds the 400000 byte record limit"),
                         "{error}"
                     ),
@@ -1060,7 +1060,7 @@ async fn responses_over_the_item_limit() {
                 }
                 assert!(matches!(
                     &second.records[0].outcome,
-                    RecordOutcome::Rejected { replayed: true, error } if error.contains("exceeds")
+                    Ok(Outcome::Rejected { replayed: true, error }) if error.contains("exceeds")
                 ));
                 assert!(first.is_success(), "a recorded rejection is done");
                 assert!(second.is_success(), "the redelivery is done");
@@ -1163,7 +1163,7 @@ mod security {
         );
         let forged = Verifier::new("guessed").unwrap();
         let event = with_signature(event, 3, &forged.sign(other_secret.as_bytes()));
-        let event = shared::parse_sqs_event(event).unwrap();
+        let event = parse_sqs_event(event).unwrap();
 
         let report = processor
             .process(event, None, |r: SqsRecord<payments::Payment>| {
@@ -1182,7 +1182,7 @@ mod security {
             (3, "does not match"),
         ] {
             match &report.records[i].outcome {
-                RecordOutcome::Failed(reason @ FailureReason::BadSignature(_)) => {
+                Err(reason @ FailureReason::BadSignature(_)) => {
                     assert!(reason.to_string().contains(expected), "{reason}");
                     assert!(reason.to_string().contains("permanent"), "{reason}");
                 }

@@ -4,8 +4,8 @@
 use integration_tests::events::{Msg, sample, sqs_event};
 use integration_tests::{create_idempotency_table, moto};
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, KeySelector, RecordOutcome, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, TableConfig};
+use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
+use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, TableConfig};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,7 +74,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
     let replayed = again
         .records
         .iter()
-        .filter(|r| matches!(r.outcome, RecordOutcome::Replayed(Some(_))))
+        .filter(|r| matches!(r.outcome, Ok(Outcome::Replayed(Some(_)))))
         .count();
     assert_eq!(replayed, 4);
     assert_eq!(effects.counts(), counts);
@@ -264,7 +264,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
         report
             .records
             .iter()
-            .all(|r| matches!(r.outcome, RecordOutcome::Replayed(Some(_))))
+            .all(|r| matches!(r.outcome, Ok(Outcome::Replayed(Some(_)))))
     );
     assert_eq!(capture.operations(), ["BatchGetItem"]);
 

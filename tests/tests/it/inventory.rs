@@ -11,7 +11,8 @@ use inventory::{App, Reservation, Response, StockTable};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use shared::CommitMode;
-use shared::{DynamoDbStore, EventError, Idempotency, TableConfig};
+use shared::eventbridge::EventError;
+use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::time::Duration;
 
 struct Setup {
@@ -85,7 +86,7 @@ fn sample(name: &str) -> Value {
 }
 
 fn reserved(order_id: &str, sku: &str, reserved: u32) -> Response {
-    Response::Reserved(Reservation {
+    Response::Done(Reservation {
         order_id: order_id.into(),
         sku: sku.into(),
         reserved,

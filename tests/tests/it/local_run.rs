@@ -97,7 +97,7 @@ impl Run {
             .into_iter()
             .map(|(request, f)| {
                 let n = |k: &str| f[k].as_u64().unwrap();
-                (request, [n("processed"), n("replayed"), n("failed")])
+                (request, [n("executed"), n("replayed"), n("failed")])
             })
             .collect()
     }

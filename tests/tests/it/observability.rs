@@ -92,7 +92,7 @@ async fn json_logs_carry_the_request_id_and_one_line_per_record() {
     assert_eq!(
         outcomes
             .iter()
-            .filter(|o| **o == ("processed", "INFO"))
+            .filter(|o| **o == ("executed", "INFO"))
             .count(),
         records
     );

@@ -6,8 +6,8 @@
 use integration_tests::events::{Msg, sqs_event};
 use integration_tests::{create_idempotency_table, create_table, moto};
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, KeySelector, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, TableConfig};
+use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
+use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, TableConfig};
 use std::time::{Duration, Instant};
 
 use crate::percentile;

@@ -1,0 +1,56 @@
+//! The batch processor's policies: queue kind, FIFO failure handling,
+//! EventBridge envelopes in bodies, reading records ahead.
+
+/// Standard or FIFO processing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueKind {
+    /// FIFO when a record's `eventSourceARN` ends with `.fifo`.
+    #[default]
+    Auto,
+    /// Every record independent.
+    Standard,
+    /// Order kept within each `MessageGroupId`.
+    Fifo,
+}
+
+/// What a failed record takes down with it on a FIFO queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FifoFailureMode {
+    /// The later records of the failed record's `MessageGroupId` are failed
+    /// without running; other groups go on. Groups run concurrently.
+    #[default]
+    SkipGroup,
+    /// AWS's documented mode: at the first failure, that record and every
+    /// record after it in the batch are failed without running. The batch
+    /// then runs one record at a time in batch order (the mode is only exact
+    /// that way), whatever the concurrency.
+    StopBatch,
+}
+
+/// Whether record bodies are EventBridge envelopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnvelopeMode {
+    /// An envelope when the body is an object with string `detail-type` and
+    /// `source` and a `detail`.
+    #[default]
+    Auto,
+    /// Bodies are never envelopes.
+    Never,
+    /// Bodies must be envelopes; any other body fails its record.
+    Required,
+}
+
+/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
+/// per 100 keys, so completed duplicates are replayed without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreRead {
+    /// Never: every record claims (or commits) directly.
+    Never,
+    /// When the batch shows a redelivery (a record with
+    /// `ApproximateReceiveCount` > 1): the case where most records are
+    /// duplicates, at no cost for first deliveries.
+    #[default]
+    OnRedelivery,
+    /// Always: one extra request per batch; duplicates cost no write.
+    Always,
+}

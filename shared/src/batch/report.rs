@@ -1,0 +1,283 @@
+//! What happened to each record of a batch, and the response for Lambda.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use aws_lambda_events::sqs::SqsBatchResponse;
+
+use crate::adapter::{self, EngineFailure, Failure};
+use crate::engine::Outcome;
+use crate::error::{Error, ErrorKind, KeyError, report};
+use crate::signature::SignatureError;
+
+/// Why a record failed. Every failure puts the record in `batchItemFailures`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureReason {
+    /// No body, a body that is not JSON, not the handler's body type, or a
+    /// broken EventBridge envelope. The message says which and why.
+    Parse(String),
+    /// No usable idempotency key (with [`MissingKey::Fail`](crate::MissingKey::Fail), or a wrong type).
+    Key(KeyError),
+    /// A FIFO record without `MessageGroupId`: its order cannot be kept.
+    NoGroupId,
+    /// The body is larger than [`BatchProcessor::max_body_bytes`](super::BatchProcessor::max_body_bytes); it was
+    /// not parsed (permanent).
+    BodyTooLarge {
+        /// The body's size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Signatures are verified ([`BatchProcessor::verify_signatures`](super::BatchProcessor::verify_signatures)) and
+    /// this record's is missing, malformed or wrong; its body was not parsed
+    /// (permanent).
+    BadSignature(SignatureError),
+    /// Another invocation holds the key: retry later.
+    InProgress {
+        /// When that claim lapses (epoch ms), if known.
+        lease_expires_at_ms: Option<u64>,
+    },
+    /// The key was used before with a different payload (permanent).
+    PayloadMismatch,
+    /// The handler returned an error (or panicked: retryable).
+    Handler {
+        /// The error with its sources.
+        message: String,
+        /// Retryable or terminal (a terminal one not recorded).
+        kind: ErrorKind,
+    },
+    /// A panic outside the handler (key function, body deserializer, ...).
+    Panic(String),
+    /// The idempotency store failed; the handler may not have run.
+    Store(String),
+    /// Another engine failure (lease lost, response too large, ...).
+    Idempotency(String),
+    /// FIFO: not run because an earlier record it must follow failed.
+    Skipped {
+        /// The record that failed first.
+        after: String,
+    },
+    /// An in-batch duplicate whose first copy failed.
+    DuplicateOf {
+        /// The first copy.
+        first: String,
+        /// Why it failed.
+        reason: Box<FailureReason>,
+    },
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Parse(m) => write!(f, "unparseable record: {m}"),
+            Self::Key(e) => write!(f, "no usable idempotency key: {e}"),
+            Self::NoGroupId => f.write_str(
+                "FIFO record without a MessageGroupId attribute: its order cannot be kept, so it \
+                 and every later record of the batch are failed (is the queue really FIFO?)",
+            ),
+            Self::BodyTooLarge { size, limit } => write!(
+                f,
+                "body of {size} bytes is over the {limit}-byte limit \
+                 (BatchProcessor::max_body_bytes); not parsed (permanent)"
+            ),
+            Self::BadSignature(e) => write!(
+                f,
+                "signature check failed: {e}; body not parsed (permanent)"
+            ),
+            Self::InProgress {
+                lease_expires_at_ms,
+            } => {
+                f.write_str("another invocation is processing the same idempotency key")?;
+                if let Some(t) = lease_expires_at_ms {
+                    write!(f, " (its lease lapses at {t} ms)")?;
+                }
+                f.write_str("; retry later")
+            }
+            Self::PayloadMismatch => f.write_str(
+                "the idempotency key was already used with a different payload (permanent)",
+            ),
+            Self::Handler { message, kind } => {
+                let kind = match kind {
+                    ErrorKind::Retryable => "retryable",
+                    ErrorKind::Terminal => "terminal",
+                };
+                write!(f, "handler failed ({kind}): {message}")
+            }
+            Self::Panic(m) => write!(f, "panicked: {m}"),
+            Self::Store(m) => write!(f, "idempotency store failed: {m}"),
+            Self::Idempotency(m) => f.write_str(m),
+            Self::Skipped { after } => write!(
+                f,
+                "not run: an earlier record it must follow ({after}) failed"
+            ),
+            Self::DuplicateOf { first, reason } => {
+                write!(f, "in-batch duplicate of {first}, which failed: {reason}")
+            }
+        }
+    }
+}
+
+impl Failure for FailureReason {
+    fn in_progress(&self) -> bool {
+        matches!(self, Self::InProgress { .. })
+    }
+
+    fn expected(&self) -> bool {
+        matches!(self, Self::InProgress { .. } | Self::Skipped { .. })
+    }
+
+    fn retryable(&self) -> Option<bool> {
+        None
+    }
+
+    fn next(&self) -> &'static str {
+        "it will be delivered again"
+    }
+
+    fn describe(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl From<EngineFailure> for FailureReason {
+    fn from(failure: EngineFailure) -> Self {
+        match failure {
+            EngineFailure::InProgress {
+                lease_expires_at_ms,
+            } => Self::InProgress {
+                lease_expires_at_ms,
+            },
+            EngineFailure::PayloadMismatch => Self::PayloadMismatch,
+            EngineFailure::Handler(e) => Self::Handler {
+                message: report(e.error()),
+                kind: e.kind(),
+            },
+            EngineFailure::Engine(Error::Store(e)) => Self::Store(report(&e)),
+            EngineFailure::Engine(other) => Self::Idempotency(report(&other)),
+        }
+    }
+}
+
+/// One record's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecordResult<T> {
+    /// Position in the batch.
+    pub position: usize,
+    /// The SQS `messageId` as received.
+    pub message_id: Option<String>,
+    /// The hash part of the idempotency key (safe to log), when there was one.
+    pub key_hash: Option<String>,
+    /// What happened: a done outcome (`Executed`, `Replayed`, `Rejected`,
+    /// `Unprotected`: the record is deleted from the queue), or why it failed
+    /// (it is listed in `batchItemFailures` and delivered again). An engine
+    /// `InProgress` or `PayloadMismatch` is a failure here
+    /// ([`FailureReason::InProgress`], [`FailureReason::PayloadMismatch`]).
+    pub outcome: Result<Outcome<T>, FailureReason>,
+}
+
+impl<T> RecordResult<T> {
+    /// Whether the record goes to `batchItemFailures`.
+    pub fn is_failure(&self) -> bool {
+        self.outcome.is_err()
+    }
+
+    /// A short name for logs: the outcome's label, or `failed`.
+    pub(crate) fn label(&self) -> &'static str {
+        match &self.outcome {
+            Ok(outcome) => outcome.label(),
+            Err(_) => "failed",
+        }
+    }
+}
+
+/// The results of one batch, in batch order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchReport<T> {
+    /// One result per record, in batch order.
+    pub records: Vec<RecordResult<T>>,
+    /// Whether the batch was processed as FIFO.
+    pub fifo: bool,
+}
+
+impl<T> BatchReport<T> {
+    /// The per-invocation metric counts of this batch.
+    pub fn counts(&self) -> crate::metrics::Counts {
+        let mut counts = crate::metrics::Counts::default();
+        for r in &self.records {
+            adapter::count(&mut counts, r.outcome.as_ref());
+        }
+        counts
+    }
+
+    /// The failed records.
+    pub fn failures(&self) -> impl Iterator<Item = &RecordResult<T>> {
+        self.records.iter().filter(|r| r.outcome.is_err())
+    }
+
+    /// Whether no record failed.
+    pub fn is_success(&self) -> bool {
+        self.failures().next().is_none()
+    }
+
+    /// The response for Lambda: each failed `messageId` once, in batch order.
+    ///
+    /// A failed record without a `messageId` cannot be reported; returning a
+    /// response would delete it. That is [`BatchError::UnreportableFailure`]:
+    /// return it as the invocation's error so Lambda retries the whole batch
+    /// (the records that succeeded replay).
+    pub fn response(&self) -> Result<SqsBatchResponse, BatchError> {
+        let mut response = SqsBatchResponse::default();
+        let mut seen = HashSet::new();
+        for record in self.records.iter() {
+            let Err(reason) = &record.outcome else {
+                continue;
+            };
+            match record.message_id.as_deref() {
+                Some(id) if !id.is_empty() => {
+                    if seen.insert(id) {
+                        response.add_failure(id);
+                    }
+                }
+                _ => {
+                    let error = BatchError::UnreportableFailure {
+                        position: record.position,
+                        reason: reason.clone(),
+                    };
+                    tracing::error!(position = record.position, error = %error, "unreportable failure");
+                    return Err(error);
+                }
+            }
+        }
+        Ok(response)
+    }
+
+    /// [`BatchReport::response`], consuming the report.
+    pub fn into_response(self) -> Result<SqsBatchResponse, BatchError> {
+        self.response()
+    }
+}
+
+/// A batch-level error: the invocation fails and Lambda retries the batch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// The event is not an SQS event (the function is wired to another
+    /// trigger, or was invoked by hand with the wrong payload).
+    #[error("not an SQS event: {0}")]
+    NotAnSqsEvent(String),
+    /// A failed record has no `messageId`, so `batchItemFailures` cannot name it.
+    #[error(
+        "record at position {position} failed ({reason}) but has no messageId, so it cannot be \
+         listed in batchItemFailures; failing the invocation so that Lambda retries the whole \
+         batch (idempotency makes the retry safe)"
+    )]
+    UnreportableFailure {
+        /// Its position in the batch.
+        position: usize,
+        /// Why it failed.
+        reason: FailureReason,
+    },
+}
