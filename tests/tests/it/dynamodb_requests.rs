@@ -82,7 +82,7 @@ async fn new_message_is_one_conditional_put_and_one_fenced_update() {
         &json!({
             "TableName": table,
             "Key": {"id": {"S": key.as_str()}},
-            "UpdateExpression": "SET #status = :completed, #expiration = :expiration, #data = :data REMOVE #in_progress_expiration, #error",
+            "UpdateExpression": "SET #status = :completed, #expiration = :expiration, #data = :data REMOVE #in_progress_expiration, #error, #outbox",
             "ConditionExpression": "#owner = :owner AND #status = :inprogress",
             "ExpressionAttributeNames": {
                 "#owner": "owner_token",
@@ -91,6 +91,7 @@ async fn new_message_is_one_conditional_put_and_one_fenced_update() {
                 "#in_progress_expiration": "in_progress_expiration",
                 "#data": "data",
                 "#error": "error",
+                "#outbox": "outbox",
             },
             "ExpressionAttributeValues": {
                 ":owner": {"S": owner},
