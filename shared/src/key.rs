@@ -62,7 +62,7 @@ pub fn payload_hash(payload: &Value) -> String {
 /// `18446744073709551616` and `18446744073709551617` give different keys and
 /// payload hashes. `None` when `parsed` is already exact (no such number):
 /// use it, and every key and hash stays what it was.
-pub fn exact_material(text: &str, parsed: &Value) -> Option<Value> {
+pub(crate) fn exact_material(text: &str, parsed: &Value) -> Option<Value> {
     if !has_float(parsed) {
         return None;
     }

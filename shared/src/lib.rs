@@ -35,44 +35,57 @@
 //! # }
 //! ```
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
 mod adapter;
 pub mod batch;
-pub mod clock;
-pub mod config;
-pub mod engine;
-pub mod error;
+mod clock;
+mod config;
+mod engine;
+mod error;
 pub mod eventbridge;
-pub mod key;
+mod key;
 pub mod metrics;
 pub mod outbox;
-pub mod record;
+mod record;
 #[cfg(feature = "lambda")]
 pub mod runtime;
-pub mod signature;
-pub mod store;
-pub mod table;
+mod signature;
+mod store;
+mod table;
 #[cfg(test)]
 mod testkit;
-pub mod value;
-pub mod write;
+mod value;
+mod write;
 
 pub use adapter::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{Attributes, CommitMode, Config, OversizedResponse, TableConfig, TerminalErrors};
+pub use config::{
+    Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, OversizedResponse,
+    TABLE_ENV, TableConfig, TerminalErrors,
+};
 pub use engine::{Idempotency, Outcome};
-pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError};
-pub use key::IdempotencyKey;
-pub use outbox::{Destination, Message};
+pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
+pub use key::{IdempotencyKey, canonical_json, payload_hash, sha256_hex};
 pub use record::{Record, Status};
-pub use signature::{SecretError, SignatureError, Verifier};
+pub use signature::{
+    DEFAULT_SIGNATURE_ATTRIBUTE, SECRET_ENV, SECRET_PARAMETER_ENV, SecretError, SignatureError,
+    Verifier,
+};
 #[cfg(feature = "dynamodb")]
 pub use store::DynamoDbStore;
 pub use store::{Claim, MemoryStore, RecordWrite, Store, TransactError};
 pub use table::Table;
-pub use value::{AttrValue, Decimal, NumberError};
+pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
 #[cfg(feature = "dynamodb")]
-pub use write::dynamodb::sdk_error;
-pub use write::{Change, CmpOp, Cond, IntoStaged, Item, Rejection, Staged, Write, WriteOp};
+pub use write::sdk_error;
+pub use write::{
+    Change, CmpOp, Cond, Describe, IntoStaged, Item, MAX_STAGED_WRITES, Rejection, Staged, Write,
+    WriteOp,
+};
 
 /// The AWS SDK configuration every client of this crate uses: region and
 /// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service

@@ -35,7 +35,7 @@ pub struct Counts {
 }
 
 /// The EMF JSON line for `counts` at `timestamp_ms` for `service`.
-pub fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
+pub(crate) fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
     let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
     serde_json::json!({
         "_aws": {
@@ -74,7 +74,7 @@ fn enabled() -> bool {
 }
 
 /// The service name: the Lambda function's name, or `local`.
-pub fn service() -> String {
+pub(crate) fn service() -> String {
     std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned())
 }
 

@@ -23,7 +23,7 @@ pub fn init_telemetry() {
 
 /// How the binary was asked to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Under a Lambda Runtime API.
     Lambda,
     /// Locally, once per event file, in order.
@@ -32,7 +32,7 @@ pub enum Mode {
 
 /// Reads the command line: `--event FILE` (repeatable, or several files after
 /// one `--event`) runs locally; otherwise the Runtime API must be set.
-pub fn mode_from_args(
+pub(crate) fn mode_from_args(
     args: impl IntoIterator<Item = String>,
     runtime_api_set: bool,
 ) -> Result<Mode, String> {

@@ -1156,7 +1156,7 @@ macro_rules! contract_suite {
 /// key); a duplicate adds nothing; a rejected or failed handler leaves no
 /// message; with the kill switch they ride a record of their own.
 pub async fn messages_commit_with_the_record(h: Harness) {
-    use shared::Message;
+    use shared::outbox::Message;
     use shared::outbox::{decode, stable_id};
     let table = h.business_table().await;
     let queue = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";

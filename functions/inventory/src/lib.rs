@@ -678,9 +678,9 @@ mod tests {
                 other => panic!("{mode:?}: {other:?}"),
             }
             assert!(
-                shared::error::report(&*err).contains("throttled"),
+                shared::report(&*err).contains("throttled"),
                 "{}",
-                shared::error::report(&*err)
+                shared::report(&*err)
             );
             assert_eq!(
                 level(&app, "SKU-RED-MUG").await,

@@ -70,7 +70,7 @@ pub fn deduplication_id(event_id: &str) -> String {
     if valid {
         event_id.to_owned()
     } else {
-        shared::key::sha256_hex(event_id.as_bytes())
+        shared::sha256_hex(event_id.as_bytes())
     }
 }
 

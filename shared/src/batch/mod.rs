@@ -22,7 +22,7 @@
 //!   [`BatchProcessor::max_body_bytes`] fails without being parsed.
 //! * **Signed bodies** (optional, [`BatchProcessor::verify_signatures`]): a
 //!   record whose HMAC-SHA256 is missing or wrong fails before its body is
-//!   parsed ([`crate::signature`]).
+//!   parsed ([`crate::Verifier`]).
 //! * **EventBridge envelopes** in the body (an EventBridge rule whose target
 //!   is the queue) are recognised ([`EnvelopeMode`]): the handler's body type
 //!   is parsed from the envelope's `detail`, the envelope is handed over in

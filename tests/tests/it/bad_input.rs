@@ -22,11 +22,11 @@ use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use orders::{MemoryNotifier, MemoryOrders};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, FailureReason, SqsBatchResponse, SqsRecord, parse_sqs_event};
-use shared::key::{payload_hash, sha256_hex};
 use shared::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
     OversizedResponse, TableConfig,
 };
+use shared::{payload_hash, sha256_hex};
 
 // ---------------------------------------------------------------------------
 // Tooling: log capture, the functions over moto, table scans.
@@ -1124,9 +1124,9 @@ mod security {
             .unwrap_err();
         assert!(matches!(&missing, SecretError::Ssm { name, .. } if name == "/no/such/parameter"));
         assert!(
-            shared::error::report(&missing).contains("ParameterNotFound"),
+            shared::report(&missing).contains("ParameterNotFound"),
             "{}",
-            shared::error::report(&missing)
+            shared::report(&missing)
         );
 
         // The payments function's processing, with signatures on.

@@ -835,7 +835,7 @@ async fn sdk_retries_throttling_then_fails_with_a_clear_store_error() {
             (3, 3),
             "{kind:?}: exactly 3 attempts: {counts}"
         );
-        let text = shared::error::report(&err);
+        let text = shared::report(&err);
         assert!(
             matches!(
                 err,
