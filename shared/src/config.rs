@@ -6,6 +6,10 @@ use std::time::Duration;
 /// unprotected): set it to `true` or `1` in an emergency only.
 pub const DISABLED_ENV: &str = "IDEMPOTENCY_DISABLED";
 
+/// Environment variable overriding how long records live, in seconds (see
+/// [`Config::expires_after_from_env`]).
+pub const EXPIRES_AFTER_ENV: &str = "IDEMPOTENCY_EXPIRES_AFTER_SECONDS";
+
 /// The item size DynamoDB accepts (400 KB), kept a little under: AWS counts
 /// 409,600 bytes, some emulators fewer.
 pub const DEFAULT_MAX_ITEM_BYTES: usize = 400_000;
@@ -164,6 +168,22 @@ impl Config {
     pub fn expires_after(mut self, ttl: Duration) -> Self {
         self.expires_after = ttl;
         self
+    }
+
+    /// Sets [`Config::expires_after`] from [`EXPIRES_AFTER_ENV`] (whole
+    /// seconds) when it is set: the deployment says how long a message can
+    /// still arrive (its queue's retention plus its DLQ's). An unparsable or
+    /// zero value is an error, not a silent default.
+    pub fn expires_after_from_env(self) -> Result<Self, String> {
+        match std::env::var(EXPIRES_AFTER_ENV) {
+            Err(_) => Ok(self),
+            Ok(v) => match v.trim().parse::<u64>() {
+                Ok(secs) if secs > 0 => Ok(self.expires_after(Duration::from_secs(secs))),
+                _ => Err(format!(
+                    "{EXPIRES_AFTER_ENV}={v:?} is not a positive whole number of seconds"
+                )),
+            },
+        }
     }
 
     /// Sets [`Config::lease`].

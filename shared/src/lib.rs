@@ -64,8 +64,8 @@ mod write;
 pub use adapter::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, OversizedResponse,
-    TABLE_ENV, TableConfig, TerminalErrors,
+    Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
+    OversizedResponse, TABLE_ENV, TableConfig, TerminalErrors,
 };
 pub use engine::{Idempotency, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};

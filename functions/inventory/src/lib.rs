@@ -36,6 +36,12 @@ use std::time::Duration;
 
 pub use stock::{LOCAL_STOCK_TABLE, SAMPLE_STOCK, StockTable};
 
+/// How long an event's record lives by default: the longest an event can
+/// still arrive — the rule's retries (1 h) or Lambda's asynchronous retries
+/// (6 h), then 14 days in the rule's DLQ or the on-failure queue, from
+/// which an operator may send it again — plus a day of margin.
+pub const RECORD_LIFETIME: Duration = Duration::from_secs(15 * 24 * 60 * 60);
+
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
 /// The `source` of the events this function handles.
@@ -167,11 +173,12 @@ impl App {
         self
     }
 
-    /// Engine configuration: keys under `inventory.reserve`, kept 24 h (past
-    /// EventBridge's and Lambda's retries), terminal errors recorded.
+    /// Engine configuration: keys under `inventory.reserve`, kept
+    /// [`RECORD_LIFETIME`] (overridden by the deployment through
+    /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), terminal errors recorded.
     pub fn config() -> Config {
         Config::with_prefix("inventory.reserve")
-            .expires_after(Duration::from_secs(24 * 60 * 60))
+            .expires_after(RECORD_LIFETIME)
             .on_terminal_error(TerminalErrors::Record)
             .commit_mode(COMMIT_MODE)
     }
@@ -183,6 +190,7 @@ impl App {
     /// commits in one transaction with the record, so both tables must live
     /// in the same store.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
+        let config = Self::config().expires_after_from_env()?;
         let idempotency = shared::TableConfig::from_env();
         let stock = std::env::var(STOCK_TABLE_ENV)
             .ok()
@@ -190,10 +198,8 @@ impl App {
         Ok(match (idempotency, stock) {
             (Some(table), Some(stock)) => {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                let engine = Idempotency::new(
-                    shared::DynamoDbStore::new(client.clone(), table),
-                    Self::config(),
-                );
+                let engine =
+                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
                 Self::new(engine, StockTable::dynamodb(client, stock))
             }
             (None, None) => {
@@ -203,7 +209,7 @@ impl App {
                      are kept in memory (local run), the stock seeded with sample levels"
                 );
                 let store = MemoryStore::new();
-                let engine = Idempotency::new(store.clone(), Self::config());
+                let engine = Idempotency::new(store.clone(), config);
                 Self::new(engine, StockTable::sample(store))
             }
             _ => {

@@ -31,6 +31,11 @@ use std::sync::Arc;
 pub use notifier::{MemoryNotifier, Notifier, Sent, SqsNotifier, deduplication_id};
 pub use table::{DynamoDbOrders, MemoryOrders, Orders};
 
+/// How long an order event's record lives by default: the queue's retention
+/// (4 days) plus its DLQ's (14 days), so no redelivery, DLQ redrive or
+/// resend of an event can outlive the record of its first delivery.
+pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
+
 /// Environment variable naming the orders table.
 pub const ORDERS_TABLE_ENV: &str = "ORDERS_TABLE";
 /// Environment variable holding the notifications queue URL.
@@ -142,11 +147,11 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under `orders.record`, kept 24 h (well past
-    /// the redeliveries of the queue: visibility timeout x maxReceiveCount).
+    /// Engine configuration: keys under `orders.record`, kept
+    /// [`RECORD_LIFETIME`] (overridden by the deployment through
+    /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`).
     pub fn config() -> Config {
-        Config::with_prefix("orders.record")
-            .expires_after(std::time::Duration::from_secs(24 * 60 * 60))
+        Config::with_prefix("orders.record").expires_after(RECORD_LIFETIME)
     }
 
     /// From the environment: DynamoDB for each table whose variable is set
@@ -158,6 +163,7 @@ impl App {
         let idempotency = shared::TableConfig::from_env();
         let orders = set(ORDERS_TABLE_ENV);
         let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);
+        let config = Self::config().expires_after_from_env()?;
         let sdk = if idempotency.is_none() && orders.is_none() && queue_url.is_none() {
             None
         } else {
@@ -166,11 +172,11 @@ impl App {
         let engine = match (idempotency, &sdk) {
             (Some(table), Some(sdk)) => Idempotency::new(
                 shared::DynamoDbStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
-                Self::config(),
+                config,
             ),
             _ => {
                 tracing::warn!("IDEMPOTENCY_TABLE not set: idempotency records kept in memory");
-                Idempotency::new(shared::MemoryStore::new(), Self::config())
+                Idempotency::new(shared::MemoryStore::new(), config)
             }
         };
         let orders: Arc<dyn Orders> = match (orders, &sdk) {

@@ -24,6 +24,10 @@ pub const ACCOUNTS_TABLE_ENV: &str = "ACCOUNTS_TABLE";
 /// Environment variable choosing the engine's [`CommitMode`]
 /// (`optimistic`, `fenced`, `claim-then-complete`); default `optimistic`.
 pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
+/// How long a payment's record lives by default: the queue's retention (4
+/// days) plus its DLQ's (14 days), so no redelivery, DLQ redrive or resend
+/// of a message can outlive the record of its first delivery.
+pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
 
@@ -109,12 +113,13 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under `payments.credit`, kept 24 h (past
-    /// any redelivery of the queue), lease 60 s (2 x the function timeout),
-    /// optimistic commits (one request per new payment).
+    /// Engine configuration: keys under `payments.credit`, kept
+    /// [`RECORD_LIFETIME`] (overridden by the deployment through
+    /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), lease 60 s (2 x the function
+    /// timeout), optimistic commits (one request per new payment).
     pub fn config() -> Config {
         Config::with_prefix("payments.credit")
-            .expires_after(std::time::Duration::from_secs(24 * 60 * 60))
+            .expires_after(RECORD_LIFETIME)
             .commit_mode(CommitMode::Optimistic)
     }
 
@@ -122,11 +127,12 @@ impl App {
     /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
     /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
+        let config = Self::config().expires_after_from_env()?;
         let config = match std::env::var(MODE_ENV) {
-            Ok(v) => Self::config().commit_mode(
+            Ok(v) => config.commit_mode(
                 CommitMode::parse(&v).ok_or_else(|| format!("{MODE_ENV}={v:?} is not a mode"))?,
             ),
-            Err(_) => Self::config(),
+            Err(_) => config,
         };
         let idempotency = shared::TableConfig::from_env();
         let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
