@@ -18,6 +18,7 @@ pub mod contract;
 pub mod esm;
 pub mod events;
 pub mod runtime_api;
+pub mod stream_esm;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -148,6 +149,16 @@ impl Moto {
     /// An SQS client for this server.
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.sdk_config().await)
+    }
+
+    /// A DynamoDB Streams client for this server.
+    pub async fn dynamodbstreams(&self) -> aws_sdk_dynamodbstreams::Client {
+        aws_sdk_dynamodbstreams::Client::new(&self.sdk_config().await)
+    }
+
+    /// An EventBridge client for this server.
+    pub async fn eventbridge(&self) -> aws_sdk_eventbridge::Client {
+        aws_sdk_eventbridge::Client::new(&self.sdk_config().await)
     }
 
     /// Requests served so far, by `X-Amz-Target` operation.
@@ -524,6 +535,49 @@ pub async fn payment_tables(prefix: &str) -> PaymentTables {
 /// Wall-clock epoch milliseconds.
 pub fn now_ms() -> u64 {
     shared::Clock::now_ms(&shared::SystemClock)
+}
+
+/// Creates an idempotency table named `name` (`id` S, TTL on `expiration`)
+/// with a DynamoDB stream of `view` (`NEW_IMAGE`, `NEW_AND_OLD_IMAGES`).
+/// Returns the stream ARN.
+pub async fn create_idempotency_table_with_stream(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    view: aws_sdk_dynamodb::types::StreamViewType,
+) -> String {
+    use aws_sdk_dynamodb::types::StreamSpecification;
+    let out = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key schema"),
+        )
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(view)
+                .build()
+                .expect("stream specification"),
+        )
+        .send()
+        .await
+        .expect("create table with a stream on moto");
+    out.table_description()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("a stream ARN")
+        .to_owned()
 }
 
 /// Creates an idempotency table (`id` S, TTL on `expiration`).

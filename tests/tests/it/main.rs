@@ -14,3 +14,4 @@ mod local_run;
 mod observability;
 mod orders;
 mod payments;
+mod relay;
