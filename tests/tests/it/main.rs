@@ -15,3 +15,4 @@ mod observability;
 mod orders;
 mod payments;
 mod relay;
+mod relay_crash;
