@@ -37,7 +37,19 @@
 //! expiry), and the log line says which one. Transient failures (throttling,
 //! 5xx, timeouts, per-entry failures that are not the sender's fault) are
 //! retried through the partial batch response; the mapping's bounded retries
-//! and on-failure destination take over if they never clear.
+//! and on-failure destination take over if they never clear. A whole request
+//! refused (a queue that does not exist, a missing permission) is retried
+//! the same way: it is a deployment fault, not a property of the message,
+//! and it must be seen (the mapping's iterator age and the on-failure queue
+//! alarm) rather than silently dropped.
+//!
+//! # Order
+//! Messages of one queue leave in stream order, 10 per request. On a FIFO
+//! queue a request with a retryable failure stops the queue's later requests
+//! in this invocation, so a message cannot overtake a failed one of its group
+//! by more than the rest of its own request (SQS does not say whether it
+//! accepts the entries after a failed one in a FIFO batch; those that it
+//! accepted are sent again on the retry and deduplicated by their id).
 
 use async_trait::async_trait;
 use aws_lambda_events::dynamodb::EventRecord;
