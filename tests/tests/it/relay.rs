@@ -17,6 +17,11 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+/// The relay tests run one at a time: they read the launcher's global
+/// request counts (no other module sends `SendMessageBatch`), and together
+/// they would load moto enough to slow the other modules' timed tests.
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A test's resources share a marker (`relay-<pid>-<n>-`: the dash ends it,
 /// so `…-1-` is not a part of `…-10-`) that scopes the launcher's faults.
 struct Setup {
@@ -204,6 +209,7 @@ fn sent(counts: &serde_json::Map<String, Value>, operation: &str) -> u64 {
 /// first item, and the stream goes on after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_transaction_leaves_no_stream_records() {
+    let _serial = SERIAL.lock().await;
     use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
     let ddb = moto().dynamodb().await;
     let table = format!("{}-idem", unique_name("relay-txn"));
@@ -275,6 +281,7 @@ async fn a_cancelled_transaction_leaves_no_stream_records() {
 /// before; one that always fails it skips it after the retries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_mapping_retries_from_the_reported_record() {
+    let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     for i in 0..6 {
         put_record(&s.table, &format!("k{i}"), "INPROGRESS", None).await;
@@ -328,6 +335,7 @@ async fn the_stream_mapping_retries_from_the_reported_record() {
 /// under its own id, about 0.1 `SendMessageBatch` per message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_publishes_every_message_once_per_stable_id() {
+    let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     let (fifo_ids, standard_ids) = write_records(&s, 60).await;
     let relay = relay_with_moto().await;
@@ -366,6 +374,7 @@ async fn the_relay_publishes_every_message_once_per_stable_id() {
 /// with none, so that failures reach the partial batch response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_sqs_and_stream_calls_lose_nothing() {
+    let _serial = SERIAL.lock().await;
     use aws_config::retry::RetryConfig;
     for (attempts, seed) in [(1, 10), (3, 11)] {
         let s = setup(StreamViewType::NewImage).await;
@@ -412,6 +421,7 @@ async fn faults_on_sqs_and_stream_calls_lose_nothing() {
 /// `outbox_id` in its detail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_go_through_a_bus_rule_to_a_queue() {
+    let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewAndOldImages).await;
     let events = moto().eventbridge().await;
     let bus = format!("{}bus", s.marker);
@@ -479,6 +489,7 @@ async fn events_go_through_a_bus_rule_to_a_queue() {
 /// mapping skips nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_outboxes_do_not_block_the_shard() {
+    let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     put_record(&s.table, "bad-json", "COMPLETED", None).await;
     moto()
@@ -569,6 +580,7 @@ fn the_relay_runs_locally_on_the_sample() {
 /// The queue attributes the consumer relies on: the FIFO queue is FIFO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_test_queues_are_what_they_say() {
+    let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     let attrs = moto()
         .sqs()
