@@ -61,6 +61,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod aws;
 
@@ -475,23 +476,47 @@ fn event_size(put: &EventPut) -> usize {
     put.event_bus_name.len() + put.source.len() + put.detail_type.len() + put.detail.len()
 }
 
+/// Time kept in hand at the end of an invocation: no request starts later
+/// than this before the deadline (the SDK's operation timeout is 8 s), so an
+/// invocation answers with what it published instead of timing out (which
+/// would retry the whole batch).
+pub const REQUEST_BUDGET: Duration = Duration::from_secs(9);
+
+/// How long from `now_ms` requests may still start, for an invocation whose
+/// deadline is `deadline_ms` (epoch ms): the time left less
+/// [`REQUEST_BUDGET`], or less half the time left when that is shorter (a
+/// short function timeout still publishes). `None` when the deadline is not
+/// after now: unknown (`cargo lambda watch` gives `600000`), so no cut-off.
+pub fn request_window(deadline_ms: u64, now_ms: u64) -> Option<Duration> {
+    let left = Duration::from_millis(deadline_ms.checked_sub(now_ms).filter(|l| *l > 0)?);
+    Some(left - REQUEST_BUDGET.min(left / 2))
+}
+
 /// Publishes one target's slots in stream order; returns per slot whether it
 /// was published (or skipped as poison), and the requests sent. On a FIFO
 /// queue the first request with a retryable failure stops the queue's later
-/// requests (their messages would overtake the failed one in its group).
+/// requests (their messages would overtake the failed one in its group). No
+/// request starts after `cutoff`.
 async fn publish_target(
     target: &Target,
     slots: &[Slot<'_>],
     publisher: &dyn Publisher,
+    cutoff: Option<Instant>,
 ) -> (Vec<Delivery>, usize) {
     let mut results = Vec::with_capacity(slots.len());
     let mut requests = 0;
+    let late = || cutoff.is_some_and(|c| Instant::now() >= c);
+    const LATE: &str = "not sent: the invocation's time is nearly up";
     match target {
         Target::Queue(url) => {
             let sends: Vec<SqsSend> = slots.iter().map(|s| sqs_send(url, 0, s.entry)).collect();
             let sizes: Vec<usize> = sends.iter().map(sqs_size).collect();
             let mut stopped = false;
             for range in chunks(&sizes) {
+                if !stopped && late() {
+                    results.extend(range.map(|_| Delivery::Retry(LATE.to_owned())));
+                    continue;
+                }
                 if stopped {
                     results.extend(range.map(|_| {
                         Delivery::Retry(
@@ -532,6 +557,12 @@ async fn publish_target(
                 .collect();
             let sizes: Vec<usize> = ok.iter().map(|(_, p)| event_size(p)).collect();
             for range in chunks(&sizes) {
+                if late() {
+                    for (slot, _) in &ok[range] {
+                        results[*slot] = Delivery::Retry(LATE.to_owned());
+                    }
+                    continue;
+                }
                 let batch: Vec<EventPut> =
                     ok[range.clone()].iter().map(|(_, p)| p.clone()).collect();
                 requests += 1;
@@ -558,6 +589,16 @@ fn complete(mut outcome: Vec<Delivery>, n: usize) -> Vec<Delivery> {
 /// completed record's outbox and reports the first record (in stream order)
 /// with an unpublished message in `batchItemFailures`.
 pub async fn relay(event: &Value, publisher: &dyn Publisher) -> Result<Report, BadEvent> {
+    relay_until(event, publisher, None).await
+}
+
+/// [`relay`], starting no request after `cutoff` (the messages not sent by
+/// then are reported like failed ones).
+pub async fn relay_until(
+    event: &Value,
+    publisher: &dyn Publisher,
+    cutoff: Option<Instant>,
+) -> Result<Report, BadEvent> {
     let raw = event
         .get("Records")
         .and_then(Value::as_array)
@@ -617,7 +658,7 @@ pub async fn relay(event: &Value, publisher: &dyn Publisher) -> Result<Report, B
     let outcomes = futures_util::future::join_all(
         targets
             .iter()
-            .map(|(target, slots)| publish_target(target, slots, publisher)),
+            .map(|(target, slots)| publish_target(target, slots, publisher, cutoff)),
     )
     .await;
     let mut first_failed: Option<usize> = None;
@@ -699,7 +740,11 @@ impl Relay {
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
-        let report = relay(&event.payload, &*self.publisher).await?;
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let cutoff = request_window(event.context.deadline, now_ms).map(|w| Instant::now() + w);
+        let report = relay_until(&event.payload, &*self.publisher, cutoff).await?;
         tracing::info!(
             records = report.records,
             published = report.published,
@@ -727,8 +772,8 @@ fn metrics_enabled() -> bool {
 /// The EMF line of one invocation: `OutboxPublished`, `OutboxUnpublished`
 /// (retried), `OutboxPoison` (skipped: alarm on it), `OutboxRequests`.
 pub fn emf_line(report: &Report, service: String) -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
     serde_json::json!({

@@ -469,3 +469,29 @@ fn the_response_is_the_partial_batch_shape() {
         json!({"batchItemFailures": [{"itemIdentifier": "42"}]})
     );
 }
+
+#[test]
+fn the_request_window_keeps_time_in_hand() {
+    assert_eq!(request_window(0, 1_000), None);
+    assert_eq!(request_window(600_000, 1_764_547_200_000), None);
+    assert_eq!(request_window(31_000, 1_000), Some(Duration::from_secs(21)));
+    // A short timeout keeps half.
+    assert_eq!(request_window(5_000, 1_000), Some(Duration::from_secs(2)));
+}
+
+#[tokio::test]
+async fn no_request_starts_after_the_cutoff() {
+    let fake = Fake::default();
+    let past = Instant::now();
+    let report = relay_until(&many(25, 1, STANDARD), &fake, Some(past))
+        .await
+        .unwrap();
+    assert_eq!(report.requests, 0);
+    assert_eq!(report.unpublished, 25);
+    assert_eq!(failures(&report), [format!("{:024}", 1)]);
+    let later = Instant::now() + Duration::from_secs(60);
+    let report = relay_until(&many(25, 1, FIFO), &fake, Some(later))
+        .await
+        .unwrap();
+    assert_eq!((report.requests, report.published), (3, 25));
+}
