@@ -72,11 +72,21 @@ const HOW_TO_GET_MOTO: &str = "moto server is needed for this test: run `tests/r
 /// # Panics
 /// When moto cannot be started, with a message saying how to get it.
 pub fn moto() -> &'static Moto {
-    MOTO.get_or_init(|| {
+    MOTO.get_or_init(|| Moto::start(&[]))
+}
+
+impl Moto {
+    /// Starts a server of its own with extra launcher arguments (a control
+    /// test's non-default launcher); it stops when dropped.
+    ///
+    /// # Panics
+    /// When moto cannot be started, with a message saying how to get it.
+    pub fn start(args: &[&str]) -> Moto {
         let python = python();
         let launcher = workspace_root().join("tests/moto/launcher.py");
         let mut child = Command::new(&python)
             .arg(&launcher)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -100,7 +110,7 @@ pub fn moto() -> &'static Moto {
             _stdin: stdin,
             _child: child,
         }
-    })
+    }
 }
 
 impl Moto {
