@@ -52,6 +52,10 @@ never reached moto does not count for kill-after. Kinds:
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
               (a request overtaken by later ones: lease races)
+  partial     SendMessageBatch only: the second half of the entries (at least
+              one) is not applied and answered in `Failed` (SenderFault
+              false, InternalError), the rest goes to moto
+The default kinds are the first five.
 
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
@@ -102,7 +106,7 @@ class KillAfterResponse:
             pass
 
 
-FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall")
+FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial")
 
 # Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
 # `__type` after the `#`, and classifies ThrottlingException and
@@ -161,6 +165,8 @@ class Faults:
         if self.rng.random() >= self.rate:
             return None
         kind = self.rng.choice(self.kinds)
+        if kind == "partial" and not target.endswith(".SendMessageBatch"):
+            return None
         self.counts[kind] += 1
         self.counts["injected"] += 1
         return kind
@@ -355,6 +361,8 @@ class SerializedDynamoDB:
         if fenced:
             return error_response(start_response, "500")
         fault, delay_s = self.fault_for(target, request_body)
+        if fault == "partial":
+            return self.partial_batch(environ, start_response, request_body)
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
         if fault == "reset":
@@ -380,6 +388,38 @@ class SerializedDynamoDB:
                         kill["fired"] = True
         if victim is not None:
             return KillAfterResponse(body, victim)
+        return [body]
+
+    def partial_batch(self, environ, start_response, request_body):
+        """A SendMessageBatch whose second half of entries fails (per entry)."""
+        request = json.loads(request_body or b"{}")
+        entries = request.get("Entries") or []
+        cut = len(entries) // 2
+        kept, dropped = entries[:cut], entries[cut:]
+        headers = [("Content-Type", "application/x-amz-json-1.0")]
+        result = {"Successful": []}
+        if kept:
+            request["Entries"] = kept
+            body = json.dumps(request).encode()
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            status, headers, exc_info, answer = self.call_app(environ)
+            if not status.startswith("200"):
+                start_response(status, headers, exc_info)
+                return [answer]
+            result = json.loads(answer)
+        result.setdefault("Failed", []).extend(
+            {
+                "Id": entry.get("Id"),
+                "SenderFault": False,
+                "Code": "InternalError",
+                "Message": "entry failed (injected fault)",
+            }
+            for entry in dropped
+        )
+        body = json.dumps(result).encode()
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response("200 OK", headers + [("Content-Length", str(len(body)))])
         return [body]
 
     def call_app(self, environ):

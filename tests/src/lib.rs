@@ -310,9 +310,21 @@ pub struct FaultPlan {
     stall: std::time::Duration,
     max: Option<u64>,
     target: Option<String>,
+    partial_batches: bool,
 }
 
 impl FaultPlan {
+    /// Per-entry failures: with probability `rate`, a `SendMessageBatch`
+    /// has the second half of its entries (at least one) not applied and
+    /// answered in `Failed` (not the sender's fault); other requests pass.
+    /// Counted in [`FaultCounts::injected`].
+    pub fn partial_batches(rate: f64) -> Self {
+        Self {
+            partial_batches: true,
+            ..Self::new(rate, &[])
+        }
+    }
+
     /// A fault with probability `rate` per request, of one of `kinds`
     /// (seed 0, slow answers 500 ms late, stalls of 1 s, no bound, every
     /// operation).
@@ -325,6 +337,7 @@ impl FaultPlan {
             stall: std::time::Duration::from_secs(1),
             max: None,
             target: None,
+            partial_batches: false,
         }
     }
 
@@ -359,7 +372,10 @@ impl FaultPlan {
     }
 
     fn query(&self) -> String {
-        let kinds: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
+        let mut kinds: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
+        if self.partial_batches {
+            kinds.push("partial");
+        }
         let mut q = format!(
             "rate={}&kinds={}&seed={}&slow_ms={}&stall_ms={}",
             self.rate,

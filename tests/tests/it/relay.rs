@@ -439,6 +439,40 @@ async fn faults_on_sqs_and_stream_calls_lose_nothing() {
     }
 }
 
+/// Per-entry failures of `SendMessageBatch` (the launcher fails the second
+/// half of a third of the batches, entries not applied): the relay reports
+/// the first record with a failed entry, the mapping retries from it, and
+/// every message arrives, FIFO once per id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_batch_entries_are_retried_not_lost() {
+    let _serial = SERIAL.lock().await;
+    let s = setup(StreamViewType::NewImage).await;
+    let (fifo_ids, standard_ids) = write_records(&s, 60).await;
+    let relay = relay_with_moto().await;
+    moto()
+        .inject(&s.marker, &FaultPlan::partial_batches(0.3).seed(4))
+        .await;
+    let options = Options {
+        batch_size: 20,
+        max_retries: 50,
+        ..Options::default()
+    };
+    let stats = run_relay(&s, &relay, &options).await;
+    let faults = moto().clear_faults(&s.marker).await;
+    eprintln!("relay with failed entries: {faults}; {stats:?}");
+    assert!(faults.injected >= 2, "{faults}");
+    assert!(stats.partial_failures >= 2, "{stats:?}");
+    assert!(stats.skipped.is_empty() && !stats.timed_out, "{stats:?}");
+
+    let fifo = drain(&s.fifo.url).await;
+    let seen = check_ids(&fifo);
+    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), fifo_ids);
+    assert!(seen.values().all(|n| *n == 1), "FIFO: one message per id");
+    let standard = drain(&s.standard.url).await;
+    let seen = check_ids(&standard);
+    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), standard_ids);
+}
+
 /// EventBridge: a bus rule with an SQS target receives each event with
 /// `outbox_id` in its detail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
