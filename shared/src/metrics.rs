@@ -74,7 +74,7 @@ fn enabled() -> bool {
 }
 
 /// The service name: the Lambda function's name, or `local`.
-pub(crate) fn service() -> String {
+pub fn service() -> String {
     std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "local".to_owned())
 }
 

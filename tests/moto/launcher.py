@@ -17,16 +17,22 @@ It also counts requests per X-Amz-Target operation:
 and can add a simulated network round trip to every AWS request (slept
 outside the lock, as a network would add it), for benchmarks:
   POST /_launcher/latency/<ms>
-and, for crash tests, kills a process right after the n-th DynamoDB request
+DynamoDB Streams requests share that lock (a stream read never sees half a
+transaction), and a cancelled transaction leaves no stream records (see
+`transaction_stream_rollback`).
+
+For crash tests it kills a process right after the n-th scoped request
 from now has been answered (its response written):
   POST /_launcher/kill-after/<n>/<pid>/<marker>
-counting only the DynamoDB requests whose body contains <marker> (a table
-name), so tests running side by side do not disturb each other. Once the
+counting only the scoped requests (DynamoDB, DynamoDB Streams, SQS,
+EventBridge) whose body contains <marker> (a table name, a queue URL, a bus:
+give a test's resources a common prefix), so tests running side by side do
+not disturb each other. Once the
 kill has fired, further requests with <marker> are refused unapplied (HTTP
 500) until the marker is disarmed (pid 0): a request the doomed process
 sends between its n-th answer and the signal landing never takes effect.
 
-Fault injection, scoped the same way (DynamoDB requests whose body contains
+Fault injection, scoped the same way (scoped requests whose body contains
 <marker>; the first matching marker decides):
   POST   /_launcher/faults/<marker>?rate=0.1&kinds=throttle,throughput,500,reset,slow
          &seed=N&slow_ms=500&stall_ms=1000&max=N&target=TransactWriteItems
@@ -46,6 +52,10 @@ never reached moto does not count for kill-after. Kinds:
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
               (a request overtaken by later ones: lease races)
+  partial     SendMessageBatch only: the second half of the entries (at least
+              one) is not applied and answered in `Failed` (SenderFault
+              false, InternalError), the rest goes to moto
+The default kinds are the first five.
 
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
@@ -72,6 +82,13 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 
+# Served one at a time (DynamoDB, DynamoDB Streams), and, with these, scoped
+# by marker for faults and kill-after (SQS, EventBridge: their bodies name the
+# queue URL or the bus).
+LOCKED_TARGETS = ("DynamoDB_", "DynamoDBStreams_")
+SCOPED_TARGETS = LOCKED_TARGETS + ("AmazonSQS.", "AWSEvents.")
+
+
 class KillAfterResponse:
     """A response body whose close() (called once it is written) kills a pid."""
 
@@ -89,7 +106,7 @@ class KillAfterResponse:
             pass
 
 
-FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall")
+FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial")
 
 # Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
 # `__type` after the `#`, and classifies ThrottlingException and
@@ -148,6 +165,8 @@ class Faults:
         if self.rng.random() >= self.rate:
             return None
         kind = self.rng.choice(self.kinds)
+        if kind == "partial" and not target.endswith(".SendMessageBatch"):
+            return None
         self.counts[kind] += 1
         self.counts["injected"] += 1
         return kind
@@ -250,6 +269,45 @@ def cheap_transaction_backups():
     ddb_models.copy = CopyModule()
 
 
+def transaction_stream_rollback():
+    """A cancelled TransactWriteItems leaves no DynamoDB stream records.
+
+    moto appends a stream record to the table's shard as each item of a
+    transaction is written, and on cancellation puts back its backup of the
+    table. With the item-level backups above the shard is shared with the
+    backup, so the records of the items written before the failing one would
+    stay (a relay would publish messages of a transaction that never
+    happened); with moto's whole-table backup the restored table gets a copy
+    of the shard, so open shard iterators go on reading the old one and never
+    see a later write. Here the shard's length is noted before the
+    transaction; on cancellation it is cut back to that length and stays the
+    restored table's shard (same object: iterators keep working). Sequence
+    numbers of the dropped records are reused, which nobody can tell: stream
+    requests are served under the same lock as DynamoDB's."""
+    from moto.dynamodb import models as ddb_models
+
+    original = ddb_models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        shards = []
+        for table in self.tables.values():
+            shard = getattr(table, "stream_shard", None)
+            if shard is not None:
+                shards.append((table.name, shard, len(shard.items)))
+        try:
+            return original(self, transact_items)
+        except BaseException:
+            for name, shard, length in shards:
+                del shard.items[length:]
+                restored = self.tables.get(name)
+                if restored is not None and getattr(restored, "stream_shard", None) is not None:
+                    restored.stream_shard = shard
+                    shard.table = restored
+            raise
+
+    ddb_models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
 class SerializedDynamoDB:
     def __init__(self, app):
         self.app = app
@@ -285,7 +343,12 @@ class SerializedDynamoDB:
         if target:
             with self.counts_lock:
                 self.counts[target] = self.counts.get(target, 0) + 1
-        if not target.startswith("DynamoDB_"):
+        # DynamoDB and DynamoDB Streams requests run one at a time (a stream
+        # read never sees a transaction half applied); SQS and EventBridge
+        # requests run concurrently (long polls) but are scoped for faults
+        # and kills alike.
+        locked = target.startswith(LOCKED_TARGETS)
+        if not locked and not target.startswith(SCOPED_TARGETS):
             return self.app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         request_body = environ["wsgi.input"].read(length) if length else b""
@@ -298,27 +361,19 @@ class SerializedDynamoDB:
         if fenced:
             return error_response(start_response, "500")
         fault, delay_s = self.fault_for(target, request_body)
+        if fault == "partial":
+            return self.partial_batch(environ, start_response, request_body)
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
         if fault == "reset":
             reset_connection(environ)
         if fault == "stall":
             time.sleep(delay_s)
-        with self.lock:
-            captured = {}
-
-            def capture(status, headers, exc_info=None):
-                captured["args"] = (status, headers, exc_info)
-                return lambda _data: None
-
-            result = self.app(environ, capture)
-            try:
-                body = b"".join(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close:
-                    close()
-        status, headers, exc_info = captured["args"]
+        if locked:
+            with self.lock:
+                status, headers, exc_info, body = self.call_app(environ)
+        else:
+            status, headers, exc_info, body = self.call_app(environ)
         if fault == "slow":
             # Applied; the answer comes after the client has given up.
             time.sleep(delay_s)
@@ -335,8 +390,58 @@ class SerializedDynamoDB:
             return KillAfterResponse(body, victim)
         return [body]
 
+    def partial_batch(self, environ, start_response, request_body):
+        """A SendMessageBatch whose second half of entries fails (per entry)."""
+        request = json.loads(request_body or b"{}")
+        entries = request.get("Entries") or []
+        cut = len(entries) // 2
+        kept, dropped = entries[:cut], entries[cut:]
+        headers = [("Content-Type", "application/x-amz-json-1.0")]
+        result = {"Successful": []}
+        if kept:
+            request["Entries"] = kept
+            body = json.dumps(request).encode()
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            status, headers, exc_info, answer = self.call_app(environ)
+            if not status.startswith("200"):
+                start_response(status, headers, exc_info)
+                return [answer]
+            result = json.loads(answer)
+        result.setdefault("Failed", []).extend(
+            {
+                "Id": entry.get("Id"),
+                "SenderFault": False,
+                "Code": "InternalError",
+                "Message": "entry failed (injected fault)",
+            }
+            for entry in dropped
+        )
+        body = json.dumps(result).encode()
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response("200 OK", headers + [("Content-Length", str(len(body)))])
+        return [body]
+
+    def call_app(self, environ):
+        """Runs moto on one request: (status, headers, exc_info, whole body)."""
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["args"] = (status, headers, exc_info)
+            return lambda _data: None
+
+        result = self.app(environ, capture)
+        try:
+            body = b"".join(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close:
+                close()
+        status, headers, exc_info = captured["args"]
+        return status, headers, exc_info, body
+
     def fault_for(self, target, request_body):
-        """(kind, delay in s) for one DynamoDB request; kind None: no fault."""
+        """(kind, delay in s) for one scoped request; kind None: no fault."""
         with self.counts_lock:
             for marker, faults in self.faults.items():
                 if marker in request_body:
@@ -402,9 +507,16 @@ def main():
         action="store_true",
         help="keep moto's whole-table copy per transaction (slow on large tables)",
     )
+    parser.add_argument(
+        "--keep-cancelled-stream-records",
+        action="store_true",
+        help="leave moto's stream records of cancelled transactions (to show the bug)",
+    )
     args = parser.parse_args()
     if not args.full_transaction_backups:
         cheap_transaction_backups()
+    if not args.keep_cancelled_stream_records:
+        transaction_stream_rollback()
 
     app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
     server = make_server(

@@ -18,6 +18,7 @@ pub mod contract;
 pub mod esm;
 pub mod events;
 pub mod runtime_api;
+pub mod stream_esm;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -71,11 +72,21 @@ const HOW_TO_GET_MOTO: &str = "moto server is needed for this test: run `tests/r
 /// # Panics
 /// When moto cannot be started, with a message saying how to get it.
 pub fn moto() -> &'static Moto {
-    MOTO.get_or_init(|| {
+    MOTO.get_or_init(|| Moto::start(&[]))
+}
+
+impl Moto {
+    /// Starts a server of its own with extra launcher arguments (a control
+    /// test's non-default launcher); it stops when dropped.
+    ///
+    /// # Panics
+    /// When moto cannot be started, with a message saying how to get it.
+    pub fn start(args: &[&str]) -> Moto {
         let python = python();
         let launcher = workspace_root().join("tests/moto/launcher.py");
         let mut child = Command::new(&python)
             .arg(&launcher)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -99,7 +110,7 @@ pub fn moto() -> &'static Moto {
             _stdin: stdin,
             _child: child,
         }
-    })
+    }
 }
 
 impl Moto {
@@ -148,6 +159,16 @@ impl Moto {
     /// An SQS client for this server.
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.sdk_config().await)
+    }
+
+    /// A DynamoDB Streams client for this server.
+    pub async fn dynamodbstreams(&self) -> aws_sdk_dynamodbstreams::Client {
+        aws_sdk_dynamodbstreams::Client::new(&self.sdk_config().await)
+    }
+
+    /// An EventBridge client for this server.
+    pub async fn eventbridge(&self) -> aws_sdk_eventbridge::Client {
+        aws_sdk_eventbridge::Client::new(&self.sdk_config().await)
     }
 
     /// Requests served so far, by `X-Amz-Target` operation.
@@ -289,9 +310,21 @@ pub struct FaultPlan {
     stall: std::time::Duration,
     max: Option<u64>,
     target: Option<String>,
+    partial_batches: bool,
 }
 
 impl FaultPlan {
+    /// Per-entry failures: with probability `rate`, a `SendMessageBatch`
+    /// has the second half of its entries (at least one) not applied and
+    /// answered in `Failed` (not the sender's fault); other requests pass.
+    /// Counted in [`FaultCounts::injected`].
+    pub fn partial_batches(rate: f64) -> Self {
+        Self {
+            partial_batches: true,
+            ..Self::new(rate, &[])
+        }
+    }
+
     /// A fault with probability `rate` per request, of one of `kinds`
     /// (seed 0, slow answers 500 ms late, stalls of 1 s, no bound, every
     /// operation).
@@ -304,6 +337,7 @@ impl FaultPlan {
             stall: std::time::Duration::from_secs(1),
             max: None,
             target: None,
+            partial_batches: false,
         }
     }
 
@@ -338,7 +372,10 @@ impl FaultPlan {
     }
 
     fn query(&self) -> String {
-        let kinds: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
+        let mut kinds: Vec<&str> = self.kinds.iter().map(|k| k.as_str()).collect();
+        if self.partial_batches {
+            kinds.push("partial");
+        }
         let mut q = format!(
             "rate={}&kinds={}&seed={}&slow_ms={}&stall_ms={}",
             self.rate,
@@ -524,6 +561,49 @@ pub async fn payment_tables(prefix: &str) -> PaymentTables {
 /// Wall-clock epoch milliseconds.
 pub fn now_ms() -> u64 {
     shared::Clock::now_ms(&shared::SystemClock)
+}
+
+/// Creates an idempotency table named `name` (`id` S, TTL on `expiration`)
+/// with a DynamoDB stream of `view` (`NEW_IMAGE`, `NEW_AND_OLD_IMAGES`).
+/// Returns the stream ARN.
+pub async fn create_idempotency_table_with_stream(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    view: aws_sdk_dynamodb::types::StreamViewType,
+) -> String {
+    use aws_sdk_dynamodb::types::StreamSpecification;
+    let out = client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("attribute definition"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("key schema"),
+        )
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(view)
+                .build()
+                .expect("stream specification"),
+        )
+        .send()
+        .await
+        .expect("create table with a stream on moto");
+    out.table_description()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("a stream ARN")
+        .to_owned()
 }
 
 /// Creates an idempotency table (`id` S, TTL on `expiration`).

@@ -14,4 +14,6 @@ mod local_run;
 mod observability;
 mod orders;
 mod payments;
+mod relay;
+mod relay_crash;
 mod template;

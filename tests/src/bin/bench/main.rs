@@ -6,10 +6,13 @@
 //! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
 //! cargo build --release -p payments && \
 //!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES]
+//! cargo build --release -p outbox-relay && \
+//!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
 //! ```
 
 mod batch;
 mod payments;
+mod relay;
 
 use std::time::Duration;
 
@@ -21,7 +24,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("payments") => payments::run(n.unwrap_or(2000)).await,
-        _ => Err("usage: bench batch [ROUNDS] | bench payments [MESSAGES]".into()),
+        Some("relay") => relay::run(n.unwrap_or(1000)).await,
+        _ => Err(
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench relay [MESSAGES]"
+                .into(),
+        ),
     }
 }
 

@@ -1,0 +1,803 @@
+//! The outbox relay: publishes the messages a handler staged in its
+//! idempotency record, read from the DynamoDB stream of the idempotency table.
+//!
+//! # The contract with the library
+//! A completed record (`status` = `COMPLETED`) that staged messages carries an
+//! attribute `outbox` (S): a JSON array of [`OutboxEntry`]. Each entry has a
+//! stable `id` (sha256 of `"<record id>/<index>"`, see [`stable_id`]); every
+//! publication of that message, first or repeated, carries it:
+//! - SQS, one `SendMessageBatch` per ≤ 10 messages of one queue, in stream
+//!   order: a String message attribute `outbox_id` on every queue, and on FIFO
+//!   queues (URL ending in `.fifo`) `MessageDeduplicationId` = the id and
+//!   `MessageGroupId` = the entry's `group_id`;
+//! - EventBridge, one `PutEvents` per ≤ 10 events: the detail (the entry's
+//!   body, a JSON object) gets `"outbox_id"`.
+//!
+//! # Delivery
+//! At least once, under the stable id. The relay answers with the DynamoDB
+//! streams partial batch response naming the **first** record (in stream
+//! order) with a message that was not published, so Lambda retries from that
+//! record on: records after it are retried too (their messages may be
+//! published again, under the same ids; a FIFO queue drops those repeats for
+//! 5 minutes, a standard-queue consumer deduplicates on `outbox_id`).
+//!
+//! # Poison entries: skipped, logged, counted
+//! An entry that can never be published as written (an `outbox` that is not
+//! a JSON array of entries, an unknown destination, a FIFO message without
+//! `group_id`, an event detail that is not a JSON object, a message SQS
+//! refuses as the sender's fault, ...) is **skipped**: an `ERROR` log line
+//! naming the record's sequence number, key and the entry id, and the
+//! `OutboxPoison` metric (alarm on it). The rest of the record and of the
+//! batch is published. We chose this over failing the record because the
+//! failure is deterministic: retrying it would hold every later record of the
+//! shard (their messages unpublished) for the mapping's whole retry budget,
+//! only to end in the same place, the on-failure destination, which receives
+//! the shard position and not the message. The message itself stays
+//! recoverable where it was written, in the idempotency record (until its
+//! expiry), and the log line says which one. Transient failures (throttling,
+//! 5xx, timeouts, per-entry failures that are not the sender's fault) are
+//! retried through the partial batch response; the mapping's bounded retries
+//! and on-failure destination take over if they never clear. A whole request
+//! refused (a queue that does not exist, a missing permission) is retried
+//! the same way: it is a deployment fault, not a property of the message,
+//! and it must be seen (the mapping's iterator age and the on-failure queue
+//! alarm) rather than silently dropped.
+//!
+//! # Order
+//! Messages of one queue leave in stream order, 10 per request. On a FIFO
+//! queue a request with a retryable failure stops the queue's later requests
+//! in this invocation, so a message cannot overtake a failed one of its group
+//! by more than the rest of its own request (SQS does not say whether it
+//! accepts the entries after a failed one in a FIFO batch; those that it
+//! accepted are sent again on the retry and deduplicated by their id).
+
+use async_trait::async_trait;
+use aws_lambda_events::dynamodb::EventRecord;
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_runtime::LambdaEvent;
+use serde::{Deserialize, Serialize};
+use serde_dynamo::AttributeValue;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub mod aws;
+
+/// The record attribute that holds the outbox (S, a JSON array).
+pub const OUTBOX_ATTRIBUTE: &str = "outbox";
+/// The record attribute that holds the status.
+pub const STATUS_ATTRIBUTE: &str = "status";
+/// The status of a record whose outbox may be published.
+pub const COMPLETED: &str = "COMPLETED";
+/// The message attribute (SQS) and detail key (EventBridge) of the stable id.
+pub const OUTBOX_ID: &str = "outbox_id";
+/// Entries per `SendMessageBatch` / `PutEvents` request (the AWS maximum).
+pub const MAX_BATCH_ENTRIES: usize = 10;
+/// Payload bytes per request (the SQS and EventBridge request limit).
+pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+/// SQS allows 10 message attributes: `outbox_id` and 9 of the entry's.
+pub const MAX_ENTRY_ATTRIBUTES: usize = 9;
+
+/// The stable id of the `index`-th message (0-based) staged under the
+/// idempotency record `record_id`: 64 lowercase hex digits.
+pub fn stable_id(record_id: &str, index: usize) -> String {
+    hex::encode(Sha256::digest(format!("{record_id}/{index}").as_bytes()))
+}
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Destination {
+    /// An SQS queue (FIFO when the URL ends in `.fifo`).
+    Sqs {
+        /// The queue URL.
+        queue_url: String,
+    },
+    /// An EventBridge bus.
+    #[serde(rename = "eventbridge")]
+    EventBridge {
+        /// Bus name or ARN.
+        bus: String,
+        /// The event's `source`.
+        source: String,
+        /// The event's `detail-type`.
+        detail_type: String,
+    },
+}
+
+/// One staged message, as the library writes it into `outbox`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    /// The stable id (see [`stable_id`]).
+    pub id: String,
+    /// Where it goes.
+    pub destination: Destination,
+    /// The message body (SQS) or the event detail, a JSON object as text
+    /// (EventBridge).
+    pub body: String,
+    /// The FIFO message group (required for FIFO queues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    /// String message attributes (SQS).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Whether a queue URL names a FIFO queue.
+pub fn is_fifo(queue_url: &str) -> bool {
+    queue_url.ends_with(".fifo")
+}
+
+/// One `SendMessageBatch` entry, as the relay sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SqsSend {
+    /// The entry id inside the request (its position).
+    pub id: String,
+    /// The body.
+    pub message_body: String,
+    /// FIFO only: the group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_group_id: Option<String>,
+    /// FIFO only: the stable id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_deduplication_id: Option<String>,
+    /// String attributes: `outbox_id` and the entry's.
+    pub message_attributes: BTreeMap<String, String>,
+}
+
+/// The `SendMessageBatch` entry for `entry` at position `index` of a request
+/// to `queue_url`.
+pub fn sqs_send(queue_url: &str, index: usize, entry: &OutboxEntry) -> SqsSend {
+    let fifo = is_fifo(queue_url);
+    let mut message_attributes = entry.attributes.clone();
+    message_attributes.insert(OUTBOX_ID.to_owned(), entry.id.clone());
+    SqsSend {
+        id: index.to_string(),
+        message_body: entry.body.clone(),
+        message_group_id: if fifo { entry.group_id.clone() } else { None },
+        message_deduplication_id: fifo.then(|| entry.id.clone()),
+        message_attributes,
+    }
+}
+
+/// One `PutEvents` entry, as the relay sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct EventPut {
+    /// The bus.
+    pub event_bus_name: String,
+    /// `source`.
+    pub source: String,
+    /// `detail-type`.
+    pub detail_type: String,
+    /// The detail: the entry's body with `outbox_id` set.
+    pub detail: String,
+}
+
+/// The `PutEvents` entry for an EventBridge `entry`; an error when it is not
+/// one or its body is not a JSON object.
+pub fn event_put(entry: &OutboxEntry) -> Result<EventPut, String> {
+    let Destination::EventBridge {
+        bus,
+        source,
+        detail_type,
+    } = &entry.destination
+    else {
+        return Err("not an EventBridge destination".to_owned());
+    };
+    let mut detail = match serde_json::from_str::<Value>(&entry.body) {
+        Ok(Value::Object(detail)) => detail,
+        Ok(_) => return Err("the event detail (body) is not a JSON object".to_owned()),
+        Err(e) => return Err(format!("the event detail (body) is not JSON: {e}")),
+    };
+    detail.insert(OUTBOX_ID.to_owned(), Value::String(entry.id.clone()));
+    Ok(EventPut {
+        event_bus_name: bus.clone(),
+        source: source.clone(),
+        detail_type: detail_type.clone(),
+        detail: Value::Object(detail).to_string(),
+    })
+}
+
+/// Why an entry can never be published as written (`None`: it can).
+pub fn validate(entry: &OutboxEntry) -> Option<String> {
+    let hex = |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex(&entry.id) {
+        return Some(format!(
+            "id {:?} is not 64 lowercase hex digits (a stable id)",
+            entry.id
+        ));
+    }
+    match &entry.destination {
+        Destination::Sqs { queue_url } => {
+            if !(queue_url.starts_with("https://") || queue_url.starts_with("http://")) {
+                return Some(format!("queue_url {queue_url:?} is not a queue URL"));
+            }
+            if entry.body.is_empty() {
+                return Some("an SQS message body cannot be empty".to_owned());
+            }
+            if is_fifo(queue_url) && entry.group_id.as_deref().is_none_or(str::is_empty) {
+                return Some(format!(
+                    "a message for the FIFO queue {queue_url} has no group_id"
+                ));
+            }
+            if entry.attributes.len() > MAX_ENTRY_ATTRIBUTES {
+                return Some(format!(
+                    "{} attributes: SQS allows {MAX_ENTRY_ATTRIBUTES} besides {OUTBOX_ID}",
+                    entry.attributes.len()
+                ));
+            }
+            if entry.attributes.contains_key(OUTBOX_ID) {
+                return Some(format!("attribute {OUTBOX_ID} is the relay's"));
+            }
+            if entry
+                .attributes
+                .iter()
+                .any(|(k, v)| k.is_empty() || v.is_empty())
+            {
+                return Some("attribute names and values cannot be empty".to_owned());
+            }
+            None
+        }
+        Destination::EventBridge {
+            bus,
+            source,
+            detail_type,
+        } => {
+            if bus.is_empty() || source.is_empty() || detail_type.is_empty() {
+                return Some("bus, source and detail_type must not be empty".to_owned());
+            }
+            event_put(entry).err()
+        }
+    }
+}
+
+/// What one stream record asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPlan {
+    /// The record's `SequenceNumber`.
+    pub sequence_number: Option<String>,
+    /// The idempotency key (`id`), for logs.
+    pub key: Option<String>,
+    /// The entries to publish, in outbox order.
+    pub entries: Vec<OutboxEntry>,
+    /// Entries (or the whole outbox) skipped as poison: (entry id if known,
+    /// reason).
+    pub poison: Vec<(Option<String>, String)>,
+    /// Why nothing is to be published, when the record is not a completed
+    /// record with an outbox.
+    pub ignored: Option<&'static str>,
+}
+
+fn string_attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str> {
+    match image.get(name) {
+        Some(AttributeValue::S(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Reads one stream record: the entries to publish, the poison, or why it is
+/// ignored. Only `INSERT` and `MODIFY` records whose `NewImage` has `status`
+/// = `COMPLETED` and an `outbox` count; a `MODIFY` whose `OldImage` (with
+/// `NEW_AND_OLD_IMAGES`) was already completed with the same outbox is ignored
+/// (its messages went out with the earlier record).
+pub fn plan_record(record: &EventRecord) -> RecordPlan {
+    let image = &record.change.new_image;
+    let mut plan = RecordPlan {
+        sequence_number: record.change.sequence_number.clone(),
+        key: string_attr(image, "id")
+            .or_else(|| string_attr(&record.change.keys, "id"))
+            .map(str::to_owned),
+        entries: Vec::new(),
+        poison: Vec::new(),
+        ignored: None,
+    };
+    if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") {
+        plan.ignored = Some("not an INSERT or MODIFY");
+        return plan;
+    }
+    if string_attr(image, STATUS_ATTRIBUTE) != Some(COMPLETED) {
+        plan.ignored = Some("not COMPLETED");
+        return plan;
+    }
+    let outbox = match image.get(OUTBOX_ATTRIBUTE) {
+        None => {
+            plan.ignored = Some("no outbox");
+            return plan;
+        }
+        Some(AttributeValue::S(s)) => s,
+        Some(_) => {
+            plan.poison
+                .push((None, "the outbox attribute is not of type S".to_owned()));
+            return plan;
+        }
+    };
+    let old = &record.change.old_image;
+    if string_attr(old, STATUS_ATTRIBUTE) == Some(COMPLETED)
+        && string_attr(old, OUTBOX_ATTRIBUTE) == Some(outbox.as_str())
+    {
+        plan.ignored = Some("outbox already published with an earlier record");
+        return plan;
+    }
+    let items = match serde_json::from_str::<Value>(outbox) {
+        Ok(Value::Array(items)) => items,
+        Ok(_) => {
+            plan.poison
+                .push((None, "the outbox is not a JSON array".to_owned()));
+            return plan;
+        }
+        Err(e) => {
+            plan.poison
+                .push((None, format!("the outbox is not valid JSON: {e}")));
+            return plan;
+        }
+    };
+    let mut seen = HashSet::new();
+    for (index, item) in items.into_iter().enumerate() {
+        let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
+        match serde_json::from_value::<OutboxEntry>(item) {
+            Err(e) => plan
+                .poison
+                .push((id, format!("entry {index} is not an outbox entry: {e}"))),
+            Ok(entry) => {
+                if let Some(reason) = validate(&entry) {
+                    plan.poison.push((Some(entry.id), reason));
+                } else if !seen.insert(entry.id.clone()) {
+                    plan.poison
+                        .push((Some(entry.id), "a second entry with this id".to_owned()));
+                } else {
+                    plan.entries.push(entry);
+                }
+            }
+        }
+    }
+    plan
+}
+
+/// What became of one message in one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Accepted by the service.
+    Published,
+    /// Not accepted; may succeed later (throttling, 5xx, a lost answer).
+    Retry(String),
+    /// Refused for good (the sender's fault): skipped as poison.
+    Poison(String),
+}
+
+/// Sends requests. [`aws::AwsPublisher`] calls SQS and EventBridge;
+/// [`PrintPublisher`] prints what it would send.
+#[async_trait]
+pub trait Publisher: Send + Sync {
+    /// One `SendMessageBatch` (≤ 10 entries, one queue): one [`Delivery`] per
+    /// entry, in order.
+    async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery>;
+    /// One `PutEvents` (≤ 10 entries): one [`Delivery`] per entry, in order.
+    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery>;
+}
+
+/// Prints each request as one JSON line on stdout and reports every entry
+/// published: what a local run (`--event`) would publish.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PrintPublisher;
+
+#[async_trait]
+impl Publisher for PrintPublisher {
+    async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
+        let line = serde_json::json!({
+            "would_publish": "SendMessageBatch",
+            "QueueUrl": queue_url,
+            "Entries": entries,
+        });
+        println!("{line}");
+        vec![Delivery::Published; entries.len()]
+    }
+
+    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery> {
+        let line = serde_json::json!({"would_publish": "PutEvents", "Entries": entries});
+        println!("{line}");
+        vec![Delivery::Published; entries.len()]
+    }
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The answer to Lambda.
+    pub response: DynamoDbEventResponse,
+    /// Stream records in the event.
+    pub records: usize,
+    /// Messages accepted by SQS or EventBridge.
+    pub published: usize,
+    /// Messages not published (their record and every later one retried).
+    pub unpublished: usize,
+    /// Entries (or whole outboxes) skipped as poison.
+    pub poison: usize,
+    /// Requests sent.
+    pub requests: usize,
+}
+
+/// The event could not be read at all (the whole batch is retried).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadEvent(pub String);
+
+impl std::fmt::Display for BadEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadEvent {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Target {
+    Queue(String),
+    Events,
+}
+
+struct Slot<'a> {
+    record: usize,
+    entry: &'a OutboxEntry,
+}
+
+/// Cuts `sizes` (in order) into runs of ≤ [`MAX_BATCH_ENTRIES`] entries and
+/// ≤ [`MAX_BATCH_BYTES`] (an entry larger than that goes alone).
+pub fn chunks(sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        if i > start && (i - start == MAX_BATCH_ENTRIES || bytes + size > MAX_BATCH_BYTES) {
+            out.push(start..i);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+fn sqs_size(send: &SqsSend) -> usize {
+    send.message_body.len()
+        + send
+            .message_attributes
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + "String".len())
+            .sum::<usize>()
+}
+
+fn event_size(put: &EventPut) -> usize {
+    put.event_bus_name.len() + put.source.len() + put.detail_type.len() + put.detail.len()
+}
+
+/// Time kept in hand at the end of an invocation: no request starts later
+/// than this before the deadline (the SDK's operation timeout is 8 s), so an
+/// invocation answers with what it published instead of timing out (which
+/// would retry the whole batch).
+pub const REQUEST_BUDGET: Duration = Duration::from_secs(9);
+
+/// How long from `now_ms` requests may still start, for an invocation whose
+/// deadline is `deadline_ms` (epoch ms): the time left less
+/// [`REQUEST_BUDGET`], or less half the time left when that is shorter (a
+/// short function timeout still publishes). `None` when the deadline is not
+/// after now: unknown (`cargo lambda watch` gives `600000`), so no cut-off.
+pub fn request_window(deadline_ms: u64, now_ms: u64) -> Option<Duration> {
+    let left = Duration::from_millis(deadline_ms.checked_sub(now_ms).filter(|l| *l > 0)?);
+    Some(left - REQUEST_BUDGET.min(left / 2))
+}
+
+/// Publishes one target's slots in stream order; returns per slot whether it
+/// was published (or skipped as poison), and the requests sent. On a FIFO
+/// queue the first request with a retryable failure stops the queue's later
+/// requests (their messages would overtake the failed one in its group). No
+/// request starts after `cutoff`.
+async fn publish_target(
+    target: &Target,
+    slots: &[Slot<'_>],
+    publisher: &dyn Publisher,
+    cutoff: Option<Instant>,
+) -> (Vec<Delivery>, usize) {
+    let mut results = Vec::with_capacity(slots.len());
+    let mut requests = 0;
+    let late = || cutoff.is_some_and(|c| Instant::now() >= c);
+    const LATE: &str = "not sent: the invocation's time is nearly up";
+    match target {
+        Target::Queue(url) => {
+            let sends: Vec<SqsSend> = slots.iter().map(|s| sqs_send(url, 0, s.entry)).collect();
+            let sizes: Vec<usize> = sends.iter().map(sqs_size).collect();
+            let mut stopped = false;
+            for range in chunks(&sizes) {
+                if !stopped && late() {
+                    results.extend(range.map(|_| Delivery::Retry(LATE.to_owned())));
+                    continue;
+                }
+                if stopped {
+                    results.extend(range.map(|_| {
+                        Delivery::Retry(
+                            "not sent: an earlier request to this FIFO queue failed".to_owned(),
+                        )
+                    }));
+                    continue;
+                }
+                let batch: Vec<SqsSend> = sends[range.clone()]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| SqsSend {
+                        id: i.to_string(),
+                        ..s.clone()
+                    })
+                    .collect();
+                requests += 1;
+                let outcome =
+                    complete(publisher.send_message_batch(url, &batch).await, batch.len());
+                stopped = is_fifo(url) && outcome.iter().any(|d| matches!(d, Delivery::Retry(_)));
+                results.extend(outcome);
+            }
+        }
+        Target::Events => {
+            let puts: Vec<Result<EventPut, String>> =
+                slots.iter().map(|s| event_put(s.entry)).collect();
+            let ok: Vec<(usize, EventPut)> = puts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().ok().map(|p| (i, p.clone())))
+                .collect();
+            results = puts
+                .iter()
+                .map(|p| match p {
+                    Ok(_) => Delivery::Retry("not sent".to_owned()),
+                    Err(e) => Delivery::Poison(e.clone()),
+                })
+                .collect();
+            let sizes: Vec<usize> = ok.iter().map(|(_, p)| event_size(p)).collect();
+            for range in chunks(&sizes) {
+                if late() {
+                    for (slot, _) in &ok[range] {
+                        results[*slot] = Delivery::Retry(LATE.to_owned());
+                    }
+                    continue;
+                }
+                let batch: Vec<EventPut> =
+                    ok[range.clone()].iter().map(|(_, p)| p.clone()).collect();
+                requests += 1;
+                let outcome = complete(publisher.put_events(&batch).await, batch.len());
+                for ((slot, _), delivery) in ok[range].iter().zip(outcome) {
+                    results[*slot] = delivery;
+                }
+            }
+        }
+    }
+    (results, requests)
+}
+
+/// A publisher's answer padded (or cut) to one delivery per entry.
+fn complete(mut outcome: Vec<Delivery>, n: usize) -> Vec<Delivery> {
+    outcome.truncate(n);
+    while outcome.len() < n {
+        outcome.push(Delivery::Retry("no result for this entry".to_owned()));
+    }
+    outcome
+}
+
+/// Relays one DynamoDB stream event (the Lambda payload): publishes every
+/// completed record's outbox and reports the first record (in stream order)
+/// with an unpublished message in `batchItemFailures`.
+pub async fn relay(event: &Value, publisher: &dyn Publisher) -> Result<Report, BadEvent> {
+    relay_until(event, publisher, None).await
+}
+
+/// [`relay`], starting no request after `cutoff` (the messages not sent by
+/// then are reported like failed ones).
+pub async fn relay_until(
+    event: &Value,
+    publisher: &dyn Publisher,
+    cutoff: Option<Instant>,
+) -> Result<Report, BadEvent> {
+    let raw = event
+        .get("Records")
+        .and_then(Value::as_array)
+        .ok_or_else(|| BadEvent("the event has no Records array".to_owned()))?;
+    let mut plans = Vec::with_capacity(raw.len());
+    for (i, value) in raw.iter().enumerate() {
+        match serde_json::from_value::<EventRecord>(value.clone()) {
+            Ok(record) => plans.push(plan_record(&record)),
+            Err(e) => {
+                let sequence_number = value
+                    .pointer("/dynamodb/SequenceNumber")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                plans.push(RecordPlan {
+                    sequence_number,
+                    key: None,
+                    entries: Vec::new(),
+                    poison: vec![(
+                        None,
+                        format!("record {i} is not a DynamoDB stream record: {e}"),
+                    )],
+                    ignored: None,
+                });
+            }
+        }
+    }
+    let mut report = Report {
+        records: plans.len(),
+        ..Report::default()
+    };
+    for plan in &plans {
+        for (id, reason) in &plan.poison {
+            report.poison += 1;
+            tracing::error!(
+                sequence_number = plan.sequence_number.as_deref().unwrap_or("-"),
+                key = plan.key.as_deref().unwrap_or("-"),
+                outbox_id = id.as_deref().unwrap_or("-"),
+                "outbox entry skipped as poison (never publishable as written; the message stays in the idempotency record): {reason}"
+            );
+        }
+    }
+    // Slots per target, each in stream order; targets in order of first use.
+    let mut targets: Vec<(Target, Vec<Slot<'_>>)> = Vec::new();
+    for (record, plan) in plans.iter().enumerate() {
+        for entry in &plan.entries {
+            let target = match &entry.destination {
+                Destination::Sqs { queue_url } => Target::Queue(queue_url.clone()),
+                Destination::EventBridge { .. } => Target::Events,
+            };
+            let slot = Slot { record, entry };
+            match targets.iter_mut().find(|(t, _)| *t == target) {
+                Some((_, slots)) => slots.push(slot),
+                None => targets.push((target, vec![slot])),
+            }
+        }
+    }
+    let outcomes = futures_util::future::join_all(
+        targets
+            .iter()
+            .map(|(target, slots)| publish_target(target, slots, publisher, cutoff)),
+    )
+    .await;
+    let mut first_failed: Option<usize> = None;
+    for ((_, slots), (deliveries, requests)) in targets.iter().zip(outcomes) {
+        report.requests += requests;
+        for (slot, delivery) in slots.iter().zip(deliveries) {
+            let plan = &plans[slot.record];
+            match delivery {
+                Delivery::Published => report.published += 1,
+                Delivery::Poison(reason) => {
+                    report.poison += 1;
+                    tracing::error!(
+                        sequence_number = plan.sequence_number.as_deref().unwrap_or("-"),
+                        key = plan.key.as_deref().unwrap_or("-"),
+                        outbox_id = %slot.entry.id,
+                        "outbox message refused for good, skipped as poison (it stays in the idempotency record): {reason}"
+                    );
+                }
+                Delivery::Retry(reason) => {
+                    report.unpublished += 1;
+                    tracing::warn!(
+                        sequence_number = plan.sequence_number.as_deref().unwrap_or("-"),
+                        outbox_id = %slot.entry.id,
+                        "outbox message not published, retried with its record: {reason}"
+                    );
+                    first_failed = Some(first_failed.map_or(slot.record, |f| f.min(slot.record)));
+                }
+            }
+        }
+    }
+    if let Some(record) = first_failed {
+        let Some(sequence_number) = plans[record].sequence_number.clone() else {
+            return Err(BadEvent(format!(
+                "record {record} failed and has no SequenceNumber to report"
+            )));
+        };
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(sequence_number);
+        report.response.batch_item_failures = vec![failure];
+    }
+    Ok(report)
+}
+
+/// The relay function: a publisher and the invocation handler.
+#[derive(Clone)]
+pub struct Relay {
+    publisher: Arc<dyn Publisher>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").finish_non_exhaustive()
+    }
+}
+
+impl Relay {
+    /// A relay over `publisher`.
+    pub fn new(publisher: Arc<dyn Publisher>) -> Self {
+        Self { publisher }
+    }
+
+    /// Printing publisher for a local run (`--event` among `args`), SQS and
+    /// EventBridge clients otherwise (built once per execution environment,
+    /// `AWS_ENDPOINT_URL` honoured).
+    pub async fn for_args(args: impl IntoIterator<Item = String>) -> Self {
+        let local = args
+            .into_iter()
+            .any(|a| a == "--event" || a == "-e" || a.starts_with("--event="));
+        if local {
+            Self::new(Arc::new(PrintPublisher))
+        } else {
+            Self::new(Arc::new(aws::AwsPublisher::from_env().await))
+        }
+    }
+
+    /// Handles one invocation: the partial batch response, and one EMF
+    /// metrics line under Lambda.
+    pub async fn handle(
+        &self,
+        event: LambdaEvent<Value>,
+    ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let cutoff = request_window(event.context.deadline, now_ms).map(|w| Instant::now() + w);
+        let report = relay_until(&event.payload, &*self.publisher, cutoff).await?;
+        tracing::info!(
+            records = report.records,
+            published = report.published,
+            unpublished = report.unpublished,
+            poison = report.poison,
+            requests = report.requests,
+            "relayed"
+        );
+        if metrics_enabled() {
+            eprintln!("{}", emf_line(&report, shared::metrics::service()));
+        }
+        Ok(report.response)
+    }
+}
+
+fn metrics_enabled() -> bool {
+    let flag = std::env::var(shared::metrics::METRICS_ENV).map(|v| v.trim().to_ascii_lowercase());
+    match flag.as_deref() {
+        Ok("on" | "true" | "1" | "yes") => true,
+        Ok("off" | "false" | "0" | "no") => false,
+        _ => std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+    }
+}
+
+/// The EMF line of one invocation: `OutboxPublished`, `OutboxUnpublished`
+/// (retried), `OutboxPoison` (skipped: alarm on it), `OutboxRequests`.
+pub fn emf_line(report: &Report, service: String) -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
+    serde_json::json!({
+        "_aws": {
+            "Timestamp": ms,
+            "CloudWatchMetrics": [{
+                "Namespace": shared::metrics::NAMESPACE,
+                "Dimensions": [["service"]],
+                "Metrics": [
+                    metric("OutboxPublished"),
+                    metric("OutboxUnpublished"),
+                    metric("OutboxPoison"),
+                    metric("OutboxRequests"),
+                ],
+            }],
+        },
+        "service": service,
+        "OutboxPublished": report.published,
+        "OutboxUnpublished": report.unpublished,
+        "OutboxPoison": report.poison,
+        "OutboxRequests": report.requests,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,497 @@
+#![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
+
+use super::*;
+use aws_lambda_events::dynamodb::Event;
+use serde_json::json;
+use std::sync::Mutex;
+
+const SAMPLE: &str = include_str!("../../../events/dynamodb-stream-outbox.json");
+const FIFO: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
+const STANDARD: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications";
+
+/// Records every request; answers from a script (by call number), else
+/// everything published.
+#[derive(Default)]
+struct Fake {
+    calls: Mutex<Vec<(String, Vec<Value>)>>,
+    script: Mutex<Vec<Option<Vec<Delivery>>>>,
+}
+
+impl Fake {
+    fn scripted(script: Vec<Option<Vec<Delivery>>>) -> Self {
+        Self {
+            calls: Mutex::default(),
+            script: Mutex::new(script),
+        }
+    }
+
+    fn answer(&self, n: usize) -> Vec<Delivery> {
+        let mut script = self.script.lock().unwrap();
+        if script.is_empty() {
+            return vec![Delivery::Published; n];
+        }
+        script
+            .remove(0)
+            .unwrap_or_else(|| vec![Delivery::Published; n])
+    }
+
+    fn calls(&self) -> Vec<(String, Vec<Value>)> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Publisher for Fake {
+    async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
+        let values = entries
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        self.calls
+            .lock()
+            .unwrap()
+            .push((queue_url.to_owned(), values));
+        self.answer(entries.len())
+    }
+
+    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery> {
+        let values = entries
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        self.calls
+            .lock()
+            .unwrap()
+            .push(("events".to_owned(), values));
+        self.answer(entries.len())
+    }
+}
+
+fn sqs_entry(record: &str, index: usize, url: &str, group: Option<&str>) -> Value {
+    let mut e = json!({
+        "id": stable_id(record, index),
+        "destination": {"sqs": {"queue_url": url}},
+        "body": format!("{record} message {index}"),
+    });
+    if let Some(group) = group {
+        e["group_id"] = json!(group);
+    }
+    e
+}
+
+fn stream_record(seq: u64, name: &str, key: &str, status: &str, outbox: Option<&Value>) -> Value {
+    let mut image =
+        json!({"id": {"S": key}, "status": {"S": status}, "expiration": {"N": "1796515200"}});
+    if let Some(outbox) = outbox {
+        image["outbox"] = json!({"S": outbox.to_string()});
+    }
+    json!({
+        "eventID": format!("e{seq}"),
+        "eventName": name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "ApproximateCreationDateTime": 1764547200.0,
+            "Keys": {"id": {"S": key}},
+            "NewImage": image,
+            "SequenceNumber": format!("{seq:024}"),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_IMAGE",
+        },
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/idem/stream/2026-11-30T00:00:00.000",
+    })
+}
+
+fn event(records: Vec<Value>) -> Value {
+    json!({ "Records": records })
+}
+
+fn failures(report: &Report) -> Vec<String> {
+    report
+        .response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn stable_id_is_sha256_of_record_id_slash_index() {
+    assert_eq!(
+        stable_id("orders.confirm#evt-1001", 0),
+        "9b0bd936d2284b1d110761971a8009b7c0257602bba9bb1c421f7990c06d5587"
+    );
+    assert_ne!(stable_id("a", 0), stable_id("a", 1));
+    assert_eq!(stable_id("a", 3).len(), 64);
+}
+
+#[test]
+fn the_sample_round_trips_through_the_event_type() {
+    let raw: Value = serde_json::from_str(SAMPLE).unwrap();
+    let parsed: Event = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(parsed.records.len(), 3);
+    for (record, raw) in parsed
+        .records
+        .iter()
+        .zip(raw["Records"].as_array().unwrap())
+    {
+        assert_eq!(record.event_id, raw["eventID"].as_str().unwrap());
+        assert_eq!(record.event_name, raw["eventName"].as_str().unwrap());
+        assert_eq!(record.event_source.as_deref(), Some("aws:dynamodb"));
+        assert_eq!(record.event_version.as_deref(), Some("1.1"));
+        assert_eq!(record.aws_region, "us-east-1");
+        assert_eq!(
+            record.event_source_arn.as_deref(),
+            raw["eventSourceARN"].as_str()
+        );
+        let change = &record.change;
+        assert_eq!(
+            change.sequence_number.as_deref(),
+            raw["dynamodb"]["SequenceNumber"].as_str()
+        );
+        assert_eq!(
+            change.size_bytes,
+            raw["dynamodb"]["SizeBytes"].as_i64().unwrap()
+        );
+        assert_eq!(
+            change.approximate_creation_date_time.timestamp(),
+            raw["dynamodb"]["ApproximateCreationDateTime"]
+                .as_f64()
+                .unwrap() as i64
+        );
+        // The images, re-serialised, are the sample's (compared as values).
+        assert_eq!(
+            serde_json::to_value(&change.new_image).unwrap(),
+            raw["dynamodb"]["NewImage"]
+        );
+        assert_eq!(
+            serde_json::to_value(&change.keys).unwrap(),
+            raw["dynamodb"]["Keys"]
+        );
+    }
+    // Serialised back and parsed again: the same values.
+    let again: Event = serde_json::from_value(serde_json::to_value(&parsed).unwrap()).unwrap();
+    assert_eq!(again, parsed);
+}
+
+#[test]
+fn only_completed_records_with_an_outbox_are_planned() {
+    let parsed: Event = serde_json::from_str(SAMPLE).unwrap();
+    let plans: Vec<RecordPlan> = parsed.records.iter().map(plan_record).collect();
+    assert_eq!(plans[0].ignored, Some("not COMPLETED"));
+    assert!(plans[0].entries.is_empty());
+    assert_eq!(plans[1].entries.len(), 2);
+    assert_eq!(plans[1].key.as_deref(), Some("orders.confirm#evt-1001"));
+    assert_eq!(
+        plans[1].entries[0].id,
+        stable_id("orders.confirm#evt-1001", 0)
+    );
+    assert_eq!(plans[1].entries[0].group_id.as_deref(), Some("acct-1"));
+    assert_eq!(
+        plans[1].entries[1].destination,
+        Destination::EventBridge {
+            bus: "default".into(),
+            source: "orders".into(),
+            detail_type: "OrderConfirmed".into()
+        }
+    );
+    assert_eq!(plans[2].entries.len(), 1);
+    assert!(plans.iter().all(|p| p.poison.is_empty()));
+
+    let outbox = json!([sqs_entry("k", 0, STANDARD, None)]);
+    for (name, status, ignored) in [
+        ("REMOVE", "COMPLETED", Some("not an INSERT or MODIFY")),
+        ("INSERT", "INPROGRESS", Some("not COMPLETED")),
+        ("MODIFY", "COMPLETED", None),
+    ] {
+        let record: EventRecord =
+            serde_json::from_value(stream_record(1, name, "k", status, Some(&outbox))).unwrap();
+        assert_eq!(plan_record(&record).ignored, ignored, "{name} {status}");
+    }
+    let record: EventRecord =
+        serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", None)).unwrap();
+    assert_eq!(plan_record(&record).ignored, Some("no outbox"));
+}
+
+#[test]
+fn a_modify_that_keeps_a_published_outbox_is_ignored() {
+    let outbox = json!([sqs_entry("k", 0, STANDARD, None)]);
+    let mut raw = stream_record(2, "MODIFY", "k", "COMPLETED", Some(&outbox));
+    raw["dynamodb"]["OldImage"] = raw["dynamodb"]["NewImage"].clone();
+    raw["dynamodb"]["StreamViewType"] = json!("NEW_AND_OLD_IMAGES");
+    let record: EventRecord = serde_json::from_value(raw).unwrap();
+    assert!(plan_record(&record).ignored.is_some());
+}
+
+#[test]
+fn poison_entries_are_named_and_the_rest_kept() {
+    let mut no_group = sqs_entry("k", 1, FIFO, None);
+    no_group["group_id"] = Value::Null;
+    let outbox = json!([
+        sqs_entry("k", 0, FIFO, Some("g")),
+        no_group,
+        {"id": stable_id("k", 2), "destination": {"sns": {"topic": "x"}}, "body": "b"},
+        {"id": "not-hex", "destination": {"sqs": {"queue_url": STANDARD}}, "body": "b"},
+        {"id": stable_id("k", 4), "destination": {"eventbridge": {"bus": "b", "source": "s", "detail_type": "d"}}, "body": "[1]"},
+        sqs_entry("k", 0, FIFO, Some("g")),
+        sqs_entry("k", 6, STANDARD, None),
+    ]);
+    let record: EventRecord =
+        serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)))
+            .unwrap();
+    let plan = plan_record(&record);
+    let kept: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(kept, [stable_id("k", 0), stable_id("k", 6)]);
+    let reasons: Vec<&str> = plan.poison.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
+    assert!(reasons[0].contains("no group_id"), "{reasons:?}");
+    assert!(reasons[1].contains("not an outbox entry"), "{reasons:?}");
+    assert!(reasons[2].contains("64 lowercase hex"), "{reasons:?}");
+    assert!(reasons[3].contains("not a JSON object"), "{reasons:?}");
+    assert!(reasons[4].contains("second entry"), "{reasons:?}");
+
+    for bad in ["{not json", "{\"a\":1}"] {
+        let mut raw = stream_record(1, "INSERT", "k", "COMPLETED", None);
+        raw["dynamodb"]["NewImage"]["outbox"] = json!({ "S": bad });
+        let plan = plan_record(&serde_json::from_value(raw).unwrap());
+        assert!(plan.entries.is_empty());
+        assert_eq!(plan.poison.len(), 1, "{bad}");
+    }
+}
+
+#[test]
+fn requests_carry_the_stable_id() {
+    let entry: OutboxEntry = serde_json::from_value(json!({
+        "id": stable_id("k", 0),
+        "destination": {"sqs": {"queue_url": FIFO}},
+        "body": "hello",
+        "group_id": "acct-1",
+        "attributes": {"type": "OrderConfirmed"},
+    }))
+    .unwrap();
+    let send = sqs_send(FIFO, 3, &entry);
+    assert_eq!(send.id, "3");
+    assert_eq!(
+        send.message_deduplication_id.as_deref(),
+        Some(entry.id.as_str())
+    );
+    assert_eq!(send.message_group_id.as_deref(), Some("acct-1"));
+    assert_eq!(send.message_attributes["outbox_id"], entry.id);
+    assert_eq!(send.message_attributes["type"], "OrderConfirmed");
+    let standard = sqs_send(STANDARD, 0, &entry);
+    assert_eq!(standard.message_deduplication_id, None);
+    assert_eq!(standard.message_group_id, None);
+    assert_eq!(standard.message_attributes["outbox_id"], entry.id);
+
+    let event: OutboxEntry = serde_json::from_value(json!({
+        "id": stable_id("k", 1),
+        "destination": {"eventbridge": {"bus": "default", "source": "orders", "detail_type": "OrderConfirmed"}},
+        "body": "{\"order_id\":\"o-1\"}",
+    }))
+    .unwrap();
+    let put = event_put(&event).unwrap();
+    assert_eq!(put.event_bus_name, "default");
+    let detail: Value = serde_json::from_str(&put.detail).unwrap();
+    assert_eq!(
+        detail,
+        json!({"order_id": "o-1", "outbox_id": stable_id("k", 1)})
+    );
+}
+
+#[test]
+fn chunks_hold_ten_entries_and_fit_the_size_limit() {
+    let ranges = chunks(&[1; 25]);
+    assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
+    assert_eq!(chunks(&[]), Vec::<std::ops::Range<usize>>::new());
+    let big = MAX_BATCH_BYTES / 2;
+    assert_eq!(
+        chunks(&[big, big, 1, MAX_BATCH_BYTES * 2, 1]),
+        vec![0..2, 2..3, 3..4, 4..5]
+    );
+}
+
+fn many(records: usize, per_record: usize, url: &str) -> Value {
+    event(
+        (0..records)
+            .map(|r| {
+                let key = format!("k{r}");
+                let outbox: Vec<Value> = (0..per_record)
+                    .map(|i| sqs_entry(&key, i, url, Some("g")))
+                    .collect();
+                stream_record(
+                    r as u64 + 1,
+                    "INSERT",
+                    &key,
+                    "COMPLETED",
+                    Some(&json!(outbox)),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn messages_are_batched_ten_per_request_in_stream_order() {
+    let fake = Fake::default();
+    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
+    assert_eq!(report.published, 25);
+    assert_eq!(report.requests, 3);
+    assert!(failures(&report).is_empty());
+    let calls = fake.calls();
+    let sizes: Vec<usize> = calls.iter().map(|(_, e)| e.len()).collect();
+    assert_eq!(sizes, [10, 10, 5]);
+    let ids: Vec<String> = calls
+        .iter()
+        .flat_map(|(_, e)| {
+            e.iter()
+                .map(|v| v["MessageDeduplicationId"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let expected: Vec<String> = (0..25).map(|r| stable_id(&format!("k{r}"), 0)).collect();
+    assert_eq!(ids, expected);
+    assert_eq!(calls[0].1[0]["Id"], "0");
+    assert_eq!(calls[1].1[9]["Id"], "9");
+}
+
+#[tokio::test]
+async fn queues_and_buses_get_their_own_requests() {
+    let fake = Fake::default();
+    let raw: Value = serde_json::from_str(SAMPLE).unwrap();
+    let report = relay(&raw, &fake).await.unwrap();
+    assert_eq!(
+        (report.published, report.requests, report.poison),
+        (3, 3, 0)
+    );
+    let targets: Vec<String> = fake.calls().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(targets, [FIFO, "events", STANDARD]);
+}
+
+#[tokio::test]
+async fn the_first_record_with_an_unpublished_message_is_reported() {
+    // 25 records, one message each: the second request has entry 3 failing
+    // (record 13): records 13.. are retried; the third request still goes
+    // (standard queue).
+    let mut answer = vec![Delivery::Published; 10];
+    answer[3] = Delivery::Retry("throttled".into());
+    let fake = Fake::scripted(vec![None, Some(answer)]);
+    let report = relay(&many(25, 1, STANDARD), &fake).await.unwrap();
+    assert_eq!(failures(&report), [format!("{:024}", 14)]);
+    assert_eq!(
+        (report.published, report.unpublished, report.requests),
+        (24, 1, 3)
+    );
+}
+
+#[tokio::test]
+async fn a_fifo_queue_stops_after_a_failed_request() {
+    let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("500".into()); 10])]);
+    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
+    assert_eq!(report.requests, 2, "the third request is not sent");
+    assert_eq!((report.published, report.unpublished), (10, 15));
+    assert_eq!(failures(&report), [format!("{:024}", 11)]);
+}
+
+#[tokio::test]
+async fn the_earliest_failure_across_targets_wins() {
+    // Record 1: standard queue (fails); record 2: FIFO queue (succeeds).
+    let records = vec![
+        stream_record(
+            1,
+            "INSERT",
+            "a",
+            "COMPLETED",
+            Some(&json!([sqs_entry("a", 0, FIFO, Some("g"))])),
+        ),
+        stream_record(
+            2,
+            "INSERT",
+            "b",
+            "COMPLETED",
+            Some(&json!([sqs_entry("b", 0, STANDARD, None)])),
+        ),
+        stream_record(
+            3,
+            "INSERT",
+            "c",
+            "COMPLETED",
+            Some(&json!([sqs_entry("c", 0, FIFO, Some("g"))])),
+        ),
+    ];
+    let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("reset".into())])]);
+    let report = relay(&event(records), &fake).await.unwrap();
+    assert_eq!(failures(&report), [format!("{:024}", 2)]);
+}
+
+#[tokio::test]
+async fn poison_is_skipped_not_retried() {
+    let records = vec![
+        stream_record(
+            1,
+            "INSERT",
+            "a",
+            "COMPLETED",
+            Some(&json!([sqs_entry("a", 0, FIFO, None)])),
+        ),
+        stream_record(
+            2,
+            "INSERT",
+            "b",
+            "COMPLETED",
+            Some(&json!([sqs_entry("b", 0, STANDARD, None)])),
+        ),
+        json!({"eventID": "broken", "dynamodb": {"SequenceNumber": "3"}}),
+    ];
+    let fake = Fake::scripted(vec![Some(vec![Delivery::Poison("too large".into())])]);
+    let report = relay(&event(records), &fake).await.unwrap();
+    assert!(failures(&report).is_empty());
+    assert_eq!((report.published, report.poison), (0, 3));
+}
+
+#[tokio::test]
+async fn nothing_to_publish_sends_nothing() {
+    let fake = Fake::default();
+    let records = vec![stream_record(1, "INSERT", "a", "INPROGRESS", None)];
+    let report = relay(&event(records), &fake).await.unwrap();
+    assert_eq!(report.requests, 0);
+    assert!(fake.calls().is_empty());
+    assert!(relay(&json!({"nope": 1}), &fake).await.is_err());
+}
+
+#[test]
+fn the_response_is_the_partial_batch_shape() {
+    let mut failure = DynamoDbBatchItemFailure::default();
+    failure.item_identifier = Some("42".into());
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures = vec![failure];
+    assert_eq!(
+        serde_json::to_value(&response).unwrap(),
+        json!({"batchItemFailures": [{"itemIdentifier": "42"}]})
+    );
+}
+
+#[test]
+fn the_request_window_keeps_time_in_hand() {
+    assert_eq!(request_window(0, 1_000), None);
+    assert_eq!(request_window(600_000, 1_764_547_200_000), None);
+    assert_eq!(request_window(31_000, 1_000), Some(Duration::from_secs(21)));
+    // A short timeout keeps half.
+    assert_eq!(request_window(5_000, 1_000), Some(Duration::from_secs(2)));
+}
+
+#[tokio::test]
+async fn no_request_starts_after_the_cutoff() {
+    let fake = Fake::default();
+    let past = Instant::now();
+    let report = relay_until(&many(25, 1, STANDARD), &fake, Some(past))
+        .await
+        .unwrap();
+    assert_eq!(report.requests, 0);
+    assert_eq!(report.unpublished, 25);
+    assert_eq!(failures(&report), [format!("{:024}", 1)]);
+    let later = Instant::now() + Duration::from_secs(60);
+    let report = relay_until(&many(25, 1, FIFO), &fake, Some(later))
+        .await
+        .unwrap();
+    assert_eq!((report.requests, report.published), (3, 25));
+}

@@ -1,0 +1,144 @@
+//! The outbox relay: completed idempotency records with one outbox message
+//! each (half for a FIFO queue, half for a standard queue) written into a
+//! table with a stream; the stream mapping emulator (batch 100) invokes the
+//! relay binary under a local Runtime API. Reports the relay's requests per
+//! published message (moto launcher counts) and the relay process's CPU
+//! time per message (from /proc).
+
+use integration_tests::esm::create_queue;
+use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use integration_tests::stream_esm::{self, Options};
+use integration_tests::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// CPU time (user + system) of process `pid`.
+fn cpu_of(pid: u32) -> Duration {
+    let ticks_per_s: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    Duration::from_secs_f64((ticks(11) + ticks(12)) / ticks_per_s)
+}
+
+fn count(counts: &serde_json::Map<String, Value>, op: &str) -> u64 {
+    counts.get(op).and_then(Value::as_u64).unwrap_or(0)
+}
+
+pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let binary = std::env::current_exe()?
+        .parent()
+        .ok_or("no exe dir")?
+        .join("outbox-relay");
+    if !binary.exists() {
+        return Err(format!("{} is missing: build outbox-relay first", binary.display()).into());
+    }
+    let ddb = moto().dynamodb().await;
+    let sqs = moto().sqs().await;
+    let table = format!("{}-idem", unique_name("bench-relay"));
+    let arn = create_idempotency_table_with_stream(
+        &ddb,
+        &table,
+        aws_sdk_dynamodb::types::StreamViewType::NewImage,
+    )
+    .await;
+    let fifo = create_queue(&sqs, "bench-relay-n", true, 5, 30).await;
+    let standard = create_queue(&sqs, "bench-relay-n", false, 5, 30).await;
+    for i in 0..messages {
+        let key = format!("orders.confirm#evt-{i}");
+        let (url, group) = if i % 2 == 0 {
+            (&fifo.url, Some(format!("acct-{}", i % 7)))
+        } else {
+            (&standard.url, None)
+        };
+        let mut entry = json!({
+            "id": outbox_relay::stable_id(&key, 0),
+            "destination": {"sqs": {"queue_url": url}},
+            "body": json!({"type": "OrderConfirmed", "order_id": format!("o-{i}")}).to_string(),
+        });
+        if let Some(g) = group {
+            entry["group_id"] = json!(g);
+        }
+        ddb.put_item()
+            .table_name(&table)
+            .item("id", aws_sdk_dynamodb::types::AttributeValue::S(key))
+            .item(
+                "status",
+                aws_sdk_dynamodb::types::AttributeValue::S("COMPLETED".into()),
+            )
+            .item(
+                "outbox",
+                aws_sdk_dynamodb::types::AttributeValue::S(json!([entry]).to_string()),
+            )
+            .send()
+            .await?;
+    }
+
+    let api = RuntimeApi::start().await;
+    let mut command = lambda_command(&binary, "outbox-relay", &api);
+    moto().apply_env(&mut command);
+    let mut child = command.env("RUST_LOG", "warn").spawn()?;
+    api.wait_first_poll(Duration::from_secs(10)).await;
+    let pid = child.id();
+    let cpu0 = cpu_of(pid);
+    moto().reset_counts().await;
+    let start = Instant::now();
+    let streams = moto().dynamodbstreams().await;
+    let stats = stream_esm::run(&streams, &arn, &Options::default(), |event| {
+        let api = &api;
+        async move {
+            match api
+                .invoke(event, now_ms() + 30_000, Duration::from_secs(30))
+                .await
+            {
+                Some(Invocation::Response(r)) => Ok(serde_json::from_value(r)?),
+                other => Err(format!("relay: {other:?}").into()),
+            }
+        }
+    })
+    .await;
+    let wall = start.elapsed();
+    let cpu = cpu_of(pid).saturating_sub(cpu0);
+    let counts = moto().request_counts().await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let n = messages as f64;
+    let per = |op: &str| count(&counts, op) as f64 / n;
+    println!(
+        "relay, {messages} messages (half FIFO, half standard), stream batch 100, \
+         {} invocations, {} skipped, {:.1} s",
+        stats.invocations,
+        stats.skipped.len(),
+        wall.as_secs_f64()
+    );
+    println!("| per published message | value |");
+    println!("| --- | --- |");
+    println!(
+        "| SendMessageBatch | {:.3} |",
+        per("AmazonSQS.SendMessageBatch")
+    );
+    println!("| SendMessage | {:.3} |", per("AmazonSQS.SendMessage"));
+    println!("| PutEvents | {:.3} |", per("AWSEvents.PutEvents"));
+    println!(
+        "| GetRecords (the mapping's, not billed to the function) | {:.3} |",
+        per("DynamoDBStreams_20120810.GetRecords")
+    );
+    println!(
+        "| relay CPU (user + system) | {:.3} ms |",
+        cpu.as_secs_f64() * 1e3 / n
+    );
+    Ok(())
+}
