@@ -29,7 +29,7 @@ use crate::key::sha256_hex;
 pub const OUTBOX_ID: &str = "outbox_id";
 
 /// Where a message goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Destination {
     /// An SQS queue (a URL ending in `.fifo` is a FIFO queue).

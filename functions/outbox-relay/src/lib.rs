@@ -55,10 +55,9 @@ use async_trait::async_trait;
 use aws_lambda_events::dynamodb::EventRecord;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use lambda_runtime::LambdaEvent;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_dynamo::AttributeValue;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -71,8 +70,7 @@ pub const OUTBOX_ATTRIBUTE: &str = "outbox";
 pub const STATUS_ATTRIBUTE: &str = "status";
 /// The status of a record whose outbox may be published.
 pub const COMPLETED: &str = "COMPLETED";
-/// The message attribute (SQS) and detail key (EventBridge) of the stable id.
-pub const OUTBOX_ID: &str = "outbox_id";
+pub use shared::outbox::OUTBOX_ID;
 /// Entries per `SendMessageBatch` / `PutEvents` request (the AWS maximum).
 pub const MAX_BATCH_ENTRIES: usize = 10;
 /// Payload bytes per request (the SQS and EventBridge request limit).
@@ -80,50 +78,7 @@ pub const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// SQS allows 10 message attributes: `outbox_id` and 9 of the entry's.
 pub const MAX_ENTRY_ATTRIBUTES: usize = 9;
 
-/// The stable id of the `index`-th message (0-based) staged under the
-/// idempotency record `record_id`: 64 lowercase hex digits.
-pub fn stable_id(record_id: &str, index: usize) -> String {
-    hex::encode(Sha256::digest(format!("{record_id}/{index}").as_bytes()))
-}
-
-/// Where a message goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Destination {
-    /// An SQS queue (FIFO when the URL ends in `.fifo`).
-    Sqs {
-        /// The queue URL.
-        queue_url: String,
-    },
-    /// An EventBridge bus.
-    #[serde(rename = "eventbridge")]
-    EventBridge {
-        /// Bus name or ARN.
-        bus: String,
-        /// The event's `source`.
-        source: String,
-        /// The event's `detail-type`.
-        detail_type: String,
-    },
-}
-
-/// One staged message, as the library writes it into `outbox`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboxEntry {
-    /// The stable id (see [`stable_id`]).
-    pub id: String,
-    /// Where it goes.
-    pub destination: Destination,
-    /// The message body (SQS) or the event detail, a JSON object as text
-    /// (EventBridge).
-    pub body: String,
-    /// The FIFO message group (required for FIFO queues).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group_id: Option<String>,
-    /// String message attributes (SQS).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, String>,
-}
+pub use shared::outbox::{Destination, Entry as OutboxEntry, stable_id};
 
 /// Whether a queue URL names a FIFO queue.
 pub fn is_fifo(queue_url: &str) -> bool {
@@ -152,12 +107,16 @@ pub struct SqsSend {
 /// to `queue_url`.
 pub fn sqs_send(queue_url: &str, index: usize, entry: &OutboxEntry) -> SqsSend {
     let fifo = is_fifo(queue_url);
-    let mut message_attributes = entry.attributes.clone();
+    let mut message_attributes = entry.message.attributes.clone();
     message_attributes.insert(OUTBOX_ID.to_owned(), entry.id.clone());
     SqsSend {
         id: index.to_string(),
-        message_body: entry.body.clone(),
-        message_group_id: if fifo { entry.group_id.clone() } else { None },
+        message_body: entry.message.body.clone(),
+        message_group_id: if fifo {
+            entry.message.group_id.clone()
+        } else {
+            None
+        },
         message_deduplication_id: fifo.then(|| entry.id.clone()),
         message_attributes,
     }
@@ -184,11 +143,11 @@ pub fn event_put(entry: &OutboxEntry) -> Result<EventPut, String> {
         bus,
         source,
         detail_type,
-    } = &entry.destination
+    } = &entry.message.destination
     else {
         return Err("not an EventBridge destination".to_owned());
     };
-    let mut detail = match serde_json::from_str::<Value>(&entry.body) {
+    let mut detail = match serde_json::from_str::<Value>(&entry.message.body) {
         Ok(Value::Object(detail)) => detail,
         Ok(_) => return Err("the event detail (body) is not a JSON object".to_owned()),
         Err(e) => return Err(format!("the event detail (body) is not JSON: {e}")),
@@ -211,29 +170,30 @@ pub fn validate(entry: &OutboxEntry) -> Option<String> {
             entry.id
         ));
     }
-    match &entry.destination {
+    match &entry.message.destination {
         Destination::Sqs { queue_url } => {
             if !(queue_url.starts_with("https://") || queue_url.starts_with("http://")) {
                 return Some(format!("queue_url {queue_url:?} is not a queue URL"));
             }
-            if entry.body.is_empty() {
+            if entry.message.body.is_empty() {
                 return Some("an SQS message body cannot be empty".to_owned());
             }
-            if is_fifo(queue_url) && entry.group_id.as_deref().is_none_or(str::is_empty) {
+            if is_fifo(queue_url) && entry.message.group_id.as_deref().is_none_or(str::is_empty) {
                 return Some(format!(
                     "a message for the FIFO queue {queue_url} has no group_id"
                 ));
             }
-            if entry.attributes.len() > MAX_ENTRY_ATTRIBUTES {
+            if entry.message.attributes.len() > MAX_ENTRY_ATTRIBUTES {
                 return Some(format!(
                     "{} attributes: SQS allows {MAX_ENTRY_ATTRIBUTES} besides {OUTBOX_ID}",
-                    entry.attributes.len()
+                    entry.message.attributes.len()
                 ));
             }
-            if entry.attributes.contains_key(OUTBOX_ID) {
+            if entry.message.attributes.contains_key(OUTBOX_ID) {
                 return Some(format!("attribute {OUTBOX_ID} is the relay's"));
             }
             if entry
+                .message
                 .attributes
                 .iter()
                 .any(|(k, v)| k.is_empty() || v.is_empty())
@@ -252,6 +212,7 @@ pub fn validate(entry: &OutboxEntry) -> Option<String> {
             }
             event_put(entry).err()
         }
+        _ => Some("a destination this relay does not know".to_owned()),
     }
 }
 
@@ -644,9 +605,11 @@ pub async fn relay_until(
     let mut targets: Vec<(Target, Vec<Slot<'_>>)> = Vec::new();
     for (record, plan) in plans.iter().enumerate() {
         for entry in &plan.entries {
-            let target = match &entry.destination {
+            let target = match &entry.message.destination {
                 Destination::Sqs { queue_url } => Target::Queue(queue_url.clone()),
                 Destination::EventBridge { .. } => Target::Events,
+                // Refused by `validate` before planning.
+                _ => continue,
             };
             let slot = Slot { record, entry };
             match targets.iter_mut().find(|(t, _)| *t == target) {

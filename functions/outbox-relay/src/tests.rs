@@ -187,9 +187,12 @@ fn only_completed_records_with_an_outbox_are_planned() {
         plans[1].entries[0].id,
         stable_id("orders.confirm#evt-1001", 0)
     );
-    assert_eq!(plans[1].entries[0].group_id.as_deref(), Some("acct-1"));
     assert_eq!(
-        plans[1].entries[1].destination,
+        plans[1].entries[0].message.group_id.as_deref(),
+        Some("acct-1")
+    );
+    assert_eq!(
+        plans[1].entries[1].message.destination,
         Destination::EventBridge {
             bus: "default".into(),
             source: "orders".into(),
