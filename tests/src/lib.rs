@@ -546,7 +546,12 @@ pub struct PaymentTables {
 
 /// Creates the idempotency and accounts tables of a payments test.
 pub async fn payment_tables(prefix: &str) -> PaymentTables {
-    let ddb = moto().dynamodb().await;
+    payment_tables_on(moto(), prefix).await
+}
+
+/// [`payment_tables`] on a given server.
+pub async fn payment_tables_on(moto: &Moto, prefix: &str) -> PaymentTables {
+    let ddb = moto.dynamodb().await;
     let marker = format!("{}.", unique_name(prefix));
     let idempotency =
         create_table_named(&ddb, format!("{marker}idem"), "id", Some("expiration")).await;

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use integration_tests::events::{Msg, sqs_event};
 use integration_tests::{
-    Fault, FaultCounts, FaultPlan, PaymentTables, moto, now_ms, payment_tables, unique_name,
+    Fault, FaultCounts, FaultPlan, Moto, PaymentTables, now_ms, payment_tables_on, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};
 use payments::{Accounts, App};
@@ -21,6 +21,18 @@ use shared::CommitMode;
 use shared::{Claim, DynamoDbStore, Idempotency, Record, Status, Store, TableConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
+
+/// The fault tests' own moto server: their timed runs (short SDK timeouts,
+/// injected stalls) must not queue behind the other tests' requests, which
+/// the launcher serves one at a time.
+fn moto() -> &'static Moto {
+    static MOTO: std::sync::OnceLock<Moto> = std::sync::OnceLock::new();
+    MOTO.get_or_init(|| Moto::start(&[]))
+}
+
+async fn payment_tables(prefix: &str) -> PaymentTables {
+    payment_tables_on(moto(), prefix).await
+}
 
 /// The Lambda deadline each invocation gets: it caps the engine's lease.
 const DEADLINE: Duration = Duration::from_secs(2);
