@@ -9,9 +9,11 @@
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use integration_tests::esm::{self, Queue};
+use integration_tests::events::{Msg, sqs_event};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use integration_tests::stream_esm::{self, Options};
 use integration_tests::{
-    Moto, create_idempotency_table_with_stream, create_table, moto, unique_name,
+    Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
@@ -19,13 +21,17 @@ use outbox_relay::{Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::Child;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 struct Setup<'m> {
     moto: &'m Moto,
     app: App,
     ddb: aws_sdk_dynamodb::Client,
+    /// The idempotency table (its name is also the launcher's marker for
+    /// this test's DynamoDB requests: every request of orders touches it).
+    idempotency: String,
     orders_table: String,
     stream_arn: String,
     sqs: aws_sdk_sqs::Client,
@@ -56,7 +62,7 @@ async fn setup_on(moto: &Moto, max_receive: u32) -> Setup<'_> {
         .unwrap()
         .to_owned();
     let engine = Idempotency::new(
-        DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
+        DynamoDbStore::new(ddb.clone(), TableConfig::new(&idempotency)),
         App::config(),
     );
     let app = App::new(
@@ -68,6 +74,7 @@ async fn setup_on(moto: &Moto, max_receive: u32) -> Setup<'_> {
         moto,
         app,
         ddb,
+        idempotency,
         orders_table,
         stream_arn,
         sqs,
@@ -103,6 +110,8 @@ impl Setup<'_> {
     /// start: everything committed so far is published, again if it was
     /// before).
     async fn relay(&self) {
+        // The relay tests count SendMessageBatch requests on the shared moto.
+        let _serial = crate::relay::SERIAL.lock().await;
         let relay = Relay::new(Arc::new(AwsPublisher::new(&self.moto.sdk_config().await)));
         let streams = self.moto.dynamodbstreams().await;
         let stats = stream_esm::run(&streams, &self.stream_arn, &Options::default(), |event| {
@@ -463,4 +472,142 @@ async fn one_transaction_per_new_order_and_no_send() {
         once(new.iter().map(|o| o.event_id.as_str()))
     );
     assert_eq!(setup.orders().await, by_id(&new));
+}
+
+/// `orders` as a real process under the local Lambda Runtime API.
+fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
+    let mut command = lambda_command(&function_binary("orders"), "orders", api);
+    moto().apply_env(&mut command);
+    command
+        .env("IDEMPOTENCY_TABLE", &s.idempotency)
+        .env("ORDERS_TABLE", &s.orders_table)
+        .env("NOTIFICATIONS_QUEUE_URL", &s.notifications)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start the orders binary")
+}
+
+fn failed_ids(result: &Option<Invocation>) -> Option<Vec<String>> {
+    match result {
+        Some(Invocation::Response(r)) => Some(
+            r["batchItemFailures"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+const LEASE: Duration = Duration::from_millis(1500);
+
+/// One crash trial: the orders process killed right after its `n`-th
+/// DynamoDB request is answered, restarted, the batch redelivered until it
+/// succeeds, then the relay run. Returns whether the kill happened, and the
+/// setup to read the results from.
+async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
+    let s = setup(3).await;
+    let api = RuntimeApi::start().await;
+    let mut child = spawn_orders(&api, &s);
+    moto().kill_after(n, child.id(), &s.idempotency).await;
+    let started = Instant::now();
+    let invoke = api.invoke(
+        event.clone(),
+        now_ms() + LEASE.as_millis() as u64,
+        Duration::from_secs(20),
+    );
+    tokio::pin!(invoke);
+    let mut first = None;
+    let mut killed = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        tokio::select! {
+            result = &mut invoke => {
+                first = result;
+                break;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    killed = !status.success();
+                    break;
+                }
+            }
+        }
+    }
+    if first.is_some() {
+        // Answered: a kill can still land on the last answer; let it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    moto().kill_after(u32::MAX, 0, &s.idempotency).await;
+    if !killed {
+        assert_eq!(failed_ids(&first), Some(vec![]), "n={n}: {first:?}");
+    } else {
+        // The runtime restarts the function; SQS redelivers the batch.
+        let api = RuntimeApi::start().await;
+        let mut child = spawn_orders(&api, &s);
+        let mut pending = event.clone();
+        for round in 0..6 {
+            let wait = (started + LEASE + Duration::from_millis(200))
+                .saturating_duration_since(Instant::now());
+            tokio::time::sleep(wait.max(Duration::from_millis(if round == 0 { 0 } else { 500 })))
+                .await;
+            let result = api
+                .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
+                .await;
+            let failed = failed_ids(&result).unwrap_or_else(|| panic!("n={n}: {result:?}"));
+            if failed.is_empty() {
+                break;
+            }
+            assert!(round < 5, "n={n}: still failing {failed:?}");
+            let records: Vec<Value> = event["Records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
+                .cloned()
+                .collect();
+            pending = json!({ "Records": records });
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    s.relay().await;
+    (killed, s)
+}
+
+/// `orders` killed (SIGKILL) right after each of its DynamoDB requests is
+/// answered, every boundary in turn, restarted, the batch (with an in-batch
+/// duplicate) redelivered, then the relay run: in every trial each order is
+/// written once with its content and the consumer receives exactly one
+/// `OrderConfirmed` per event. Without a `SendMessage` in the function there
+/// is no boundary between the effect and its record to crash in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_survive_a_kill_at_every_request_boundary() {
+    let new: Vec<OrderEvent> = (0..4).map(order).collect();
+    let mut messages: Vec<Msg> = new
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Msg::new(format!("m{i}"), serde_json::to_string(o).unwrap()))
+        .collect();
+    messages.push(Msg::new("m-dup", serde_json::to_string(&new[0]).unwrap()));
+    let event = sqs_event("orders", &messages);
+    let mut boundaries = 0;
+    for n in 1..=20 {
+        let (killed, s) = crash_trial(n, &event).await;
+        assert_eq!(
+            s.notifications_by_event().await,
+            once(new.iter().map(|o| o.event_id.as_str())),
+            "killed after request {n}"
+        );
+        assert_eq!(s.orders().await, by_id(&new), "killed after request {n}");
+        if !killed {
+            break;
+        }
+        boundaries += 1;
+    }
+    // One request per new order: its transaction.
+    assert_eq!(boundaries, new.len());
 }
