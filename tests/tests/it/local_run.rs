@@ -338,6 +338,37 @@ fn inventory_needs_both_tables_or_neither() {
     }
 }
 
+/// orders with only one of its two tables configured refuses to start (the
+/// order and the record commit in one transaction), and with both it needs
+/// the notifications queue (the destination of every outbox entry).
+#[test]
+fn orders_needs_both_tables_or_neither_and_a_queue_with_them() {
+    let file = "events/orders-standard.json";
+    for var in ["IDEMPOTENCY_TABLE", "ORDERS_TABLE"] {
+        let run = run_local("orders", &[file], &[(var, "some-table".to_owned())]);
+        assert!(!run.success, "{var} alone: {:?}", run.responses);
+        assert!(run.responses.is_empty());
+        assert!(
+            run.stderr
+                .contains("set both IDEMPOTENCY_TABLE and ORDERS_TABLE, or neither"),
+            "{var} alone: {}",
+            run.stderr
+        );
+    }
+    let both = [
+        ("IDEMPOTENCY_TABLE", "idem".to_owned()),
+        ("ORDERS_TABLE", "orders".to_owned()),
+    ];
+    let run = run_local("orders", &[file], &both);
+    assert!(!run.success, "{:?}", run.responses);
+    assert!(
+        run.stderr
+            .contains("NOTIFICATIONS_QUEUE_URL is required with DynamoDB tables"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// Without `--event` and outside Lambda, a binary says how to run it.
 #[test]
 fn usage_without_event_or_runtime_api() {
