@@ -1,13 +1,19 @@
 //! `orders`: an SQS standard-queue consumer that records each order and
-//! sends one `OrderConfirmed` notification per order event, whatever SQS
+//! publishes one `OrderConfirmed` notification per order event, whatever SQS
 //! redelivers.
 //!
-//! Two effects per event, keyed by the producer's `event_id`:
+//! Two effects per event, keyed by the producer's `event_id`, **staged** and
+//! committed by the engine in one `TransactWriteItems` with the idempotency
+//! record (optimistic mode, one request per new order):
 //!
-//! 1. upsert the order in `ORDERS_TABLE` (`PutItem` of the whole order:
-//!    naturally idempotent, running it twice leaves the same item);
-//! 2. send `OrderConfirmed` to `NOTIFICATIONS_QUEUE_URL`: a side effect
-//!    outside DynamoDB that nothing but the engine stops from happening twice.
+//! 1. the order, a `Put` of the whole item in `ORDERS_TABLE` (the last write
+//!    wins);
+//! 2. `OrderConfirmed` for the FIFO queue `NOTIFICATIONS_QUEUE_URL`, stored
+//!    in the record's outbox and published by `outbox-relay` from the
+//!    table's stream under its stable id (`MessageDeduplicationId` and the
+//!    `outbox_id` attribute). This function never calls `SendMessage`: a
+//!    crash or a lost answer after the commit re-publishes nothing, and a
+//!    crash before it leaves nothing behind.
 //!
 //! Records run concurrently; an in-batch duplicate waits for its first copy
 //! and replays its outcome; a bad body fails only its record (it reaches the
@@ -16,30 +22,40 @@
 //! Ordering: a standard queue does not keep order, so two events of one
 //! order (`PLACED`, then `PAID`) may be applied in either order and the last
 //! write wins. A producer that needs the latest status to win must carry a
-//! version and make the write conditional on it.
+//! version and make the write conditional on it. The notifications of one
+//! order share a FIFO group (`order_id`) and leave in commit order.
 
-pub mod notifier;
 pub mod table;
 
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::batch::{BatchProcessor, SqsRecord};
-use shared::{Config, HandlerError, Idempotency, KeySelector};
-use std::sync::Arc;
-
-pub use notifier::{MemoryNotifier, Notifier, Sent, SqsNotifier, deduplication_id};
-pub use table::{DynamoDbOrders, MemoryOrders, Orders};
+use shared::outbox::Message;
+use shared::{
+    CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, MemoryStore,
+    Staged, Table,
+};
 
 /// How long an order event's record lives by default: the queue's retention
 /// (4 days) plus its DLQ's (14 days), so no redelivery, DLQ redrive or
 /// resend of an event can outlive the record of its first delivery.
 pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
 
+/// The prefix of this function's idempotency keys.
+pub const RECORD_PREFIX: &str = "orders.record";
+
 /// Environment variable naming the orders table.
 pub const ORDERS_TABLE_ENV: &str = "ORDERS_TABLE";
-/// Environment variable holding the notifications queue URL.
+/// Environment variable holding the notifications (FIFO) queue URL.
 pub const NOTIFICATIONS_QUEUE_URL_ENV: &str = "NOTIFICATIONS_QUEUE_URL";
+/// The orders table's name in local runs.
+pub const LOCAL_ORDERS_TABLE: &str = "orders";
+/// The notifications queue in local runs: nothing is published, the memory
+/// store logs what would be.
+pub const LOCAL_NOTIFICATIONS_QUEUE_URL: &str = "local://notifications.fifo";
+/// The SQS message attribute naming the notification's type.
+pub const TYPE_ATTRIBUTE: &str = "type";
 
 /// An order event: the message body, and the item stored in the orders table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +83,7 @@ pub struct OrderConfirmed {
     pub customer_id: String,
     /// The amount.
     pub amount_cents: u64,
-    /// The event that confirmed it (consumers can deduplicate on it).
+    /// The event that confirmed it.
     pub event_id: String,
 }
 
@@ -91,20 +107,22 @@ pub struct Recorded {
     pub order_id: String,
     /// Its status.
     pub status: String,
-    /// The id of the `OrderConfirmed` message sent.
+    /// The stable id of its `OrderConfirmed` message: the
+    /// `MessageDeduplicationId` and `outbox_id` attribute the relay
+    /// publishes it with ([`notification_id`]).
     pub notification_id: String,
 }
 
-/// Validates one order event, writes the order, then sends its
-/// notification: the business logic, free of Lambda.
-///
-/// The write comes first: when the send fails (a retryable error), the
-/// redelivery writes the same item again and retries the send.
-pub async fn record_order(
-    orders: &dyn Orders,
-    notifier: &dyn Notifier,
-    order: &OrderEvent,
-) -> Result<Recorded, HandlerError> {
+/// The stable outbox id of the `OrderConfirmed` of `event_id`: the first
+/// (only) message of the record keyed by `event_id` under [`RECORD_PREFIX`].
+pub fn notification_id(event_id: &str) -> Result<String, HandlerError> {
+    let key = IdempotencyKey::new(RECORD_PREFIX, &Value::String(event_id.to_owned()))
+        .map_err(|e| HandlerError::terminal(format!("event_id: {e}")))?;
+    Ok(shared::outbox::stable_id(key.as_str(), 0))
+}
+
+/// Checks an order event before any effect: terminal errors for bad input.
+pub fn validate(order: &OrderEvent) -> Result<(), HandlerError> {
     for (field, value) in [
         ("event_id", &order.event_id),
         ("order_id", &order.order_id),
@@ -115,92 +133,106 @@ pub async fn record_order(
             return Err(HandlerError::terminal(format!("{field} is empty")));
         }
     }
-    orders.upsert(order).await?;
-    let notification_id = notifier
-        .order_confirmed(&OrderConfirmed::from(order))
-        .await?;
-    Ok(Recorded {
+    Ok(())
+}
+
+/// The order event as staged effects: the business logic, free of Lambda.
+/// The put of the order and its `OrderConfirmed` (group `order_id`, message
+/// attribute `type` = `OrderConfirmed`) commit with the record, or nothing
+/// does.
+pub fn stage_order(
+    orders: &Table,
+    queue_url: &str,
+    order: &OrderEvent,
+) -> Result<Staged<Recorded>, HandlerError> {
+    validate(order)?;
+    let body = serde_json::to_string(&OrderConfirmed::from(order))?;
+    let message = Message::sqs(queue_url, body)
+        .group(&order.order_id)
+        .attribute(TYPE_ATTRIBUTE, "OrderConfirmed");
+    let recorded = Recorded {
         event_id: order.event_id.clone(),
         order_id: order.order_id.clone(),
         status: order.status.clone(),
-        notification_id,
-    })
+        notification_id: notification_id(&order.event_id)?,
+    };
+    Ok(Staged::new(recorded)
+        .write(table::put(orders, order))
+        .publish(message))
 }
 
-/// The function: its engine, table and notifier, built once per execution
-/// environment.
+/// The function: its engine, orders table and notifications queue, built
+/// once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
     processor: BatchProcessor,
-    orders: Arc<dyn Orders>,
-    notifier: Arc<dyn Notifier>,
+    orders: Table,
+    queue_url: String,
 }
 
 impl App {
-    /// The function over the given engine, orders table and notifier.
-    pub fn new(engine: Idempotency, orders: Arc<dyn Orders>, notifier: Arc<dyn Notifier>) -> Self {
+    /// The function over the given engine, orders table and notifications
+    /// queue URL. The engine's store must reach the orders table (the same
+    /// DynamoDB account, or the same [`MemoryStore`]), and its
+    /// configuration's prefix must be [`RECORD_PREFIX`] (see
+    /// [`App::config`]) for [`Recorded::notification_id`] to hold.
+    pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
         let processor = BatchProcessor::new(engine, KeySelector::pointer("/event_id"));
         Self {
             processor,
             orders,
-            notifier,
+            queue_url: queue_url.into(),
         }
     }
 
-    /// Engine configuration: keys under `orders.record`, kept
+    /// Engine configuration: keys under [`RECORD_PREFIX`], kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
-    /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`).
+    /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), optimistic commits (one
+    /// `TransactWriteItems` per new order).
     pub fn config() -> Config {
-        Config::with_prefix("orders.record").expires_after(RECORD_LIFETIME)
+        Config::with_prefix(RECORD_PREFIX)
+            .expires_after(RECORD_LIFETIME)
+            .commit_mode(CommitMode::Optimistic)
     }
 
-    /// From the environment: DynamoDB for each table whose variable is set
-    /// (`IDEMPOTENCY_TABLE`, `ORDERS_TABLE`), SQS when
-    /// `NOTIFICATIONS_QUEUE_URL` is set (all honouring `AWS_ENDPOINT_URL`),
-    /// in-memory stand-ins otherwise (local runs: notifications are logged).
+    /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
+    /// `ORDERS_TABLE` are set (honouring `AWS_ENDPOINT_URL`; then
+    /// `NOTIFICATIONS_QUEUE_URL` is required), the embedded memory store
+    /// when neither is (local runs: the store logs what would be published
+    /// to [`LOCAL_NOTIFICATIONS_QUEUE_URL`] unless `NOTIFICATIONS_QUEUE_URL`
+    /// names another queue). One without the other is an error.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let idempotency = shared::TableConfig::from_env();
-        let orders = set(ORDERS_TABLE_ENV);
-        let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);
         let config = Self::config().expires_after_from_env()?;
-        let sdk = if idempotency.is_none() && orders.is_none() && queue_url.is_none() {
-            None
-        } else {
-            Some(shared::aws_sdk_config().await)
-        };
-        let engine = match (idempotency, &sdk) {
-            (Some(table), Some(sdk)) => Idempotency::new(
-                shared::DynamoDbStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
-                config,
-            ),
-            _ => {
-                tracing::warn!("IDEMPOTENCY_TABLE not set: idempotency records kept in memory");
-                Idempotency::new(shared::MemoryStore::new(), config)
+        let idempotency = shared::TableConfig::from_env();
+        let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);
+        let app = match (idempotency, set(ORDERS_TABLE_ENV)) {
+            (Some(table), Some(orders)) => {
+                let queue_url = queue_url.ok_or_else(|| {
+                    format!("{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables")
+                })?;
+                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
+                let engine =
+                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+                Self::new(engine, Table::dynamodb(client, orders), queue_url)
             }
-        };
-        let orders: Arc<dyn Orders> = match (orders, &sdk) {
-            (Some(table), Some(sdk)) => Arc::new(DynamoDbOrders::new(
-                aws_sdk_dynamodb::Client::new(sdk),
-                table,
-            )),
-            _ => {
-                tracing::warn!("ORDERS_TABLE not set: orders kept in memory");
-                Arc::new(MemoryOrders::default())
-            }
-        };
-        let notifier: Arc<dyn Notifier> = match (queue_url, &sdk) {
-            (Some(url), Some(sdk)) => {
-                Arc::new(SqsNotifier::new(aws_sdk_sqs::Client::new(sdk), url))
-            }
-            _ => {
+            (None, None) => {
                 tracing::warn!(
-                    "NOTIFICATIONS_QUEUE_URL not set: OrderConfirmed notifications are logged, not sent"
+                    "IDEMPOTENCY_TABLE not set (nor ORDERS_TABLE): idempotency records and \
+                     orders are kept in memory, OrderConfirmed notifications are logged, not \
+                     published (local run)"
                 );
-                Arc::new(MemoryNotifier::default())
+                let store = MemoryStore::new();
+                let engine = Idempotency::new(store.clone(), config);
+                let queue_url = queue_url.unwrap_or_else(|| LOCAL_NOTIFICATIONS_QUEUE_URL.into());
+                Self::new(engine, Table::memory(store, LOCAL_ORDERS_TABLE), queue_url)
+            }
+            _ => {
+                return Err(
+                    "set both IDEMPOTENCY_TABLE and ORDERS_TABLE, or neither (local run)".into(),
+                );
             }
         };
-        let app = Self::new(engine, orders, notifier);
         Ok(match shared::Verifier::from_lambda_env().await? {
             Some(verifier) => app.verify_signatures(verifier),
             None => app,
@@ -215,13 +247,18 @@ impl App {
     }
 
     /// The orders table.
-    pub fn orders(&self) -> &dyn Orders {
-        &*self.orders
+    pub fn orders(&self) -> &Table {
+        &self.orders
     }
 
-    /// The notifier.
-    pub fn notifier(&self) -> &dyn Notifier {
-        &*self.notifier
+    /// The notifications queue URL.
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        self.processor.engine()
     }
 
     /// Handles one SQS event: the partial batch response lists exactly the
@@ -230,10 +267,10 @@ impl App {
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-        let (orders, notifier) = (&*self.orders, &*self.notifier);
+        let (orders, queue_url) = (&self.orders, self.queue_url.as_str());
         self.processor
             .handle(event, |record: SqsRecord<OrderEvent>| async move {
-                record_order(orders, notifier, &record.body).await
+                stage_order(orders, queue_url, &record.body)
             })
             .await
     }
@@ -242,10 +279,11 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_trait::async_trait;
     use serde_json::json;
-    use shared::{ErrorKind, MemoryStore};
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use shared::{ErrorKind, Store};
+    use std::collections::BTreeMap;
+
+    const QUEUE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
 
     fn order(event_id: &str, order_id: &str) -> OrderEvent {
         OrderEvent {
@@ -280,19 +318,51 @@ mod tests {
 
     struct Local {
         app: App,
-        orders: Arc<MemoryOrders>,
-        notifier: Arc<MemoryNotifier>,
+        store: MemoryStore,
     }
 
     fn local() -> Local {
-        let orders = Arc::new(MemoryOrders::default());
-        let notifier = Arc::new(MemoryNotifier::default());
-        let engine = Idempotency::new(MemoryStore::new(), App::config().disabled(false));
-        let app = App::new(engine, orders.clone(), notifier.clone());
-        Local {
-            app,
-            orders,
-            notifier,
+        let store = MemoryStore::new();
+        let engine = Idempotency::new(store.clone(), App::config().disabled(false));
+        let app = App::new(engine, Table::memory(store.clone(), "orders"), QUEUE);
+        Local { app, store }
+    }
+
+    impl Local {
+        /// The outbox entries of `event_id`'s record (none without a record).
+        async fn outbox(&self, event_id: &str) -> Vec<shared::outbox::Entry> {
+            let key = self.app.engine().key(&json!(event_id)).unwrap();
+            match Store::get(&self.store, key.as_str()).await.unwrap() {
+                Some(record) => record
+                    .outbox
+                    .as_deref()
+                    .map(|o| shared::outbox::decode(o).unwrap())
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            }
+        }
+
+        /// `OrderConfirmed` staged for publishing, counted by event id,
+        /// checked against `event_ids`' records.
+        async fn confirmed(&self, event_ids: &[&str]) -> BTreeMap<String, usize> {
+            let mut counts = BTreeMap::new();
+            for event_id in event_ids {
+                for entry in self.outbox(event_id).await {
+                    let body: OrderConfirmed = serde_json::from_str(&entry.message.body).unwrap();
+                    assert_eq!(body.event_id, *event_id);
+                    assert_eq!(entry.id, notification_id(event_id).unwrap());
+                    assert_eq!(
+                        entry.message.group_id.as_deref(),
+                        Some(body.order_id.as_str())
+                    );
+                    *counts.entry(body.event_id).or_insert(0) += 1;
+                }
+            }
+            counts
+        }
+
+        async fn order(&self, order_id: &str) -> Option<OrderEvent> {
+            table::get(self.app.orders(), order_id).await.unwrap()
         }
     }
 
@@ -307,53 +377,80 @@ mod tests {
             .collect()
     }
 
-    fn confirmed_events(notifier: &MemoryNotifier) -> Vec<String> {
-        let mut ids: Vec<_> = notifier
-            .sent()
-            .into_iter()
-            .map(|s| s.message.event_id)
-            .collect();
-        ids.sort();
-        ids
+    fn once(ids: &[&str]) -> BTreeMap<String, usize> {
+        ids.iter().map(|id| ((*id).to_owned(), 1)).collect()
     }
 
-    #[tokio::test]
-    async fn records_the_order_then_confirms_it() {
-        let orders = MemoryOrders::default();
-        let notifier = MemoryNotifier::default();
+    #[test]
+    fn stages_the_order_put_and_its_confirmation() {
+        let orders = Table::memory(MemoryStore::new(), "orders");
         let o = order("evt-1", "ord-1");
-        let recorded = record_order(&orders, &notifier, &o).await.unwrap();
+        let staged = stage_order(&orders, QUEUE, &o).unwrap();
+        let key = IdempotencyKey::new(RECORD_PREFIX, &json!("evt-1")).unwrap();
         assert_eq!(
-            recorded,
+            staged.response,
             Recorded {
                 event_id: "evt-1".into(),
                 order_id: "ord-1".into(),
                 status: "PLACED".into(),
-                notification_id: "local-notification-1".into(),
+                notification_id: shared::outbox::stable_id(key.as_str(), 0),
             }
         );
-        assert_eq!(orders.get("ord-1").await.unwrap(), Some(o.clone()));
-        let sent = notifier.sent();
-        assert_eq!(sent.len(), 1);
+        assert_eq!(staged.writes, vec![table::put(&orders, &o)]);
+        assert_eq!(staged.writes[0].table, "orders");
+        assert_eq!(staged.messages.len(), 1);
+        let message = &staged.messages[0];
         assert_eq!(
-            serde_json::to_value(&sent[0].message).unwrap(),
+            message.destination,
+            shared::outbox::Destination::Sqs {
+                queue_url: QUEUE.into()
+            }
+        );
+        assert_eq!(message.group_id.as_deref(), Some("ord-1"));
+        assert_eq!(message.attributes[TYPE_ATTRIBUTE], "OrderConfirmed");
+        assert_eq!(
+            serde_json::from_str::<Value>(&message.body).unwrap(),
             json!({"type": "OrderConfirmed", "order_id": "ord-1", "customer_id": "cust-1",
                    "amount_cents": 4999, "event_id": "evt-1"})
         );
-        // A later event of the same order replaces the item.
+    }
+
+    #[tokio::test]
+    async fn commits_the_order_with_its_outbox_once_per_event() {
+        let l = local();
+        let o = order("evt-1", "ord-1");
+        let batch = |orders: &[&OrderEvent]| {
+            let records: Vec<Value> = orders
+                .iter()
+                .enumerate()
+                .map(|(i, o)| {
+                    json!({"messageId": format!("m-{i}"), "eventSource": "aws:sqs",
+                           "body": serde_json::to_string(o).unwrap(),
+                           "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders"})
+                })
+                .collect();
+            json!({ "Records": records })
+        };
+        assert!(invoke(&l.app, batch(&[&o, &o])).await.is_empty());
+        assert!(invoke(&l.app, batch(&[&o])).await.is_empty());
+        assert_eq!(l.order("ord-1").await, Some(o.clone()));
+        assert_eq!(l.confirmed(&["evt-1"]).await, once(&["evt-1"]));
+        // A later event of the same order replaces the item and confirms again.
         let paid = OrderEvent {
             status: "PAID".into(),
             ..order("evt-2", "ord-1")
         };
-        record_order(&orders, &notifier, &paid).await.unwrap();
-        assert_eq!(orders.get("ord-1").await.unwrap(), Some(paid));
-        assert_eq!(orders.len(), 1);
+        assert!(invoke(&l.app, batch(&[&paid])).await.is_empty());
+        assert_eq!(l.order("ord-1").await, Some(paid));
+        assert_eq!(
+            l.confirmed(&["evt-1", "evt-2"]).await,
+            once(&["evt-1", "evt-2"])
+        );
     }
 
-    #[tokio::test]
-    async fn empty_fields_are_terminal_and_have_no_effect() {
-        let orders = MemoryOrders::default();
-        let notifier = MemoryNotifier::default();
+    #[test]
+    fn empty_fields_are_terminal_and_stage_nothing() {
+        let orders = Table::memory(MemoryStore::new(), "orders");
         let cases = [
             ("event_id", order(" ", "ord-1")),
             ("order_id", order("evt-1", "")),
@@ -373,12 +470,10 @@ mod tests {
             ),
         ];
         for (field, bad) in cases {
-            let err = record_order(&orders, &notifier, &bad).await.unwrap_err();
+            let err = stage_order(&orders, QUEUE, &bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Terminal, "{field}");
             assert_eq!(err.to_string(), format!("{field} is empty"));
         }
-        assert!(orders.is_empty());
-        assert!(notifier.sent().is_empty());
     }
 
     #[test]
@@ -399,23 +494,19 @@ mod tests {
 
     #[tokio::test]
     async fn sample_batch_confirms_each_event_once() {
-        let Local {
-            app,
-            orders,
-            notifier,
-        } = local();
+        let l = local();
         let event = event("orders-standard.json");
         let ids = ids(&event);
         // Records: evt-..11, evt-..12, evt-..11 again, poison, evt-..13.
         for _delivery in 0..2 {
-            assert_eq!(invoke(&app, event.clone()).await, vec![ids[3].clone()]);
+            assert_eq!(invoke(&l.app, event.clone()).await, vec![ids[3].clone()]);
         }
-        assert_eq!(
-            confirmed_events(&notifier),
-            ["evt-5c1e0a11", "evt-5c1e0a12", "evt-5c1e0a13"]
-        );
-        assert_eq!(orders.len(), 3);
-        let ord = orders.get("ord-1002").await.unwrap().unwrap();
+        let events = ["evt-5c1e0a11", "evt-5c1e0a12", "evt-5c1e0a13"];
+        assert_eq!(l.confirmed(&events).await, once(&events));
+        for (order_id, event_id) in [("ord-1001", "evt-5c1e0a11"), ("ord-1003", "evt-5c1e0a13")] {
+            assert_eq!(l.order(order_id).await.unwrap().event_id, event_id);
+        }
+        let ord = l.order("ord-1002").await.unwrap();
         assert_eq!(
             (ord.event_id.as_str(), ord.customer_id.as_str()),
             ("evt-5c1e0a12", "cust-0077")
@@ -425,16 +516,23 @@ mod tests {
 
     #[tokio::test]
     async fn bad_bodies_fail_only_their_records() {
-        let Local { app, notifier, .. } = local();
+        let l = local();
         // A good order, one without event_id, one whose event_id is a number.
         let event = event("orders-missing-key.json");
         let ids = ids(&event);
-        assert_eq!(invoke(&app, event).await, ids[1..].to_vec());
-        assert_eq!(confirmed_events(&notifier), ["evt-6d2f1b21"]);
+        assert_eq!(invoke(&l.app, event).await, ids[1..].to_vec());
+        assert_eq!(
+            l.confirmed(&["evt-6d2f1b21"]).await,
+            once(&["evt-6d2f1b21"])
+        );
+        assert!(l.order("ord-1101").await.is_some());
+        for order_id in ["ord-1102", "ord-1103"] {
+            assert_eq!(l.order(order_id).await, None, "{order_id}");
+        }
 
         // EventBridge envelopes are not order events.
         let event = self::event("orders-eventbridge-via-sqs.json");
-        assert_eq!(invoke(&app, event.clone()).await, self::ids(&event));
+        assert_eq!(invoke(&l.app, event.clone()).await, self::ids(&event));
 
         // Negative, fractional, empty ids: failed (to the DLQ after retries).
         let record = |id: &str, body: Value| {
@@ -458,7 +556,7 @@ mod tests {
             record("m-good", good.clone()),
         ]});
         assert_eq!(
-            invoke(&app, batch).await,
+            invoke(&l.app, batch).await,
             [
                 "m-neg",
                 "m-frac",
@@ -467,7 +565,22 @@ mod tests {
                 "m-no-event"
             ]
         );
-        assert_eq!(confirmed_events(&notifier), ["evt-6d2f1b21", "evt-9"]);
+        let bad = [
+            "evt-bad-amount_cents",
+            "evt-bad-order_id",
+            "evt-bad-customer_id",
+        ];
+        assert!(l.confirmed(&bad).await.is_empty(), "nothing staged");
+        assert_eq!(
+            l.confirmed(&["evt-6d2f1b21", "evt-9"]).await,
+            once(&["evt-6d2f1b21", "evt-9"])
+        );
+        let ord9 = l.order("ord-9").await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&ord9).unwrap(),
+            good,
+            "no bad record wrote"
+        );
     }
 
     #[tokio::test]
@@ -481,50 +594,5 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("not an SQS event"), "{err}");
-    }
-
-    /// A notifier whose first `failures` sends fail (a throttled queue).
-    #[derive(Debug)]
-    struct Flaky {
-        inner: MemoryNotifier,
-        failures: usize,
-        calls: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl Notifier for Flaky {
-        async fn order_confirmed(&self, message: &OrderConfirmed) -> Result<String, HandlerError> {
-            if self.calls.fetch_add(1, SeqCst) < self.failures {
-                return Err(HandlerError::retryable("SendMessage throttled"));
-            }
-            self.inner.order_confirmed(message).await
-        }
-    }
-
-    #[tokio::test]
-    async fn a_failed_send_is_retried_and_confirms_once() {
-        let orders = Arc::new(MemoryOrders::default());
-        let notifier = Arc::new(Flaky {
-            inner: MemoryNotifier::default(),
-            failures: 1,
-            calls: AtomicUsize::new(0),
-        });
-        let engine = Idempotency::new(MemoryStore::new(), App::config().disabled(false));
-        let app = App::new(engine, orders.clone(), notifier.clone());
-        let event = event("orders-standard.json");
-        let ids = ids(&event);
-        // The first send fails: that record (and its in-batch duplicate) is
-        // redelivered; the others are done.
-        let failed = invoke(&app, event.clone()).await;
-        assert!(failed.contains(&ids[3]), "{failed:?}");
-        assert!(failed.len() >= 2, "{failed:?}");
-        // The redelivery sends what is missing and replays the rest.
-        assert_eq!(invoke(&app, event.clone()).await, vec![ids[3].clone()]);
-        assert_eq!(invoke(&app, event).await, vec![ids[3].clone()]);
-        assert_eq!(
-            confirmed_events(&notifier.inner),
-            ["evt-5c1e0a11", "evt-5c1e0a12", "evt-5c1e0a13"]
-        );
-        assert_eq!(notifier.calls.load(SeqCst), 4);
     }
 }

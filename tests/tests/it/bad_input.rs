@@ -19,7 +19,6 @@ use integration_tests::{create_idempotency_table, create_table, moto, unique_nam
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
-use orders::{MemoryNotifier, MemoryOrders};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, FailureReason, SqsBatchResponse, SqsRecord, parse_sqs_event};
 use shared::{
@@ -152,14 +151,13 @@ impl Payments {
     }
 }
 
-/// `orders` with its idempotency table on moto (or `table`), orders and
-/// notifications in memory.
+/// `orders` with its idempotency table (or `table`) and its orders table on
+/// moto; notifications are what the records' outboxes stage for the relay.
 struct Orders {
     app: orders::App,
-    orders: Arc<MemoryOrders>,
-    notifier: Arc<MemoryNotifier>,
     ddb: aws_sdk_dynamodb::Client,
     table: String,
+    orders_table: String,
 }
 
 async fn orders_app(table: Option<String>) -> Orders {
@@ -172,15 +170,17 @@ async fn orders_app(table: Option<String>) -> Orders {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
         orders::App::config().disabled(false),
     );
-    let orders = Arc::new(MemoryOrders::default());
-    let notifier = Arc::new(MemoryNotifier::default());
-    let app = orders::App::new(engine, orders.clone(), notifier.clone());
+    let orders_table = integration_tests::create_table(&ddb, "orders", "order_id", None).await;
+    let app = orders::App::new(
+        engine,
+        shared::Table::dynamodb(ddb.clone(), &orders_table),
+        "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo",
+    );
     Orders {
         app,
-        orders,
-        notifier,
         ddb,
         table,
+        orders_table,
     }
 }
 
@@ -189,11 +189,20 @@ impl Orders {
         self.app.handle(LambdaEvent::new(event, context())).await
     }
 
-    /// Notifications sent, counted by event id.
-    fn notified(&self) -> BTreeMap<String, usize> {
+    /// Notifications staged for the relay (in the records' outboxes),
+    /// counted by event id.
+    async fn notified(&self) -> BTreeMap<String, usize> {
         let mut counts = BTreeMap::new();
-        for sent in self.notifier.sent() {
-            *counts.entry(sent.message.event_id).or_insert(0) += 1;
+        for item in scan(&self.ddb, &self.table).await {
+            let Some(AttributeValue::S(outbox)) = item.get("outbox") else {
+                continue;
+            };
+            for entry in shared::outbox::decode(outbox).unwrap() {
+                let body: orders::OrderConfirmed =
+                    serde_json::from_str(&entry.message.body).unwrap();
+                assert_eq!(entry.id, orders::notification_id(&body.event_id).unwrap());
+                *counts.entry(body.event_id).or_insert(0) += 1;
+            }
         }
         counts
     }
@@ -665,7 +674,7 @@ async fn run_case(case: &Case, logs: &Logs) {
                 let Some(order_id) = body["order_id"].as_str() else {
                     continue;
                 };
-                let stored = orders::Orders::get(&*o.orders, order_id).await.unwrap();
+                let stored = orders::table::get(o.app.orders(), order_id).await.unwrap();
                 if *is_good {
                     let stored = stored.unwrap_or_else(|| panic!("{name}: {order_id} lost"));
                     assert_eq!(serde_json::to_value(&stored).unwrap(), *body, "{name}");
@@ -674,7 +683,11 @@ async fn run_case(case: &Case, logs: &Logs) {
                     assert_eq!(stored, None, "{name}: {order_id} from a bad record");
                 }
             }
-            assert_eq!(o.notified(), want_notified, "{name}: one notification each");
+            assert_eq!(
+                o.notified().await,
+                want_notified,
+                "{name}: one notification each"
+            );
         }
     }
     // Each failure's log line says why; each good record's says it was done.
@@ -812,7 +825,8 @@ async fn events_of_the_wrong_kind_fail_the_invocation_clearly() {
     }
     assert!(scan(&p.ddb, &p.table).await.is_empty());
     assert!(scan(&o.ddb, &o.table).await.is_empty());
-    assert!(o.notifier.sent().is_empty());
+    assert!(scan(&o.ddb, &o.orders_table).await.is_empty());
+    assert!(o.notified().await.is_empty());
 
     // The EventBridge function, given something else.
     let store = MemoryStore::new();
@@ -1291,7 +1305,10 @@ mod security {
             );
         }
         assert_eq!(p.balance("acct-ns").await, Some(250), "applied once");
-        assert_eq!(o.notified(), BTreeMap::from([(shared_key.to_owned(), 1)]));
+        assert_eq!(
+            o.notified().await,
+            BTreeMap::from([(shared_key.to_owned(), 1)])
+        );
         let hash = sha256_hex(shared_key.as_bytes());
         let mut ids: Vec<String> = scan(&p.ddb, &p.table)
             .await

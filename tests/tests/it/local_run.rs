@@ -220,9 +220,10 @@ fn payments_second_delivery_is_replayed() {
     assert_eq!(run.logs_of("IDEMPOTENCY_TABLE not set").len(), 1);
 }
 
-/// orders, in memory: each unique event is confirmed once (the notifier
-/// logs what it would send), the poison record is reported both times, and
-/// the second delivery replays everything else.
+/// orders, in memory: each unique event is confirmed once (the memory store
+/// logs the outbox entry the relay would publish, under its stable id), the
+/// poison record is reported both times, and the second delivery replays
+/// everything else.
 #[test]
 fn orders_second_delivery_is_replayed() {
     let file = "events/orders-standard.json";
@@ -240,14 +241,27 @@ fn orders_second_delivery_is_replayed() {
         "{}",
         run.stderr
     );
-    let notes = run.logs_of("OrderConfirmed kept in memory");
+    let notes = run.logs_of("would publish (memory store: no relay)");
     let mut events: Vec<String> = notes
         .iter()
         .map(|(request, f)| {
             assert_eq!(request, "local-1");
             let body: Value = serde_json::from_str(f["body"].as_str().unwrap()).unwrap();
             assert_eq!(body["type"], "OrderConfirmed");
-            body["event_id"].as_str().unwrap().to_owned()
+            assert_eq!(f["group_id"], body["order_id"]);
+            let event_id = body["event_id"].as_str().unwrap();
+            assert_eq!(
+                f["outbox_id"].as_str(),
+                Some(orders::notification_id(event_id).unwrap().as_str())
+            );
+            assert!(
+                f["destination"]
+                    .as_str()
+                    .unwrap()
+                    .contains(orders::LOCAL_NOTIFICATIONS_QUEUE_URL),
+                "{f:?}"
+            );
+            event_id.to_owned()
         })
         .collect();
     events.sort();
@@ -322,6 +336,37 @@ fn inventory_needs_both_tables_or_neither() {
             run.stderr
         );
     }
+}
+
+/// orders with only one of its two tables configured refuses to start (the
+/// order and the record commit in one transaction), and with both it needs
+/// the notifications queue (the destination of every outbox entry).
+#[test]
+fn orders_needs_both_tables_or_neither_and_a_queue_with_them() {
+    let file = "events/orders-standard.json";
+    for var in ["IDEMPOTENCY_TABLE", "ORDERS_TABLE"] {
+        let run = run_local("orders", &[file], &[(var, "some-table".to_owned())]);
+        assert!(!run.success, "{var} alone: {:?}", run.responses);
+        assert!(run.responses.is_empty());
+        assert!(
+            run.stderr
+                .contains("set both IDEMPOTENCY_TABLE and ORDERS_TABLE, or neither"),
+            "{var} alone: {}",
+            run.stderr
+        );
+    }
+    let both = [
+        ("IDEMPOTENCY_TABLE", "idem".to_owned()),
+        ("ORDERS_TABLE", "orders".to_owned()),
+    ];
+    let run = run_local("orders", &[file], &both);
+    assert!(!run.success, "{:?}", run.responses);
+    assert!(
+        run.stderr
+            .contains("NOTIFICATIONS_QUEUE_URL is required with DynamoDB tables"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Without `--event` and outside Lambda, a binary says how to run it.

@@ -1,78 +1,90 @@
-//! `orders` end to end against moto: a standard queue with a DLQ, the event
-//! source mapping loop, DynamoDB idempotency and orders tables, and the
-//! notifications queue (standard, or FIFO with deduplication ids).
+//! `orders` end to end against moto: a standard orders queue with a DLQ and
+//! the event source mapping loop, the DynamoDB orders table and idempotency
+//! table **with a stream**, the stream mapping emulator running
+//! `outbox-relay`, and the FIFO notifications queue read as a consumer
+//! reads it. The function never sends: each new order is one
+//! `TransactWriteItems` (order put + record with its outbox), and the relay
+//! publishes `OrderConfirmed` under the entry's stable id.
 
+use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use integration_tests::esm::{self, Queue};
-use integration_tests::{create_idempotency_table, create_table, moto, unique_name};
-use lambda_runtime::LambdaEvent;
-use orders::{App, DynamoDbOrders, OrderEvent, SqsNotifier};
+use integration_tests::events::{Msg, sqs_event};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use integration_tests::stream_esm::{self, Options};
+use integration_tests::{
+    Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
+};
+use lambda_runtime::{Context, LambdaEvent};
+use orders::{App, OrderEvent};
+use outbox_relay::{Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
-use shared::{DynamoDbStore, Idempotency, MemoryStore, TableConfig};
+use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::Child;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-struct Setup {
+struct Setup<'m> {
+    moto: &'m Moto,
     app: App,
     ddb: aws_sdk_dynamodb::Client,
+    /// The idempotency table (its name is also the launcher's marker for
+    /// this test's DynamoDB requests: every request of orders touches it).
+    idempotency: String,
     orders_table: String,
+    stream_arn: String,
     sqs: aws_sdk_sqs::Client,
     queue: Queue,
     notifications: String,
 }
 
-/// A queue without a DLQ (FIFO with explicit deduplication ids when `fifo`).
-async fn plain_queue(sqs: &aws_sdk_sqs::Client, prefix: &str, fifo: bool) -> String {
-    let mut req = sqs.create_queue();
-    if fifo {
-        req = req
-            .queue_name(format!("{}.fifo", unique_name(prefix)))
-            .attributes(QueueAttributeName::FifoQueue, "true")
-            .attributes(QueueAttributeName::ContentBasedDeduplication, "false");
-    } else {
-        req = req.queue_name(unique_name(prefix));
-    }
-    req.send().await.unwrap().queue_url().unwrap().to_owned()
-}
-
-fn app_over(
-    engine: Idempotency,
-    ddb: &aws_sdk_dynamodb::Client,
-    orders_table: &str,
-    sqs: &aws_sdk_sqs::Client,
-    notifications: &str,
-) -> App {
-    App::new(
-        engine,
-        Arc::new(DynamoDbOrders::new(ddb.clone(), orders_table)),
-        Arc::new(SqsNotifier::new(sqs.clone(), notifications)),
-    )
-}
-
-/// Tables on moto, an orders queue (standard, DLQ after `max_receive`
-/// receives, visibility 1 s) and a notifications queue.
-async fn setup(max_receive: u32, fifo_notifications: bool) -> Setup {
-    let moto = moto();
+/// Tables on `moto` (the idempotency table with a `NEW_IMAGE` stream), an
+/// orders queue (standard, DLQ after `max_receive` receives, visibility
+/// 1 s) and a FIFO notifications queue (explicit deduplication ids).
+async fn setup_on(moto: &Moto, max_receive: u32) -> Setup<'_> {
     let ddb = moto.dynamodb().await;
-    let idempotency = create_idempotency_table(&ddb).await;
+    let idempotency = format!("{}-idem", unique_name("orders"));
+    let stream_arn =
+        create_idempotency_table_with_stream(&ddb, &idempotency, StreamViewType::NewImage).await;
     let orders_table = create_table(&ddb, "orders", "order_id", None).await;
     let sqs = moto.sqs().await;
     let queue = esm::create_queue(&sqs, "orders", false, max_receive, 1).await;
-    let notifications = plain_queue(&sqs, "notifications", fifo_notifications).await;
+    let notifications = sqs
+        .create_queue()
+        .queue_name(format!("{}.fifo", unique_name("notifications")))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_owned();
     let engine = Idempotency::new(
-        DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
+        DynamoDbStore::new(ddb.clone(), TableConfig::new(&idempotency)),
         App::config(),
     );
-    let app = app_over(engine, &ddb, &orders_table, &sqs, &notifications);
+    let app = App::new(
+        engine,
+        Table::dynamodb(ddb.clone(), &orders_table),
+        &notifications,
+    );
     Setup {
+        moto,
         app,
         ddb,
+        idempotency,
         orders_table,
+        stream_arn,
         sqs,
         queue,
         notifications,
     }
+}
+
+async fn setup(max_receive: u32) -> Setup<'static> {
+    setup_on(moto(), max_receive).await
 }
 
 async fn invoke(
@@ -93,18 +105,97 @@ fn order(i: usize) -> OrderEvent {
     }
 }
 
-/// The notifications in a queue, counted by event id (each body checked to
-/// be an `OrderConfirmed`).
-async fn notifications_by_event(sqs: &aws_sdk_sqs::Client, url: &str) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for body in esm::drain_bodies(sqs, url).await {
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["type"], "OrderConfirmed", "{body}");
-        *counts
-            .entry(v["event_id"].as_str().unwrap().to_owned())
-            .or_insert(0) += 1;
+impl Setup<'_> {
+    /// Runs `outbox-relay` over the idempotency table's stream (from its
+    /// start: everything committed so far is published, again if it was
+    /// before).
+    async fn relay(&self) {
+        // The relay tests count SendMessageBatch requests on the shared moto.
+        let _serial = crate::relay::SERIAL.lock().await;
+        let relay = Relay::new(Arc::new(AwsPublisher::new(&self.moto.sdk_config().await)));
+        let streams = self.moto.dynamodbstreams().await;
+        let stats = stream_esm::run(&streams, &self.stream_arn, &Options::default(), |event| {
+            relay.handle(LambdaEvent::new(event, Context::default()))
+        })
+        .await;
+        assert!(stats.skipped.is_empty() && !stats.timed_out, "{stats:?}");
+        assert_eq!(stats.invocation_errors, 0, "{stats:?}");
     }
-    counts
+
+    /// Every `OrderConfirmed` in the notifications queue, received once
+    /// each and deleted, counted by event id; each checked as a consumer
+    /// would: group = order, `outbox_id` = deduplication id = the event's
+    /// stable id, `type` = `OrderConfirmed`.
+    async fn notifications_by_event(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        let mut empty = 0;
+        while empty < 2 {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.notifications)
+                .max_number_of_messages(10)
+                .visibility_timeout(600)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .unwrap();
+            if out.messages().is_empty() {
+                empty += 1;
+                continue;
+            }
+            for m in out.messages() {
+                let body: Value = serde_json::from_str(m.body().unwrap()).unwrap();
+                assert_eq!(body["type"], "OrderConfirmed", "{body}");
+                let event_id = body["event_id"].as_str().unwrap();
+                let stable = orders::notification_id(event_id).unwrap();
+                let attrs = m.attributes().unwrap();
+                let attr = |name| attrs.get(&name).map(String::as_str);
+                assert_eq!(
+                    attr(MessageSystemAttributeName::MessageGroupId),
+                    body["order_id"].as_str()
+                );
+                assert_eq!(
+                    attr(MessageSystemAttributeName::MessageDeduplicationId),
+                    Some(stable.as_str())
+                );
+                let user = m.message_attributes().unwrap();
+                let text = |name: &str| user.get(name).and_then(|v| v.string_value());
+                assert_eq!(text(orders::TYPE_ATTRIBUTE), Some("OrderConfirmed"));
+                assert_eq!(text(shared::outbox::OUTBOX_ID), Some(stable.as_str()));
+                *counts.entry(event_id.to_owned()).or_insert(0) += 1;
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.notifications)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        counts
+    }
+
+    /// Every item of the orders table, by order id.
+    async fn orders(&self) -> BTreeMap<String, OrderEvent> {
+        let table = Table::dynamodb(self.ddb.clone(), &self.orders_table);
+        let scan = self
+            .ddb
+            .scan()
+            .table_name(&self.orders_table)
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap();
+        let mut out = BTreeMap::new();
+        for item in scan.items() {
+            let id = item["order_id"].as_s().unwrap();
+            let order = orders::table::get(&table, id).await.unwrap().unwrap();
+            out.insert(id.clone(), order);
+        }
+        out
+    }
 }
 
 /// Messages visible or in flight in a queue.
@@ -121,20 +212,24 @@ async fn messages_left(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
     attrs.values().map(|v| v.parse::<u64>().unwrap_or(0)).sum()
 }
 
-async fn assert_orders_stored(setup: &Setup, expected: &[OrderEvent]) {
-    let table = DynamoDbOrders::new(setup.ddb.clone(), &setup.orders_table);
-    for o in expected {
-        let stored = orders::Orders::get(&table, &o.order_id).await.unwrap();
-        assert_eq!(stored.as_ref(), Some(o), "order {}", o.order_id);
-    }
+fn once<'a>(event_ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
+    event_ids.into_iter().map(|e| (e.to_owned(), 1)).collect()
 }
 
-/// Every order event is recorded and confirmed exactly once, whatever is
-/// redelivered (producer retries with new message ids, in-batch
-/// duplicates); poison messages end in the DLQ; nothing is lost.
+fn by_id(orders: &[OrderEvent]) -> BTreeMap<String, OrderEvent> {
+    orders
+        .iter()
+        .map(|o| (o.order_id.clone(), o.clone()))
+        .collect()
+}
+
+/// Every order event is recorded and confirmed exactly once as the
+/// consumer sees it, whatever is redelivered (producer resends with new
+/// message ids, in-batch and cross-batch duplicates, the relay run twice
+/// over the whole stream); poison messages end in the DLQ; nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_event_is_recorded_and_confirmed_once() {
-    let setup = setup(3, false).await;
+    let setup = setup(3).await;
     let Setup { sqs, queue, .. } = &setup;
     let mut sent_good = 0;
     let mut expected = Vec::new();
@@ -164,6 +259,11 @@ async fn each_event_is_recorded_and_confirmed_once() {
     )
     .await;
     sent_good += 1;
+    // Resends of the first ten, after the others (other batches).
+    for o in &expected[..10] {
+        esm::send(sqs, queue, &serde_json::to_string(o).unwrap(), None, None).await;
+        sent_good += 1;
+    }
 
     let good = serde_json::to_value(order(99)).unwrap();
     let with = |field: &str, value: Value| {
@@ -194,22 +294,25 @@ async fn each_event_is_recorded_and_confirmed_once() {
     assert!(stats.deleted >= sent_good, "{stats:?}");
     assert_eq!(messages_left(sqs, &queue.url).await, 0, "{stats:?}");
 
-    let counts = notifications_by_event(sqs, &setup.notifications).await;
-    let mut expected_events: BTreeSet<String> =
-        expected.iter().map(|o| o.event_id.clone()).collect();
-    expected_events.insert(paid.event_id.clone());
-    assert_eq!(
-        counts.keys().cloned().collect::<BTreeSet<_>>(),
-        expected_events
-    );
-    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
+    // Twice over the whole stream: the FIFO queue drops the second publish.
+    setup.relay().await;
+    setup.relay().await;
+    let counts = setup.notifications_by_event().await;
+    let events: BTreeSet<&str> = expected
+        .iter()
+        .map(|o| o.event_id.as_str())
+        .chain([paid.event_id.as_str()])
+        .collect();
+    assert_eq!(counts, once(events));
 
-    expected.retain(|o| o.order_id != "ord-7");
-    assert_orders_stored(&setup, &expected).await;
-    // ord-7: whichever of its two events was applied last wins.
-    let table = DynamoDbOrders::new(setup.ddb.clone(), &setup.orders_table);
-    let ord7 = orders::Orders::get(&table, "ord-7").await.unwrap().unwrap();
-    assert!(ord7 == order(7) || ord7 == paid, "{ord7:?}");
+    // Every order written, with its content; ord-7: whichever of its two
+    // events was applied last wins. Nothing from a poison message.
+    let stored = setup.orders().await;
+    let ord7 = &stored["ord-7"];
+    assert!(*ord7 == order(7) || *ord7 == paid, "{ord7:?}");
+    let mut want = by_id(&expected);
+    want.insert("ord-7".into(), ord7.clone());
+    assert_eq!(stored, want);
 
     let mut dlq = esm::drain_bodies(sqs, queue.dlq_url.as_deref().unwrap()).await;
     dlq.sort();
@@ -219,12 +322,11 @@ async fn each_event_is_recorded_and_confirmed_once() {
 
 /// Two event source mapping pollers on one queue (as Lambda runs several
 /// concurrent batches), every event sent three times: copies of one event
-/// are processed at the same time by the two pollers (one claims it, the
-/// other replays it or finds it in progress and gets it again after the
-/// visibility timeout), and still each event is confirmed once.
+/// are processed at the same time by the two pollers, and still each event
+/// is confirmed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pollers_confirm_each_event_once() {
-    let setup = setup(5, false).await;
+    let setup = setup(5).await;
     let Setup { sqs, queue, .. } = &setup;
     let expected: Vec<OrderEvent> = (0..20).map(order).collect();
     // Blocks of 10 (a batch), each sent three times in a row: the pollers
@@ -251,10 +353,10 @@ async fn concurrent_pollers_confirm_each_event_once() {
     assert!(a.deleted + b.deleted >= 60, "{a:?} {b:?}");
     assert_eq!(messages_left(sqs, &queue.url).await, 0);
 
-    let counts = notifications_by_event(sqs, &setup.notifications).await;
-    assert_eq!(counts.len(), 20, "{counts:?}");
-    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
-    assert_orders_stored(&setup, &expected).await;
+    setup.relay().await;
+    let counts = setup.notifications_by_event().await;
+    assert_eq!(counts, once(expected.iter().map(|o| o.event_id.as_str())));
+    assert_eq!(setup.orders().await, by_id(&expected));
     assert!(
         esm::drain_bodies(sqs, queue.dlq_url.as_deref().unwrap())
             .await
@@ -266,7 +368,7 @@ async fn concurrent_pollers_confirm_each_event_once() {
 /// record is reported, and a second delivery of the batch is replayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_batch_is_confirmed_once() {
-    let setup = setup(3, false).await;
+    let setup = setup(3).await;
     let event: Value =
         serde_json::from_str(include_str!("../../../events/orders-standard.json")).unwrap();
     let poison_id = event["Records"][3]["messageId"].as_str().unwrap();
@@ -279,15 +381,14 @@ async fn sample_batch_is_confirmed_once() {
             .collect();
         assert_eq!(failed, [poison_id]);
     }
-    let counts = notifications_by_event(&setup.sqs, &setup.notifications).await;
+    setup.relay().await;
+    let counts = setup.notifications_by_event().await;
     assert_eq!(
         counts,
-        BTreeMap::from([
-            ("evt-5c1e0a11".to_owned(), 1),
-            ("evt-5c1e0a12".to_owned(), 1),
-            ("evt-5c1e0a13".to_owned(), 1)
-        ])
+        once(["evt-5c1e0a11", "evt-5c1e0a12", "evt-5c1e0a13"])
     );
+    let stored = setup.orders().await;
+    assert_eq!(stored.len(), 3, "{stored:?}");
     let ord = OrderEvent {
         event_id: "evt-5c1e0a11".into(),
         order_id: "ord-1001".into(),
@@ -295,73 +396,218 @@ async fn sample_batch_is_confirmed_once() {
         amount_cents: 4999,
         status: "PLACED".into(),
     };
-    assert_orders_stored(&setup, &[ord]).await;
+    assert_eq!(stored["ord-1001"], ord);
 }
 
-/// With a FIFO notifications queue, each notification carries
-/// `MessageGroupId` = order_id and `MessageDeduplicationId` = event_id, so
-/// SQS drops a second send of the same event even when the engine did not
-/// stop it (here: two functions with separate idempotency stores).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifo_notifications_are_deduplicated_by_event_id() {
-    let setup = setup(3, true).await;
-    assert!(setup.notifications.ends_with(".fifo"));
-    let event: Value =
-        serde_json::from_str(include_str!("../../../events/orders-standard.json")).unwrap();
-    let forgetful = app_over(
-        Idempotency::new(MemoryStore::new(), App::config()),
-        &setup.ddb,
-        &setup.orders_table,
-        &setup.sqs,
-        &setup.notifications,
-    );
-    for app in [&setup.app, &forgetful] {
-        let response = invoke(app, event.clone()).await.unwrap();
-        assert_eq!(response.batch_item_failures.len(), 1, "{response:?}");
-    }
+fn count(counts: &serde_json::Map<String, Value>, operation: &str) -> u64 {
+    counts.get(operation).and_then(Value::as_u64).unwrap_or(0)
+}
 
-    let mut seen = BTreeMap::new();
-    for _ in 0..10 {
-        let out = setup
-            .sqs
-            .receive_message()
-            .queue_url(&setup.notifications)
-            .max_number_of_messages(10)
-            .visibility_timeout(600)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        if out.messages().is_empty() {
+/// Requests per new order, counted by the launcher (a moto of this test's
+/// own, so no other test's requests count): one `TransactWriteItems` each
+/// (the order put and the record with its outbox), no other DynamoDB
+/// request, no `SendMessage`; a redelivered batch is settled by one
+/// `BatchGetItem` and writes nothing. The relay
+/// then publishes with `SendMessageBatch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_transaction_per_new_order_and_no_send() {
+    let own = Moto::start(&[]);
+    let setup = setup_on(&own, 3).await;
+    let new: Vec<OrderEvent> = (0..10).map(order).collect();
+    let records: Vec<Value> = new
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            json!({"messageId": format!("m-{i}"), "eventSource": "aws:sqs",
+                   "body": serde_json::to_string(o).unwrap(), "receiptHandle": "r",
+                   "attributes": {"ApproximateReceiveCount": "1"},
+                   "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders"})
+        })
+        .collect();
+    let event = json!({ "Records": records });
+
+    own.reset_counts().await;
+    let response = invoke(&setup.app, event.clone()).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let first = own.request_counts().await;
+    let n = new.len() as u64;
+    let transactions = count(&first, "DynamoDB_20120810.TransactWriteItems");
+    eprintln!("orders: {n} new orders: {first:?}");
+    assert_eq!(transactions, n, "one TransactWriteItems per new order");
+    assert_eq!(first.len(), 1, "nothing but the transactions: {first:?}");
+
+    // Redelivered (receive count 2): settled by one read of the records,
+    // replayed, nothing written or sent.
+    let mut redelivered = event;
+    for r in redelivered["Records"].as_array_mut().unwrap() {
+        r["attributes"]["ApproximateReceiveCount"] = json!("2");
+    }
+    own.reset_counts().await;
+    let response = invoke(&setup.app, redelivered).await.unwrap();
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let again = own.request_counts().await;
+    eprintln!("orders: the batch redelivered: {again:?}");
+    assert_eq!(
+        count(&again, "DynamoDB_20120810.TransactWriteItems"),
+        0,
+        "{again:?}"
+    );
+    assert_eq!(
+        count(&again, "DynamoDB_20120810.BatchGetItem"),
+        1,
+        "{again:?}"
+    );
+    assert_eq!(count(&again, "AmazonSQS.SendMessage"), 0, "{again:?}");
+
+    own.reset_counts().await;
+    setup.relay().await;
+    let relayed = own.request_counts().await;
+    assert_eq!(count(&relayed, "AmazonSQS.SendMessage"), 0, "{relayed:?}");
+    assert!(
+        count(&relayed, "AmazonSQS.SendMessageBatch") >= 1,
+        "{relayed:?}"
+    );
+    assert_eq!(
+        setup.notifications_by_event().await,
+        once(new.iter().map(|o| o.event_id.as_str()))
+    );
+    assert_eq!(setup.orders().await, by_id(&new));
+}
+
+/// `orders` as a real process under the local Lambda Runtime API.
+fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
+    let mut command = lambda_command(&function_binary("orders"), "orders", api);
+    moto().apply_env(&mut command);
+    command
+        .env("IDEMPOTENCY_TABLE", &s.idempotency)
+        .env("ORDERS_TABLE", &s.orders_table)
+        .env("NOTIFICATIONS_QUEUE_URL", &s.notifications)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start the orders binary")
+}
+
+fn failed_ids(result: &Option<Invocation>) -> Option<Vec<String>> {
+    match result {
+        Some(Invocation::Response(r)) => Some(
+            r["batchItemFailures"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+const LEASE: Duration = Duration::from_millis(1500);
+
+/// One crash trial: the orders process killed right after its `n`-th
+/// DynamoDB request is answered, restarted, the batch redelivered until it
+/// succeeds, then the relay run. Returns whether the kill happened, and the
+/// setup to read the results from.
+async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
+    let s = setup(3).await;
+    let api = RuntimeApi::start().await;
+    let mut child = spawn_orders(&api, &s);
+    moto().kill_after(n, child.id(), &s.idempotency).await;
+    let started = Instant::now();
+    let invoke = api.invoke(
+        event.clone(),
+        now_ms() + LEASE.as_millis() as u64,
+        Duration::from_secs(20),
+    );
+    tokio::pin!(invoke);
+    let mut first = None;
+    let mut killed = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        tokio::select! {
+            result = &mut invoke => {
+                first = result;
+                break;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    killed = !status.success();
+                    break;
+                }
+            }
+        }
+    }
+    if first.is_some() {
+        // Answered: a kill can still land on the last answer; let it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    moto().kill_after(u32::MAX, 0, &s.idempotency).await;
+    if !killed {
+        assert_eq!(failed_ids(&first), Some(vec![]), "n={n}: {first:?}");
+    } else {
+        // The runtime restarts the function; SQS redelivers the batch.
+        let api = RuntimeApi::start().await;
+        let mut child = spawn_orders(&api, &s);
+        let mut pending = event.clone();
+        for round in 0..6 {
+            let wait = (started + LEASE + Duration::from_millis(200))
+                .saturating_duration_since(Instant::now());
+            tokio::time::sleep(wait.max(Duration::from_millis(if round == 0 { 0 } else { 500 })))
+                .await;
+            let result = api
+                .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
+                .await;
+            let failed = failed_ids(&result).unwrap_or_else(|| panic!("n={n}: {result:?}"));
+            if failed.is_empty() {
+                break;
+            }
+            assert!(round < 5, "n={n}: still failing {failed:?}");
+            let records: Vec<Value> = event["Records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
+                .cloned()
+                .collect();
+            pending = json!({ "Records": records });
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    s.relay().await;
+    (killed, s)
+}
+
+/// `orders` killed (SIGKILL) right after each of its DynamoDB requests is
+/// answered, every boundary in turn, restarted, the batch (with an in-batch
+/// duplicate) redelivered, then the relay run: in every trial each order is
+/// written once with its content and the consumer receives exactly one
+/// `OrderConfirmed` per event. Without a `SendMessage` in the function there
+/// is no boundary between the effect and its record to crash in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_survive_a_kill_at_every_request_boundary() {
+    let new: Vec<OrderEvent> = (0..4).map(order).collect();
+    let mut messages: Vec<Msg> = new
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Msg::new(format!("m{i}"), serde_json::to_string(o).unwrap()))
+        .collect();
+    messages.push(Msg::new("m-dup", serde_json::to_string(&new[0]).unwrap()));
+    let event = sqs_event("orders", &messages);
+    let mut boundaries = 0;
+    for n in 1..=20 {
+        let (killed, s) = crash_trial(n, &event).await;
+        assert_eq!(
+            s.notifications_by_event().await,
+            once(new.iter().map(|o| o.event_id.as_str())),
+            "killed after request {n}"
+        );
+        assert_eq!(s.orders().await, by_id(&new), "killed after request {n}");
+        if !killed {
             break;
         }
-        for m in out.messages() {
-            let body: Value = serde_json::from_str(m.body().unwrap()).unwrap();
-            let attrs = m.attributes().unwrap();
-            let attr = |name| attrs.get(&name).map(String::as_str);
-            assert_eq!(
-                attr(MessageSystemAttributeName::MessageGroupId),
-                body["order_id"].as_str()
-            );
-            assert_eq!(
-                attr(MessageSystemAttributeName::MessageDeduplicationId),
-                body["event_id"].as_str()
-            );
-            let kind =
-                m.message_attributes().unwrap()[orders::notifier::TYPE_ATTRIBUTE].string_value();
-            assert_eq!(kind, Some("OrderConfirmed"));
-            *seen
-                .entry(body["event_id"].as_str().unwrap().to_owned())
-                .or_insert(0) += 1;
-        }
+        boundaries += 1;
     }
-    assert_eq!(
-        seen,
-        BTreeMap::from([
-            ("evt-5c1e0a11".to_owned(), 1),
-            ("evt-5c1e0a12".to_owned(), 1),
-            ("evt-5c1e0a13".to_owned(), 1)
-        ])
-    );
+    // One request per new order: its transaction.
+    assert_eq!(boundaries, new.len());
 }

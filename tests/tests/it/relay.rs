@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// The relay tests run one at a time: they read the launcher's global
-/// request counts (no other module sends `SendMessageBatch`), and together
+/// request counts (other modules run the relay under this lock too, so no
+/// other `SendMessageBatch` is counted), and together
 /// they would load moto enough to slow the other modules' timed tests.
 pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
