@@ -221,7 +221,7 @@ async fn trial(n: u32) -> bool {
 }
 
 /// 12 records in batches of 5: 3 invocations of 2 `SendMessageBatch` each
-/// (one per queue), so 6 boundaries, each survived.
+/// (one per queue), so at least 6 boundaries, each survived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_survives_a_kill_after_every_request() {
     let _serial = crate::relay::SERIAL.lock().await;
@@ -232,5 +232,10 @@ async fn the_relay_survives_a_kill_after_every_request() {
         }
         boundaries += 1;
     }
-    assert_eq!(boundaries, 2 * RECORDS.div_ceil(BATCH));
+    // At least one boundary per SendMessageBatch of the plan; more when the
+    // mapping's reads split the stream into more batches (a loaded machine).
+    assert!(
+        boundaries >= 2 * RECORDS.div_ceil(BATCH),
+        "only {boundaries} kill points were reached"
+    );
 }
