@@ -6,11 +6,14 @@
 //! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
 //! cargo build --release -p payments && \
 //!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES]
+//! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
 //! ```
 
 mod batch;
+mod orders;
+mod orders_app;
 mod payments;
 mod relay;
 
@@ -24,9 +27,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("payments") => payments::run(n.unwrap_or(2000)).await,
+        Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench relay [MESSAGES]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES]"
                 .into(),
         ),
     }

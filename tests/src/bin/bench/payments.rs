@@ -57,7 +57,7 @@ fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
 }
 
 /// CPU time (user + system) of this process.
-fn cpu_time() -> Duration {
+pub(crate) fn cpu_time() -> Duration {
     let ticks_per_s: f64 = Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -132,7 +132,7 @@ async fn run_scenario(
     Ok((start.elapsed(), cpu_time().saturating_sub(cpu0), latencies))
 }
 
-async fn counts() -> BTreeMap<String, u64> {
+pub(crate) async fn counts() -> BTreeMap<String, u64> {
     moto()
         .request_counts()
         .await
