@@ -160,31 +160,13 @@ impl DynamoDbStore {
                 }
             }
             RecordWrite::Claim { record, now_ms } => {
-                let cond = claim_condition(a, now_ms);
-                let result = self
-                    .client
-                    .put_item()
-                    .table_name(&self.table.table_name)
-                    .set_item(Some(self.to_item(record)))
-                    .condition_expression(cond.expression)
-                    .set_expression_attribute_names(Some(cond.names))
-                    .set_expression_attribute_values(Some(cond.values))
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-                    .send()
-                    .await;
-                match result {
-                    Ok(_) => return Ok(()),
-                    Err(SdkError::ServiceError(se))
-                        if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-                    {
-                        match se.into_err() {
-                            PutItemError::ConditionalCheckFailedException(f) => f.item,
-                            _ => None,
-                        }
-                    }
-                    Err(err) => return Err(TransactError::Store(Self::backend("PutItem", err))),
+                match self
+                    .put_under_claim(record, now_ms)
+                    .await
+                    .map_err(TransactError::Store)?
+                {
+                    None => return Ok(()),
+                    Some(old) => old,
                 }
             }
         };
@@ -194,6 +176,43 @@ impl DynamoDbStore {
             .transpose()
             .map_err(TransactError::Store)?;
         Err(TransactError::Record(old))
+    }
+
+    /// Puts `record` under the claim condition at `now_ms` (one conditional
+    /// `PutItem`, `ALL_OLD` on failure): `None` when written, `Some(old)`
+    /// when the condition failed (`old`: the item in the way, if returned).
+    /// The claim and the optimistic commit without writes both send it.
+    async fn put_under_claim(
+        &self,
+        record: &Record,
+        now_ms: u64,
+    ) -> Result<Option<Option<SdkItem>>, StoreError> {
+        let cond = claim_condition(&self.table.attributes, now_ms);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table.table_name)
+            .set_item(Some(self.to_item(record)))
+            .condition_expression(cond.expression)
+            .set_expression_attribute_names(Some(cond.names))
+            .set_expression_attribute_values(Some(cond.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(None),
+            Err(SdkError::ServiceError(se))
+                if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
+            {
+                match se.into_err() {
+                    PutItemError::ConditionalCheckFailedException(f) => Ok(Some(f.item)),
+                    _ => Ok(Some(None)),
+                }
+            }
+            // Throttling, 500s (after the SDK's retries), timeouts: the SDK
+            // error as it is, so the report says which.
+            Err(err) => Err(Self::backend("PutItem", err)),
+        }
     }
 
     /// The record's part of a transaction.
@@ -242,35 +261,12 @@ impl DynamoDbStore {
 #[async_trait]
 impl Store for DynamoDbStore {
     async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
-        let a = &self.table.attributes;
-        let cond = claim_condition(a, now_ms);
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table.table_name)
-            .set_item(Some(self.to_item(record)))
-            .condition_expression(cond.expression)
-            .set_expression_attribute_names(Some(cond.names))
-            .set_expression_attribute_values(Some(cond.values))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let err = match result {
-            Ok(_) => return Ok(Claim::Acquired),
-            Err(err) => err,
-        };
-        let old = match &err {
-            SdkError::ServiceError(se) => match se.err() {
-                PutItemError::ConditionalCheckFailedException(failed) => failed.item().cloned(),
-                // Throttling, 500s (after the SDK's retries): the SDK error
-                // as it is, so the report says which.
-                _ => return Err(Self::backend("PutItem", err)),
-            },
-            // Timeouts, connection failures: likewise.
-            _ => return Err(Self::backend("PutItem", err)),
+        let old = match self.put_under_claim(record, now_ms).await? {
+            None => return Ok(Claim::Acquired),
+            Some(old) => old.filter(|item| !item.is_empty()),
         };
         match old {
-            Some(old) => from_item(a, &old).map(Claim::Existing),
+            Some(old) => from_item(&self.table.attributes, &old).map(Claim::Existing),
             // Older emulators do not return ALL_OLD: read it.
             None => match self.get(&record.id).await? {
                 Some(old) => Ok(Claim::Existing(old)),
