@@ -47,6 +47,7 @@ mod config;
 mod engine;
 mod error;
 pub mod eventbridge;
+pub mod http;
 mod key;
 pub mod metrics;
 pub mod outbox;

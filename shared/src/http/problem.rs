@@ -1,0 +1,96 @@
+//! RFC 9457 problem details (`application/problem+json`): the body of every
+//! error answer the HTTP adapter gives itself.
+
+use serde::{Deserialize, Serialize};
+
+use super::response::HttpResponse;
+
+/// The media type of a problem details body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem: `type`, `title`, `status` and an optional `detail`.
+///
+/// The adapter's own problem types are the `Problem::*` constants (URNs, so
+/// they resolve nowhere and mean the same everywhere); a handler may use its
+/// own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Problem {
+    /// A URI identifying the problem type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the problem type (the same for every occurrence).
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// This occurrence, explained for the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Problem {
+    /// A required `Idempotency-Key` header is missing (400).
+    pub const KEY_MISSING: &'static str = "urn:idempotency:problem:key-missing";
+    /// The key is empty, too long or given twice (400).
+    pub const KEY_INVALID: &'static str = "urn:idempotency:problem:key-invalid";
+    /// The key was used with another request (method, path or body) (422).
+    pub const KEY_REUSED: &'static str = "urn:idempotency:problem:key-reused";
+    /// A request with the same key is still being processed (409).
+    pub const IN_PROGRESS: &'static str = "urn:idempotency:problem:in-progress";
+    /// The request came without a caller identity and the adapter refuses
+    /// those (401).
+    pub const NO_CALLER: &'static str = "urn:idempotency:problem:no-caller";
+    /// A duplicate of a request whose response was not kept (409).
+    pub const RESPONSE_NOT_KEPT: &'static str = "urn:idempotency:problem:response-not-kept";
+    /// The invocation is not an HTTP event, or its body does not decode (400).
+    pub const MALFORMED_REQUEST: &'static str = "urn:idempotency:problem:malformed-request";
+    /// The handler refused the request (a terminal error) (422).
+    pub const REJECTED: &'static str = "urn:idempotency:problem:rejected";
+    /// The handler failed; the key was released, retry with it (500).
+    pub const HANDLER_FAILED: &'static str = "urn:idempotency:problem:handler-failed";
+    /// The idempotency store could not be reached; retry with the key (503).
+    pub const UNAVAILABLE: &'static str = "urn:idempotency:problem:unavailable";
+
+    /// A problem of type `kind` with `status` and `title`.
+    pub fn new(status: u16, kind: impl Into<String>, title: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            title: title.into(),
+            status,
+            detail: None,
+        }
+    }
+
+    /// A malformed request (400): the body is not what the operation takes.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(400, Self::MALFORMED_REQUEST, "Malformed request").detail(detail)
+    }
+
+    /// Sets the detail.
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// The problem as a response: its status, `Content-Type:
+    /// application/problem+json`, the JSON body.
+    pub fn into_response(self) -> HttpResponse {
+        HttpResponse::json(self.status, &self).header("content-type", PROBLEM_JSON)
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.title)?;
+        if let Some(detail) = &self.detail {
+            write!(f, ": {detail}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<Problem> for HttpResponse {
+    fn from(problem: Problem) -> Self {
+        problem.into_response()
+    }
+}

@@ -1,0 +1,146 @@
+//! A handler's HTTP response, how it is kept for replay, and how it is
+//! rendered for API Gateway and function URLs.
+
+use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderName, HeaderValue};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use super::request::EventFormat;
+
+/// An HTTP response: status, headers (names in lowercase, in order) and body
+/// (text, or base64 of binary content with `base64` set).
+///
+/// This is what a handler returns and what the adapter keeps in the
+/// idempotency record for replay (with only the headers worth replaying).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HttpResponse {
+    /// The status code.
+    pub status: u16,
+    /// Header names (lowercase) and values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
+    /// The body: text, or base64 when `base64` is set.
+    #[serde(default)]
+    pub body: String,
+    /// The body is base64-encoded binary content.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub base64: bool,
+}
+
+impl HttpResponse {
+    /// A response with `status` and no body.
+    pub fn new(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: String::new(),
+            base64: false,
+        }
+    }
+
+    /// `status` with `value` as a JSON body (`Content-Type: application/json`).
+    pub fn json(status: u16, value: &impl Serialize) -> Self {
+        let body = serde_json::to_string(value).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "response does not serialize");
+            String::new()
+        });
+        Self::new(status)
+            .header("content-type", "application/json")
+            .text(body)
+    }
+
+    /// Sets (replaces) header `name` (stored in lowercase).
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        let name = name.to_ascii_lowercase();
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Sets a text body.
+    pub fn text(mut self, body: impl Into<String>) -> Self {
+        self.body = body.into();
+        self.base64 = false;
+        self
+    }
+
+    /// Sets a binary body (sent base64-encoded, as API Gateway expects).
+    pub fn binary(mut self, body: &[u8]) -> Self {
+        self.body = base64::engine::general_purpose::STANDARD.encode(body);
+        self.base64 = true;
+        self
+    }
+
+    /// The value of header `name` (case-insensitive).
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The copy kept for replay: only the headers named in `keep`.
+    pub(crate) fn kept(&self, keep: &[String]) -> Self {
+        Self {
+            headers: self
+                .headers
+                .iter()
+                .filter(|(n, _)| keep.iter().any(|k| k == n))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The response as API Gateway (of `format`) takes it. A header that
+    /// is not a valid HTTP header is dropped with a warning.
+    pub(crate) fn render(&self, format: EventFormat) -> HttpEventResponse {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &self.headers {
+            match (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                (Ok(n), Ok(v)) => {
+                    headers.append(n, v);
+                }
+                _ => tracing::warn!(header = name.as_str(), "invalid response header dropped"),
+            }
+        }
+        let body = (!self.body.is_empty()).then(|| Body::Text(self.body.clone()));
+        let status = i64::from(self.status);
+        match format {
+            EventFormat::RestApi => {
+                let mut r = ApiGatewayProxyResponse::default();
+                r.status_code = status;
+                r.headers = headers;
+                r.body = body;
+                r.is_base64_encoded = self.base64;
+                HttpEventResponse::RestApi(r)
+            }
+            EventFormat::HttpApi => {
+                let mut r = ApiGatewayV2httpResponse::default();
+                r.status_code = status;
+                r.headers = headers;
+                r.body = body;
+                r.is_base64_encoded = self.base64;
+                HttpEventResponse::HttpApi(r)
+            }
+        }
+    }
+}
+
+/// What [`HttpProcessor::handle`](super::HttpProcessor::handle) returns to
+/// Lambda: the response in the shape of the event that invoked it.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum HttpEventResponse {
+    /// For an HTTP API (payload format 2.0) or a function URL.
+    HttpApi(ApiGatewayV2httpResponse),
+    /// For a REST API (payload format 1.0).
+    RestApi(ApiGatewayProxyResponse),
+}
