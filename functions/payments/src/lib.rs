@@ -10,12 +10,13 @@
 //! holds back the later records of its account only.
 
 pub mod accounts;
+pub mod backend;
 
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::batch::{BatchProcessor, SqsBatchResponse, SqsRecord};
-use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, MemoryStore, Staged};
+use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
 
 pub use accounts::Accounts;
 
@@ -127,39 +128,9 @@ impl App {
     /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
     /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config().expires_after_from_env()?;
-        let config = match std::env::var(MODE_ENV) {
-            Ok(v) => config.commit_mode(
-                CommitMode::parse(&v).ok_or_else(|| format!("{MODE_ENV}={v:?} is not a mode"))?,
-            ),
-            Err(_) => config,
-        };
-        let idempotency = shared::TableConfig::from_env();
-        let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
-            .ok()
-            .filter(|t| !t.trim().is_empty());
-        let app = match (idempotency, accounts) {
-            (Some(table), Some(accounts)) => {
-                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                let engine =
-                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
-                Self::new(engine, Accounts::dynamodb(client, accounts))
-            }
-            (None, None) => {
-                tracing::warn!(
-                    "IDEMPOTENCY_TABLE not set (nor ACCOUNTS_TABLE): idempotency records and \
-                     balances are kept in memory (local run)"
-                );
-                let store = MemoryStore::new();
-                let engine = Idempotency::new(store.clone(), config);
-                Self::new(engine, Accounts::memory(store, LOCAL_ACCOUNTS_TABLE))
-            }
-            _ => {
-                return Err(
-                    "set both IDEMPOTENCY_TABLE and ACCOUNTS_TABLE, or neither (local run)".into(),
-                );
-            }
-        };
+        let config = backend::mode_from_env(Self::config().expires_after_from_env()?)?;
+        let (engine, accounts) = backend::from_env(config).await?;
+        let app = Self::new(engine, accounts);
         Ok(match shared::Verifier::from_lambda_env().await? {
             Some(verifier) => app.verify_signatures(verifier),
             None => app,
@@ -196,6 +167,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::MemoryStore;
 
     fn payment(id: &str, account: &str, amount: u64) -> Payment {
         Payment {
