@@ -14,6 +14,8 @@ mod local_run;
 mod observability;
 mod orders;
 mod payments;
+mod payments_api;
+mod payments_api_crash;
 mod relay;
 mod relay_crash;
 mod template;

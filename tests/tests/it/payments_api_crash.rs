@@ -1,0 +1,125 @@
+//! `payments-api` as a real process, killed (SIGKILL) right after each
+//! DynamoDB request of a `POST /payments` is answered — every boundary in
+//! turn — then restarted; the client retries the same request after the
+//! lease. Exactly one credit in every trial, and the retry gets the answer
+//! kept with the key (the first execution's, when it committed).
+
+use crate::payments_api::{balance, post, spawn};
+use aws_sdk_dynamodb::types::AttributeValue;
+use integration_tests::runtime_api::{Invocation, RuntimeApi};
+use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const LEASE: Duration = Duration::from_millis(1500);
+/// No payment_id: each execution generates its own, so a retry that got
+/// another execution's answer would show.
+const BODY: &str = r#"{"account_id":"acct-1","amount_cents":250}"#;
+
+/// The answers kept in the idempotency table (there is one key).
+async fn kept_bodies(t: &PaymentTables) -> Vec<String> {
+    let out = moto()
+        .dynamodb()
+        .await
+        .scan()
+        .table_name(&t.idempotency)
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("scan the idempotency table");
+    out.items()
+        .iter()
+        .filter(|i| i.get("status") == Some(&AttributeValue::S("COMPLETED".into())))
+        .filter_map(|i| i.get("data")?.as_s().ok().cloned())
+        .map(|data| {
+            let kept: Value = serde_json::from_str(&data).expect("a kept response");
+            kept["body"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// One trial: kill after the `n`-th request, restart, retry after the
+/// lease. Returns whether the kill happened.
+async fn trial(mode: &str, n: u32) -> bool {
+    let t = payment_tables("papi-crash").await;
+    let event = post(Some("k-crash"), BODY);
+    let api = RuntimeApi::start().await;
+    let mut child = spawn(&api, &t, mode);
+    moto().kill_after(n, child.id(), &t.marker).await;
+    let started = Instant::now();
+    let invoke = api.invoke(
+        event.clone(),
+        now_ms() + LEASE.as_millis() as u64,
+        Duration::from_secs(20),
+    );
+    tokio::pin!(invoke);
+    let mut first = None;
+    let mut killed = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        tokio::select! {
+            result = &mut invoke => {
+                first = result;
+                break;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                if let Ok(Some(status)) = child.try_wait() {
+                    killed = !status.success();
+                    break;
+                }
+            }
+        }
+    }
+    if first.is_some() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    moto().kill_after(u32::MAX, 0, &t.marker).await;
+    let answer = if killed {
+        // The client retries the same request after the lease.
+        let api = RuntimeApi::start().await;
+        let mut child = spawn(&api, &t, mode);
+        let wait = (started + LEASE + Duration::from_millis(200))
+            .saturating_duration_since(Instant::now());
+        tokio::time::sleep(wait).await;
+        let retry = api
+            .invoke(event.clone(), now_ms() + 30_000, Duration::from_secs(20))
+            .await;
+        let _ = child.kill();
+        let _ = child.wait();
+        retry
+    } else {
+        first
+    };
+    let Some(Invocation::Response(answer)) = answer else {
+        panic!("{mode} n={n}: {answer:?}");
+    };
+    assert_eq!(answer["statusCode"], 201, "{mode} n={n}: {answer}");
+    assert_eq!(
+        kept_bodies(&t).await,
+        vec![answer["body"].as_str().unwrap().to_owned()],
+        "{mode} n={n}: the answer is the one kept with the key"
+    );
+    assert_eq!(
+        balance(&t.accounts, "acct-1").await,
+        Some(250),
+        "{mode} n={n}: exactly one credit"
+    );
+    killed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_at_every_request_boundary_credits_once() {
+    for (mode, requests) in [("fenced", 2), ("optimistic", 1)] {
+        let mut boundaries = 0;
+        for n in 1..=10 {
+            if !trial(mode, n).await {
+                break;
+            }
+            boundaries += 1;
+        }
+        // A new key: claim + commit (fenced), one commit (optimistic).
+        assert_eq!(boundaries, requests, "{mode}");
+    }
+}
