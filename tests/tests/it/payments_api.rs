@@ -336,6 +336,8 @@ async fn twenty_concurrent_requests_one_key_two_processes() {
     }
     let created: Vec<&Value> = answers.iter().filter(|r| status(r) == 201).collect();
     let fresh = created.iter().filter(|r| !replayed(r)).count();
+    let conflicts = answers.iter().filter(|r| status(r) == 409).count();
+    eprintln!("20 requests: 1 executed, {} replayed, {conflicts} in progress", created.len() - 1);
     assert_eq!(fresh, 1, "exactly one execution answered: {answers:?}");
     for r in &created {
         assert_eq!(r["body"], created[0]["body"], "one body for every 201");
