@@ -7,11 +7,13 @@
 //! cargo build --release -p payments && \
 //!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES]
 //! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
+//! cargo run --release -p integration-tests --bin bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
 //! ```
 
 mod batch;
+mod http;
 mod orders;
 mod orders_app;
 mod payments;
@@ -29,8 +31,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("payments") => payments::run(n.unwrap_or(2000)).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
+        Some("http") => http::run(n.unwrap_or(1000)).await,
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS]"
                 .into(),
         ),
     }
