@@ -1,4 +1,5 @@
-//! Idempotent AWS Lambda handlers for SQS (standard and FIFO) and EventBridge.
+//! Idempotent AWS Lambda handlers for SQS (standard and FIFO), EventBridge
+//! and HTTP APIs ([`http`]: an `Idempotency-Key` header).
 //!
 //! Messages arrive at least once; this crate makes their effects happen once.
 //! Each message's idempotency key is claimed with one conditional write; the

@@ -183,3 +183,50 @@ Resources:
     let t: Value = serde_yaml::from_str(text).unwrap();
     assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
 }
+
+/// `payments-api` keeps keys as long as the library's HTTP default, takes
+/// IAM-signed requests only, and its role touches only its two tables and
+/// its log group.
+#[test]
+fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
+    let template = template();
+    let resources = &template["Resources"];
+    let function = &resources["PaymentsApiFunction"]["Properties"];
+    let expiry = number(
+        function["Environment"]["Variables"].get(shared::EXPIRES_AFTER_ENV),
+        0,
+    );
+    assert_eq!(expiry, shared::http::DEFAULT_RETENTION.as_secs());
+    assert_eq!(function["FunctionUrlConfig"]["AuthType"].as_str(), Some("AWS_IAM"));
+    let api = &resources["PaymentsHttpApi"]["Properties"]["Auth"];
+    assert_eq!(api["DefaultAuthorizer"].as_str(), Some("AWS_IAM"));
+    let event = &function["Events"]["CreatePayment"];
+    assert_eq!(event["Type"].as_str(), Some("HttpApi"));
+    assert_eq!(event["Properties"]["Path"].as_str(), Some(payments_api::PATH));
+    assert_eq!(target(&function["Role"]).as_deref(), Some("PaymentsApiRole"));
+    let statements = resources["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+        ["Statement"]
+        .as_sequence()
+        .expect("statements");
+    let mut resources_named = Vec::new();
+    for statement in statements {
+        let actions: Vec<&str> = match &statement["Action"] {
+            Value::String(a) => vec![a.as_str()],
+            Value::Sequence(s) => s.iter().filter_map(Value::as_str).collect(),
+            other => panic!("actions {other:?}"),
+        };
+        assert!(
+            actions
+                .iter()
+                .all(|a| a.starts_with("dynamodb:") || a.starts_with("logs:")),
+            "{actions:?}"
+        );
+        assert!(!actions.iter().any(|a| a.contains('*')), "{actions:?}");
+        resources_named.push(target(&statement["Resource"]).expect("one named resource"));
+    }
+    resources_named.sort();
+    assert_eq!(
+        resources_named,
+        ["AccountsTable", "IdempotencyTable", "PaymentsApiLogGroup"]
+    );
+}
