@@ -70,7 +70,10 @@ pub fn parse(request: &HttpRequest) -> Result<PaymentRequest, Problem> {
 /// The payment as the answer and the credit to commit with the key: 201
 /// with the payment; a payment `payments` refuses is a terminal error (a
 /// kept 422).
-pub fn create(accounts: &Accounts, request: PaymentRequest) -> Result<Staged<HttpResponse>, HandlerError> {
+pub fn create(
+    accounts: &Accounts,
+    request: PaymentRequest,
+) -> Result<Staged<HttpResponse>, HandlerError> {
     let payment = request.payment();
     let staged = stage_payment(accounts, &payment, None)?;
     let applied: &Applied = &staged.response;
@@ -135,7 +138,11 @@ impl App {
     ) -> Result<HttpEventResponse, lambda_runtime::Error> {
         let accounts = &self.accounts;
         self.http
-            .handle(event, parse, |request| async move { create(accounts, request) })
+            .handle(
+                event,
+                parse,
+                |request| async move { create(accounts, request) },
+            )
             .await
     }
 }

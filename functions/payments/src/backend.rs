@@ -29,7 +29,8 @@ pub async fn from_env(config: Config) -> Result<(Idempotency, Accounts), lambda_
     match (idempotency, accounts) {
         (Some(table), Some(accounts)) => {
             let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-            let engine = Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+            let engine =
+                Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
             Ok((engine, Accounts::dynamodb(client, accounts)))
         }
         (None, None) => {

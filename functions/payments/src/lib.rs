@@ -105,7 +105,7 @@ impl App {
     /// The function over the given engine and accounts table, committing
     /// in the engine's [`CommitMode`]. The engine's store must reach the
     /// accounts table (the same DynamoDB account, or the same
-    /// [`MemoryStore`]).
+    /// [`MemoryStore`](shared::MemoryStore)).
     pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
         let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"));
         Self {

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "lambda")]
 use lambda_runtime::LambdaEvent;
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
@@ -220,7 +220,7 @@ impl HttpProcessor {
     #[cfg(feature = "lambda")]
     pub async fn handle<I, R, P, H, Fut>(
         &self,
-        event: LambdaEvent<Value>,
+        event: LambdaEvent<serde_json::Value>,
         parse: P,
         handler: H,
     ) -> Result<HttpEventResponse, lambda_runtime::Error>
@@ -428,7 +428,9 @@ impl HttpProcessor {
     ) -> (HttpResponse, Result<Outcome<()>, Refused>) {
         let done = |o: Outcome<()>| Ok(o);
         match result {
-            Ok(Outcome::Executed(kept)) => (seen.first.unwrap_or(kept), done(Outcome::Executed(()))),
+            Ok(Outcome::Executed(kept)) => {
+                (seen.first.unwrap_or(kept), done(Outcome::Executed(())))
+            }
             Ok(Outcome::Unprotected(kept)) => {
                 (seen.first.unwrap_or(kept), done(Outcome::Unprotected(())))
             }
@@ -463,10 +465,7 @@ impl HttpProcessor {
                          Retry-After delay with the same key",
                     )
                     .into_response()
-                    .header(
-                        "retry-after",
-                        self.retry_after.as_secs().max(1).to_string(),
-                    );
+                    .header("retry-after", self.retry_after.as_secs().max(1).to_string());
                 (
                     response,
                     done(Outcome::InProgress {
@@ -506,10 +505,7 @@ impl HttpProcessor {
                     Some(report(&e)),
                 );
                 (
-                    response.header(
-                        "retry-after",
-                        self.retry_after.as_secs().max(1).to_string(),
-                    ),
+                    response.header("retry-after", self.retry_after.as_secs().max(1).to_string()),
                     refused,
                 )
             }

@@ -90,7 +90,11 @@ fn decode_body(body: Option<String>, base64: bool) -> Result<Vec<u8>, Problem> {
     }
     base64::engine::general_purpose::STANDARD
         .decode(body.as_bytes())
-        .map_err(|e| malformed(format!("isBase64Encoded is true but the body is not base64: {e}")))
+        .map_err(|e| {
+            malformed(format!(
+                "isBase64Encoded is true but the body is not base64: {e}"
+            ))
+        })
 }
 
 impl HttpRequest {
@@ -104,9 +108,7 @@ impl HttpRequest {
                 json_type(&event)
             )));
         }
-        let principal = PRINCIPAL_POINTERS
-            .iter()
-            .find_map(|p| string_at(&event, p));
+        let principal = PRINCIPAL_POINTERS.iter().find_map(|p| string_at(&event, p));
         let api_key_id = string_at(&event, "/requestContext/identity/apiKeyId");
         let is_v2 = event.pointer("/requestContext/http").is_some();
         if is_v2 {

@@ -95,9 +95,11 @@ impl HttpResponse {
         }
     }
 
-    /// The response as API Gateway (of `format`) takes it. A header that
-    /// is not a valid HTTP header is dropped with a warning.
-    pub(crate) fn render(&self, format: EventFormat) -> HttpEventResponse {
+    /// The response as API Gateway (of `format`) takes it, for a function
+    /// that calls [`HttpProcessor::process`](super::HttpProcessor::process)
+    /// itself. A header that is not a valid HTTP header is dropped with a
+    /// warning.
+    pub fn render(&self, format: EventFormat) -> HttpEventResponse {
         let mut headers = HeaderMap::new();
         for (name, value) in &self.headers {
             match (

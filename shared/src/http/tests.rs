@@ -4,6 +4,7 @@ use super::*;
 use crate::store::MemoryStore;
 use crate::write::Write;
 use crate::{AttrValue, Item, Table};
+use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -30,7 +31,8 @@ pub(crate) fn event(method: &str, path: &str, key: Option<&str>, body: &str) -> 
 }
 
 fn with_principal(mut event: Value, sub: &str) -> Value {
-    event["requestContext"]["authorizer"] = json!({"jwt": {"claims": {"sub": sub}, "scopes": null}});
+    event["requestContext"]["authorizer"] =
+        json!({"jwt": {"claims": {"sub": sub}, "scopes": null}});
     event
 }
 
@@ -89,7 +91,10 @@ async fn first_request_runs_and_a_retry_replays_byte_for_byte() {
     let first = f.call(e.clone(), 201).await;
     assert_eq!(first.status, 201);
     assert_eq!(first.header_value(REPLAYED_HEADER), None);
-    assert_eq!(first.header_value("x-request-scratch"), Some("not replayed"));
+    assert_eq!(
+        first.header_value("x-request-scratch"),
+        Some("not replayed")
+    );
     let again = f.call(e, 201).await;
     assert_eq!(f.runs(), 1);
     assert_eq!(again.status, 201);
@@ -123,11 +128,16 @@ async fn same_key_in_flight_is_409_with_retry_after() {
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
     let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
     let req = request(e.clone());
-    let slow = f.processor.process(&req, None, |_| Ok(()), |()| async move {
-        let _ = started_tx.send(());
-        let _ = release_rx.await;
-        Ok::<_, HandlerError>(HttpResponse::new(201))
-    });
+    let slow = f.processor.process(
+        &req,
+        None,
+        |_| Ok(()),
+        |()| async move {
+            let _ = started_tx.send(());
+            let _ = release_rx.await;
+            Ok::<_, HandlerError>(HttpResponse::new(201))
+        },
+    );
     let second = async {
         let _ = started_rx.await;
         let r = f.call(e.clone(), 201).await;
@@ -159,7 +169,9 @@ async fn missing_empty_and_too_long_keys_are_400() {
     }
     // The longest key accepted, counted in characters.
     let longest = "é".repeat(DEFAULT_MAX_KEY_LENGTH);
-    let r = f.call(event("POST", "/things", Some(&longest), "{}"), 201).await;
+    let r = f
+        .call(event("POST", "/things", Some(&longest), "{}"), 201)
+        .await;
     assert_eq!(r.status, 201);
     assert_eq!(f.runs(), 1);
 }
@@ -168,7 +180,9 @@ async fn missing_empty_and_too_long_keys_are_400() {
 async fn a_quoted_key_is_the_same_key() {
     let f = fixture();
     f.call(event("POST", "/t", Some("abc"), "{}"), 201).await;
-    let r = f.call(event("POST", "/t", Some("\"abc\""), "{}"), 201).await;
+    let r = f
+        .call(event("POST", "/t", Some("\"abc\""), "{}"), 201)
+        .await;
     assert_eq!(r.header_value(REPLAYED_HEADER), Some("true"));
     assert_eq!(f.runs(), 1);
 }
@@ -207,10 +221,15 @@ async fn handler_errors_and_panics() {
     for _ in 0..2 {
         let r = f
             .processor
-            .process(&request(e.clone()), None, |_| Ok(()), |()| async {
-                f.runs.fetch_add(1, Ordering::SeqCst);
-                Err::<HttpResponse, _>(HandlerError::terminal("amount too large"))
-            })
+            .process(
+                &request(e.clone()),
+                None,
+                |_| Ok(()),
+                |()| async {
+                    f.runs.fetch_add(1, Ordering::SeqCst);
+                    Err::<HttpResponse, _>(HandlerError::terminal("amount too large"))
+                },
+            )
             .await;
         assert_eq!(r.status, 422);
         let p = problem(&r);
@@ -222,19 +241,30 @@ async fn handler_errors_and_panics() {
     let e = event("POST", "/things", Some("k2"), "{}");
     let r = f
         .processor
-        .process(&request(e.clone()), None, |_| Ok(()), |()| async {
-            Err::<HttpResponse, _>(HandlerError::retryable("database timeout"))
-        })
+        .process(
+            &request(e.clone()),
+            None,
+            |_| Ok(()),
+            |()| async { Err::<HttpResponse, _>(HandlerError::retryable("database timeout")) },
+        )
         .await;
     assert_eq!(r.status, 500);
-    assert!(!r.body.contains("database timeout"), "internals stay in the log");
+    assert!(
+        !r.body.contains("database timeout"),
+        "internals stay in the log"
+    );
     let r = f
         .processor
-        .process(&request(e.clone()), None, |_| Ok(()), |()| async {
-            panic!("boom");
-            #[allow(unreachable_code)]
-            Ok::<HttpResponse, HandlerError>(HttpResponse::new(200))
-        })
+        .process(
+            &request(e.clone()),
+            None,
+            |_| Ok(()),
+            |()| async {
+                panic!("boom");
+                #[allow(unreachable_code)]
+                Ok::<HttpResponse, HandlerError>(HttpResponse::new(200))
+            },
+        )
         .await;
     assert_eq!(r.status, 500);
     assert_eq!(f.call(e, 201).await.status, 201, "released: runs now");
@@ -243,7 +273,9 @@ async fn handler_errors_and_panics() {
 #[tokio::test]
 async fn a_parse_problem_does_not_touch_the_key() {
     let f = fixture();
-    let r = f.call(event("POST", "/t", Some("k"), "not json"), 201).await;
+    let r = f
+        .call(event("POST", "/t", Some("k"), "not json"), 201)
+        .await;
     assert_eq!(r.status, 400);
     assert_eq!(problem(&r).kind, Problem::MALFORMED_REQUEST);
     // The fixed request with the same key runs: nothing was kept.
@@ -284,7 +316,10 @@ async fn a_missing_key_can_run_unprotected() {
     let mut f = fixture();
     f.processor = f.processor.clone().missing_key(MissingKey::RunUnprotected);
     for _ in 0..2 {
-        assert_eq!(f.call(event("POST", "/t", None, "{}"), 201).await.status, 201);
+        assert_eq!(
+            f.call(event("POST", "/t", None, "{}"), 201).await.status,
+            201
+        );
     }
     assert_eq!(f.runs(), 2);
 }
@@ -333,12 +368,17 @@ async fn staged_writes_commit_with_the_key_once() {
     let e = event("POST", "/t", Some("k"), "{}");
     for _ in 0..3 {
         let r = processor
-            .process(&request(e.clone()), None, |_| Ok(()), |()| async {
-                Ok::<_, HandlerError>(
-                    Staged::new(HttpResponse::new(201))
-                        .write(Write::update("counters", key.clone()).add("n", 1)),
-                )
-            })
+            .process(
+                &request(e.clone()),
+                None,
+                |_| Ok(()),
+                |()| async {
+                    Ok::<_, HandlerError>(
+                        Staged::new(HttpResponse::new(201))
+                            .write(Write::update("counters", key.clone()).add("n", 1)),
+                    )
+                },
+            )
             .await;
         assert_eq!(r.status, 201);
     }

@@ -45,7 +45,10 @@ pub(crate) fn post(key: Option<&str>, body: &str) -> Value {
     match key {
         Some(key) => event["headers"]["idempotency-key"] = json!(key),
         None => {
-            event["headers"].as_object_mut().unwrap().remove("idempotency-key");
+            event["headers"]
+                .as_object_mut()
+                .unwrap()
+                .remove("idempotency-key");
         }
     }
     event["body"] = json!(body);
@@ -134,7 +137,10 @@ fn replayed(r: &Value) -> bool {
 }
 
 fn problem_type(r: &Value) -> String {
-    assert_eq!(r["headers"]["content-type"], "application/problem+json", "{r}");
+    assert_eq!(
+        r["headers"]["content-type"], "application/problem+json",
+        "{r}"
+    );
     let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
     assert_eq!(body["status"], r["statusCode"], "{body}");
     body["type"].as_str().unwrap().to_owned()
@@ -151,7 +157,12 @@ async fn first_request_credits_and_answers_201() {
         let payment: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
         let location = format!("/payments/{}", payment["payment_id"].as_str().unwrap());
         assert_eq!(r["headers"]["location"], json!(location));
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250), "{}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -166,7 +177,12 @@ async fn same_key_same_request_replays_byte_for_byte() {
             assert_eq!(again["body"], first["body"], "{}", d.name());
             assert_eq!(again["headers"]["location"], first["headers"]["location"]);
         }
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250), "{}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -175,14 +191,22 @@ async fn same_key_other_request_is_422() {
     for (d, t) in drivers().await {
         d.call(&post(Some("k-mismatch"), BODY)).await;
         let other = d
-            .call(&post(Some("k-mismatch"), r#"{"account_id":"acct-1","amount_cents":999}"#))
+            .call(&post(
+                Some("k-mismatch"),
+                r#"{"account_id":"acct-1","amount_cents":999}"#,
+            ))
             .await;
         assert_eq!(status(&other), 422, "{}: {other}", d.name());
         assert_eq!(problem_type(&other), Problem::KEY_REUSED);
         let mut elsewhere = post(Some("k-mismatch"), BODY);
         elsewhere["rawPath"] = json!("/v2/payments");
         assert_eq!(status(&d.call(&elsewhere).await), 422, "{}", d.name());
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250), "{}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -216,7 +240,12 @@ async fn same_key_in_flight_is_409_with_retry_after() {
         let retry = d.call(&event).await;
         assert!(replayed(&retry), "{}: {retry}", d.name());
         assert_eq!(retry["body"].as_str().unwrap(), first.body);
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250), "{}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -280,7 +309,12 @@ async fn a_server_error_releases_the_key() {
         let retry = d.call(&post(Some("k-5xx"), BODY)).await;
         assert_eq!(status(&retry), 201, "{}: {retry}", d.name());
         assert!(!replayed(&retry), "it ran again");
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250), "{}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -293,7 +327,13 @@ async fn the_sample_events_credit_once() {
     let (binary, t2) = all.next().unwrap();
     for (d, t, file, account, amount) in [
         (&in_process, &t1, "payments-api-http.json", "acct-7", 2500),
-        (&binary, &t2, "payments-api-function-url.json", "acct-8", 999),
+        (
+            &binary,
+            &t2,
+            "payments-api-function-url.json",
+            "acct-8",
+            999,
+        ),
     ] {
         let event = sample(file);
         let first = d.call(&event).await;
@@ -337,7 +377,10 @@ async fn twenty_concurrent_requests_one_key_two_processes() {
     let created: Vec<&Value> = answers.iter().filter(|r| status(r) == 201).collect();
     let fresh = created.iter().filter(|r| !replayed(r)).count();
     let conflicts = answers.iter().filter(|r| status(r) == 409).count();
-    eprintln!("20 requests: 1 executed, {} replayed, {conflicts} in progress", created.len() - 1);
+    eprintln!(
+        "20 requests: 1 executed, {} replayed, {conflicts} in progress",
+        created.len() - 1
+    );
     assert_eq!(fresh, 1, "exactly one execution answered: {answers:?}");
     for r in &created {
         assert_eq!(r["body"], created[0]["body"], "one body for every 201");
@@ -361,7 +404,10 @@ async fn bad_input_is_answered() {
         let r = d.call(&post(Some("k-bad"), BODY)).await;
         assert_eq!(status(&r), 201, "{name}: {r}");
         // A base64 body (isBase64Encoded) is the same request as its text.
-        let mut b64 = post(Some("k-bad"), "eyJhY2NvdW50X2lkIjoiYWNjdC0xIiwiYW1vdW50X2NlbnRzIjoyNTB9");
+        let mut b64 = post(
+            Some("k-bad"),
+            "eyJhY2NvdW50X2lkIjoiYWNjdC0xIiwiYW1vdW50X2NlbnRzIjoyNTB9",
+        );
         b64["isBase64Encoded"] = json!(true);
         let r = d.call(&b64).await;
         assert!(replayed(&r), "{name}: {r}");
@@ -382,18 +428,35 @@ async fn bad_input_is_answered() {
             let r = d.call(&post(Some(key), BODY)).await;
             assert_eq!(status(&r), 201, "{name}: {key} {r}");
             assert!(!replayed(&r));
-            assert!(replayed(&d.call(&post(Some(key), BODY)).await), "{name}: {key}");
+            assert!(
+                replayed(&d.call(&post(Some(key), BODY)).await),
+                "{name}: {key}"
+            );
         }
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250 * 4), "{name}");
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250 * 4),
+            "{name}"
+        );
         // One key from two callers: two payments, each caller its own answer.
-        let alice = d.call(&as_caller(post(Some("k-shared"), BODY), "alice")).await;
-        let bob = d.call(&as_caller(post(Some("k-shared"), BODY), "bob")).await;
+        let alice = d
+            .call(&as_caller(post(Some("k-shared"), BODY), "alice"))
+            .await;
+        let bob = d
+            .call(&as_caller(post(Some("k-shared"), BODY), "bob"))
+            .await;
         assert_eq!((status(&alice), status(&bob)), (201, 201), "{name}");
         assert!(!replayed(&bob), "{name}: bob does not read alice's answer");
         assert_ne!(alice["body"], bob["body"], "{name}");
-        let alice_again = d.call(&as_caller(post(Some("k-shared"), BODY), "alice")).await;
+        let alice_again = d
+            .call(&as_caller(post(Some("k-shared"), BODY), "alice"))
+            .await;
         assert_eq!(alice_again["body"], alice["body"], "{name}");
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(250 * 6), "{name}");
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250 * 6),
+            "{name}"
+        );
         // Not an HTTP event at all: an HTTP 400 all the same.
         let r = d.call(&json!({"Records": []})).await;
         assert_eq!(status(&r), 400, "{name}: {r}");

@@ -197,17 +197,26 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
         0,
     );
     assert_eq!(expiry, shared::http::DEFAULT_RETENTION.as_secs());
-    assert_eq!(function["FunctionUrlConfig"]["AuthType"].as_str(), Some("AWS_IAM"));
+    assert_eq!(
+        function["FunctionUrlConfig"]["AuthType"].as_str(),
+        Some("AWS_IAM")
+    );
     let api = &resources["PaymentsHttpApi"]["Properties"]["Auth"];
     assert_eq!(api["DefaultAuthorizer"].as_str(), Some("AWS_IAM"));
     let event = &function["Events"]["CreatePayment"];
     assert_eq!(event["Type"].as_str(), Some("HttpApi"));
-    assert_eq!(event["Properties"]["Path"].as_str(), Some(payments_api::PATH));
-    assert_eq!(target(&function["Role"]).as_deref(), Some("PaymentsApiRole"));
-    let statements = resources["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
-        ["Statement"]
-        .as_sequence()
-        .expect("statements");
+    assert_eq!(
+        event["Properties"]["Path"].as_str(),
+        Some(payments_api::PATH)
+    );
+    assert_eq!(
+        target(&function["Role"]).as_deref(),
+        Some("PaymentsApiRole")
+    );
+    let statements =
+        resources["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_sequence()
+            .expect("statements");
     let mut resources_named = Vec::new();
     for statement in statements {
         let actions: Vec<&str> = match &statement["Action"] {

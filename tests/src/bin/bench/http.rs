@@ -110,7 +110,9 @@ async fn measure(
 async fn check_balances(app: &App, calls: usize, times: i64) -> Result<(), String> {
     let mut expected: BTreeMap<String, i64> = BTreeMap::new();
     for i in 0..calls {
-        *expected.entry(format!("acct-{}", i % ACCOUNTS)).or_default() += (100 + i % 7) as i64;
+        *expected
+            .entry(format!("acct-{}", i % ACCOUNTS))
+            .or_default() += (100 + i % 7) as i64;
     }
     for (account, sum) in expected {
         let balance = app
@@ -119,7 +121,10 @@ async fn check_balances(app: &App, calls: usize, times: i64) -> Result<(), Strin
             .await
             .map_err(|e| e.to_string())?;
         if balance != Some(sum * times) {
-            return Err(format!("{account} holds {balance:?}, expected {}", sum * times));
+            return Err(format!(
+                "{account} holds {balance:?}, expected {}",
+                sum * times
+            ));
         }
     }
     Ok(())
@@ -128,7 +133,10 @@ async fn check_balances(app: &App, calls: usize, times: i64) -> Result<(), Strin
 pub async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let calls = calls.clamp(10, 20_000);
     let mut rows = Vec::new();
-    for (mode_name, mode) in [("fenced", CommitMode::Fenced), ("optimistic", CommitMode::Optimistic)] {
+    for (mode_name, mode) in [
+        ("fenced", CommitMode::Fenced),
+        ("optimistic", CommitMode::Optimistic),
+    ] {
         let app = app(mode, false).await;
         let events: Vec<Value> = (0..calls).map(|i| request(i, mode_name)).collect();
         rows.push(measure(&app, format!("{mode_name}: (a) new keys"), &events, "new").await?);
@@ -141,7 +149,9 @@ pub async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     check_balances(&app, calls, 1).await?;
     let base = rows.last().map_or(Duration::ZERO, |r| r.cpu);
 
-    println!("payments-api against moto: {calls} POST /payments per row, in process, one at a time");
+    println!(
+        "payments-api against moto: {calls} POST /payments per row, in process, one at a time"
+    );
     println!(
         "| row | DynamoDB requests / call (by operation) | calls/s | CPU / call | CPU vs (c) | p50 | p99 |"
     );
