@@ -562,3 +562,27 @@ fn payments_checks_signatures_when_a_secret_is_configured() {
         [serde_json::json!({"batchItemFailures": []})]
     );
 }
+
+/// payments-api, in memory (the README's HTTP example): the HTTP API sample
+/// twice answers 201 then the same 201 replayed; the function URL sample
+/// (base64 body, quoted key, IAM caller) answers its own 201.
+#[test]
+fn payments_api_second_request_is_replayed() {
+    let http = "events/payments-api-http.json";
+    let url = "events/payments-api-function-url.json";
+    let run = run_local("payments-api", &[http, http, url], &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 3, "{:?}", run.responses);
+    let [first, again, other] = [&run.responses[0], &run.responses[1], &run.responses[2]];
+    assert_eq!(first["statusCode"], 201, "{first}");
+    assert_eq!(first["headers"]["location"], "/payments/pay-1001");
+    assert_eq!(first["headers"].get("idempotent-replayed"), None);
+    assert_eq!(again["statusCode"], 201);
+    assert_eq!(again["body"], first["body"], "byte for byte");
+    assert_eq!(again["headers"]["idempotent-replayed"], "true");
+    assert_eq!(other["statusCode"], 201, "{other}");
+    let body: Value = serde_json::from_str(other["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["account_id"], "acct-8");
+    assert_eq!(body["amount_cents"], 999);
+    assert!(body["payment_id"].as_str().is_some_and(|id| !id.is_empty()));
+}
