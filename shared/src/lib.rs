@@ -81,9 +81,7 @@ pub use store::DynamoDbStore;
 pub use store::ValkeyStore;
 #[cfg(feature = "valkey")]
 pub use store::valkey;
-pub use store::{
-    Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError,
-};
+pub use store::{Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError};
 pub use table::Table;
 pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
 #[cfg(feature = "dynamodb")]

@@ -118,9 +118,9 @@ kill -9 "$pid" 2>/dev/null
             stdin: Some(stdin),
             watchdog,
         };
-        server.wait_ready(Duration::from_secs(5)).map_err(|e| {
-            format!("{} did not answer on port {port}: {e}", binary.display())
-        })?;
+        server
+            .wait_ready(Duration::from_secs(5))
+            .map_err(|e| format!("{} did not answer on port {port}: {e}", binary.display()))?;
         Ok(server)
     }
 

@@ -61,8 +61,15 @@ mod tests {
             StoreChoice::parse("", table()),
             Ok(StoreChoice::DynamoDb(TableConfig::new("t")))
         );
-        assert_eq!(StoreChoice::parse(" Memory ", table()), Ok(StoreChoice::Memory));
-        assert!(StoreChoice::parse("dynamodb", None).unwrap_err().contains(TABLE_ENV));
+        assert_eq!(
+            StoreChoice::parse(" Memory ", table()),
+            Ok(StoreChoice::Memory)
+        );
+        assert!(
+            StoreChoice::parse("dynamodb", None)
+                .unwrap_err()
+                .contains(TABLE_ENV)
+        );
         assert!(StoreChoice::parse("mongo", None).is_err());
         let valkey = StoreChoice::parse("VALKEY", None);
         if cfg!(feature = "valkey") {

@@ -22,9 +22,9 @@ pub mod memory;
 #[cfg(feature = "valkey")]
 pub mod valkey;
 
+pub use choice::{STORE_ENV, StoreChoice};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
-pub use choice::{STORE_ENV, StoreChoice};
 pub use memory::MemoryStore;
 #[cfg(feature = "valkey")]
 pub use valkey::ValkeyStore;

@@ -561,7 +561,12 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
     });
     assert_eq!(
         run.responses,
-        [reserved.clone(), reserved.clone(), rejected.clone(), rejected.clone()]
+        [
+            reserved.clone(),
+            reserved.clone(),
+            rejected.clone(),
+            rejected.clone()
+        ]
     );
     // Another process: the records are in Valkey, not in its memory.
     let again = tokio::task::spawn_blocking(move || run_local("inventory", &[placed, short], &env))
@@ -584,7 +589,10 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
     keys.sort();
     assert_eq!(keys.len(), 2, "one record per event: {keys:?}");
     for key in &keys {
-        assert!(key.starts_with(&format!("{prefix}inventory.reserve#")), "{key}");
+        assert!(
+            key.starts_with(&format!("{prefix}inventory.reserve#")),
+            "{key}"
+        );
         let status: String = redis::cmd("HGET")
             .arg(key)
             .arg("status")
@@ -592,9 +600,16 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
             .await
             .unwrap();
         assert_eq!(status, "COMPLETED");
-        let ttl_s: i64 = redis::cmd("TTL").arg(key).query_async(&mut conn).await.unwrap();
+        let ttl_s: i64 = redis::cmd("TTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         let lifetime = inventory::RECORD_LIFETIME.as_secs() as i64;
-        assert!(ttl_s > lifetime - 60 && ttl_s <= lifetime + 1, "{key}: TTL {ttl_s}");
+        assert!(
+            ttl_s > lifetime - 60 && ttl_s <= lifetime + 1,
+            "{key}: TTL {ttl_s}"
+        );
     }
 }
 

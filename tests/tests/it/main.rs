@@ -17,3 +17,4 @@ mod payments;
 mod relay;
 mod relay_crash;
 mod template;
+mod valkey;

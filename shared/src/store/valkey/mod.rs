@@ -381,7 +381,9 @@ impl Store for ValkeyStore {
             (RecordWrite::None, true) => Ok(()),
             (RecordWrite::None, false) => match &self.tables {
                 Some(tables) => tables.commit(RecordWrite::None, writes).await,
-                None => Err(no_atomic_writes("staged writes without a business-table store, or")),
+                None => Err(no_atomic_writes(
+                    "staged writes without a business-table store, or",
+                )),
             },
             (_, false) => Err(no_atomic_writes("staged writes")),
             (RecordWrite::Claim { record, now_ms }, true) => {

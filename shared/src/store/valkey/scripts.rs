@@ -194,12 +194,14 @@ mod tests {
     #[test]
     fn foreign_hashes_are_corrupt_not_panics() {
         let no_status = from_fields("k", pairs(&[(EXPIRATION, b"1")])).unwrap_err();
-        assert!(no_status.to_string().contains("no status field"), "{no_status}");
+        assert!(
+            no_status.to_string().contains("no status field"),
+            "{no_status}"
+        );
         let bad_status =
             from_fields("k", pairs(&[(STATUS, b"DONE"), (EXPIRATION, b"1")])).unwrap_err();
         assert!(bad_status.to_string().contains("unknown status DONE"));
-        let bad_number =
-            from_fields("k", pairs(&[(STATUS, b"COMPLETED"), (EXPIRATION, b"soon")]));
+        let bad_number = from_fields("k", pairs(&[(STATUS, b"COMPLETED"), (EXPIRATION, b"soon")]));
         assert!(bad_number.is_err());
         let not_utf8 = from_fields(
             "k",
@@ -210,7 +212,10 @@ mod tests {
             ]),
         )
         .unwrap_err();
-        assert!(not_utf8.to_string().contains("data is not UTF-8"), "{not_utf8}");
+        assert!(
+            not_utf8.to_string().contains("data is not UTF-8"),
+            "{not_utf8}"
+        );
         let extra = from_fields(
             "k",
             pairs(&[(STATUS, b"COMPLETED"), (EXPIRATION, b"1"), ("x", b"y")]),
