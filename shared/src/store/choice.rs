@@ -10,6 +10,10 @@ pub const STORE_ENV: &str = "IDEMPOTENCY_STORE";
 /// The idempotency store named by the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "read once per execution environment"
+)]
 pub enum StoreChoice {
     /// The embedded memory store (local runs).
     Memory,

@@ -325,7 +325,7 @@ fn tag(reply: &[Value]) -> Option<&str> {
 }
 
 /// The field/value pairs of an `HGETALL` reply (RESP2 array or RESP3 map).
-fn pairs(value: &Value) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+fn pairs(value: &Value) -> Result<scripts::Pairs, StoreError> {
     let bytes = |v: &Value| match v {
         Value::BulkString(b) => Ok(b.clone()),
         Value::SimpleString(s) => Ok(s.clone().into_bytes()),

@@ -25,6 +25,9 @@ pub(super) const VALIDATION: &str = "validation";
 /// Hash field of the owner token.
 pub(super) const OWNER: &str = "owner_token";
 
+/// A hash's field/value pairs, as the server sent them.
+pub(super) type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Every field a record may carry (the names of the DynamoDB layout).
 pub(super) const FIELDS: [&str; 7] = [STATUS, EXPIRATION, LEASE, DATA, ERROR, VALIDATION, OWNER];
 
@@ -110,7 +113,7 @@ pub(super) fn fields(record: &Record) -> Vec<(&'static str, String)> {
 /// Reads the record `id` from its hash's field/value pairs. Unknown fields
 /// are ignored; a missing or malformed required field, or a value that is
 /// not UTF-8, is [`StoreError::Corrupt`].
-pub(super) fn from_fields(id: &str, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Record, StoreError> {
+pub(super) fn from_fields(id: &str, pairs: Pairs) -> Result<Record, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         id: id.to_owned(),
         reason,
@@ -164,7 +167,7 @@ pub(super) fn from_fields(id: &str, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Re
 mod tests {
     use super::*;
 
-    fn pairs(fields: &[(&str, &[u8])]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn pairs(fields: &[(&str, &[u8])]) -> Pairs {
         fields
             .iter()
             .map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec()))
