@@ -1,4 +1,5 @@
-//! Benchmarks against moto (README commands, not timed tests). Every figure
+//! Benchmarks against moto and a local redis-server (README commands, not
+//! timed tests). Every figure
 //! comes from one run, modes interleaved or side by side, so they compare
 //! under the same machine load.
 //!
@@ -9,6 +10,7 @@
 //! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
+//! cargo run --release -p integration-tests --bin bench -- valkey [MESSAGES]
 //! ```
 
 mod batch;
@@ -16,6 +18,7 @@ mod orders;
 mod orders_app;
 mod payments;
 mod relay;
+mod valkey;
 
 use std::time::Duration;
 
@@ -29,8 +32,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("payments") => payments::run(n.unwrap_or(2000)).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
+        Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench valkey [MESSAGES]"
                 .into(),
         ),
     }
