@@ -868,4 +868,22 @@ async fn connection_errors_are_clear() {
         "{}",
         shared::report(&down)
     );
+    // rediss:// is understood (TLS is compiled in): a TLS handshake with a
+    // plain-text server fails as a connection error, not as a bad URL.
+    let server = valkey();
+    let tls = ValkeyStore::connect(
+        &format!("rediss://127.0.0.1:{}", server.port()),
+        ValkeyTimeouts {
+            connect: Duration::from_millis(500),
+            reconnect_attempts: 0,
+            ..ValkeyTimeouts::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(tls, shared::valkey::ValkeyConfigError::Connect(_)),
+        "{}",
+        shared::report(&tls)
+    );
 }

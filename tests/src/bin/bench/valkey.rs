@@ -166,12 +166,9 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     )?;
     // Load the scripts once, as a warm execution environment has them.
     vk_engine
-        .run(
-            &vk_engine.key(&json!("warm-up"))?,
-            None,
-            None,
-            || async { Ok::<_, HandlerError>(()) },
-        )
+        .run(&vk_engine.key(&json!("warm-up"))?, None, None, || async {
+            Ok::<_, HandlerError>(())
+        })
         .await?;
     vk_calls.take();
 
@@ -240,12 +237,11 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             (total as f64 / n, parts.join(", "))
         };
-        let (trips, by_verb) = per(
-            row.calls
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
-                .collect(),
-        );
+        let (trips, by_verb) = per(row
+            .calls
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect());
         let (requests, by_op) = per(row.server.clone().into_iter().collect());
         println!(
             "| {} | {} | **{trips:.2}** ({by_verb}) | {requests:.2} ({by_op}) | {:.1} µs | {:.3} ms | {:.2} ms | {:.2} ms |",
