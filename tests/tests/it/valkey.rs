@@ -592,8 +592,9 @@ async fn timeouts_fail_retryably_and_complete_once() {
 /// redelivery of an already completed message runs its handler again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_without_persistence_fails_retryably_and_forgets_every_record() {
-    let server = Arc::new(Mutex::new(Valkey::start()));
-    let store = server.lock().unwrap().store().await;
+    let started = Valkey::start();
+    let store = started.store().await;
+    let server = Arc::new(Mutex::new(started));
     let prefix = integration_tests::unique_name("vk.restart");
     let engine = Idempotency::try_new(
         store.clone(),
@@ -667,7 +668,9 @@ async fn foreign_values_at_the_key_are_clear_errors() {
     let engine = Idempotency::try_new(store.clone(), config("vk.foreign")).unwrap();
     let mut conn = server.connection().await;
     let far = (integration_tests::now_ms() / 1000 + 3600).to_string();
-    let cases: Vec<(&str, Vec<(&str, Vec<u8>)>, &str)> = vec![
+    // (name, hash fields when a hash, what the error says)
+    type Case<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         ("string", vec![], "holds a Valkey string"),
         ("list", vec![], "holds a Valkey list"),
         (
