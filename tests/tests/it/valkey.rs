@@ -323,9 +323,10 @@ where
 }
 
 /// In real time: the first owner's lease (300 ms) lapses while its handler
-/// still runs; a second invocation takes the key over and completes. The
-/// first owner's completion is refused (`LeaseLost`) and overwrites
-/// nothing; a late failure of a third owner cannot release the record.
+/// still runs; a second invocation, told "in progress" before, takes the
+/// key over and completes. The first owner's completion is refused
+/// (`LeaseLost`) and overwrites nothing: the next delivery replays the
+/// second owner's response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_lapse_while_the_first_owner_runs_refuses_its_completion() {
     let prefix = integration_tests::unique_name("vk.lease");
@@ -335,12 +336,17 @@ async fn lease_lapse_while_the_first_owner_runs_refuses_its_completion() {
     let first = Idempotency::try_new(store().await, cfg.clone()).unwrap();
     let second = Idempotency::try_new(store().await, cfg).unwrap();
     let key = first.key(&json!("slow")).unwrap();
-    let slow = first.run(&key, None, None, || async {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+    // The first owner holds its claim until the second has taken over (no
+    // timing assumption beyond the lease lapsing within the bound).
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (taken_tx, taken_rx) = tokio::sync::oneshot::channel::<()>();
+    let slow = first.run(&key, None, None, || async move {
+        let _ = started_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), taken_rx).await;
         Ok::<_, HandlerError>(json!("first"))
     });
     let takeover = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        started_rx.await.unwrap();
         // Still held: in progress.
         let early = second
             .run(&key, None, None, || async {
@@ -349,13 +355,22 @@ async fn lease_lapse_while_the_first_owner_runs_refuses_its_completion() {
             .await
             .unwrap();
         assert!(matches!(early, Outcome::InProgress { .. }), "{early:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        second
-            .run(&key, None, None, || async {
-                Ok::<_, HandlerError>(json!("second"))
-            })
-            .await
-            .unwrap()
+        // Once the lease lapses (300 ms after the claim), the key is taken.
+        let mut outcome = early;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            outcome = second
+                .run(&key, None, None, || async {
+                    Ok::<_, HandlerError>(json!("second"))
+                })
+                .await
+                .unwrap();
+            if !matches!(outcome, Outcome::InProgress { .. }) {
+                break;
+            }
+        }
+        let _ = taken_tx.send(());
+        outcome
     };
     let (slow, takeover) = tokio::join!(slow, takeover);
     assert_eq!(takeover, Outcome::Executed(json!("second")));
