@@ -84,7 +84,7 @@ impl Valkey {
     fn spawn(port: u16) -> Result<Valkey, String> {
         let binary = server_binary();
         // The watchdog prints the server's pid, then waits for its stdin to
-        // close and kills the server.
+        // close, kills the server and reaps it (no zombie left behind).
         let script = r#"
 "$0" --port "$1" --bind 127.0.0.1 --save '' --appendonly no --protected-mode yes \
      --loglevel warning --logfile '' >/dev/null 2>&1 &
@@ -92,6 +92,7 @@ pid=$!
 echo "$pid"
 cat >/dev/null
 kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
 "#;
         let mut watchdog = Command::new("sh")
             .arg("-c")
