@@ -69,7 +69,7 @@ pub use config::{
     Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
     OversizedResponse, TABLE_ENV, TableConfig, TerminalErrors,
 };
-pub use engine::{Idempotency, Outcome};
+pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
 pub use key::{IdempotencyKey, canonical_json, payload_hash, sha256_hex};
 pub use record::{Record, Status};
@@ -79,7 +79,11 @@ pub use signature::{
 };
 #[cfg(feature = "dynamodb")]
 pub use store::DynamoDbStore;
-pub use store::{Claim, MemoryStore, RecordWrite, Store, TransactError};
+#[cfg(feature = "valkey")]
+pub use store::ValkeyStore;
+#[cfg(feature = "valkey")]
+pub use store::valkey;
+pub use store::{Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError};
 pub use table::Table;
 pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
 #[cfg(feature = "dynamodb")]

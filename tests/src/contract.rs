@@ -1,5 +1,5 @@
 //! The store contract suite: one set of cases, run against every store
-//! ([`memory`] and [`dynamodb`] on moto) through the engine and the
+//! ([`memory`], [`dynamodb`] on moto, [`valkey`] on redis-server) through the engine and the
 //! [`Store`] trait. Time moves on a [`ManualClock`]; nothing sleeps for it.
 
 use serde_json::{Value, json};
@@ -114,6 +114,24 @@ pub async fn dynamodb() -> Harness {
         Table::dynamodb(client.clone(), "business"),
         Some(client),
     )
+}
+
+/// The Valkey store on the test process's `redis-server`, keys under a
+/// prefix of their own, TTLs on the harness clock; staged writes (the kill
+/// switch's) commit on their own in a memory store's business tables.
+pub async fn valkey() -> Harness {
+    let clock = ManualClock::new(START_MS);
+    let tables = MemoryStore::new();
+    let store = crate::valkey::valkey()
+        .store_on(clock.clone())
+        .await
+        .with_tables(tables.clone());
+    Harness {
+        store: Arc::new(store),
+        clock,
+        tables: Table::memory(tables, "business"),
+        ddb: None,
+    }
 }
 
 /// A `pk` key.
@@ -1127,16 +1145,24 @@ pub async fn business_table_writes_alike(h: Harness) {
     assert_eq!(table.get(&pk_key("b")).await.unwrap(), None);
 }
 
-/// Runs `$case` of this module against each store: generates one test per
-/// store and case.
+/// Runs the cases of this module against each store: one test per store and
+/// case. The `records` cases run against every store, Valkey included; the
+/// `writes` cases (staged writes committing with the record, business
+/// tables) against the stores that have transactions (memory, DynamoDB).
 #[macro_export]
 macro_rules! contract_suite {
-    ($($case:ident),* $(,)?) => {
+    (records: [$($case:ident),* $(,)?], writes: [$($wcase:ident),* $(,)?] $(,)?) => {
         mod memory {
             $(
                 #[tokio::test]
                 async fn $case() {
                     $crate::contract::$case($crate::contract::memory().await).await;
+                }
+            )*
+            $(
+                #[tokio::test]
+                async fn $wcase() {
+                    $crate::contract::$wcase($crate::contract::memory().await).await;
                 }
             )*
         }
@@ -1145,6 +1171,20 @@ macro_rules! contract_suite {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
                     $crate::contract::$case($crate::contract::dynamodb().await).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $wcase() {
+                    $crate::contract::$wcase($crate::contract::dynamodb().await).await;
+                }
+            )*
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::contract::$case($crate::contract::valkey().await).await;
                 }
             )*
         }

@@ -1,6 +1,6 @@
 //! Test tooling: a moto server (DynamoDB, SQS) started on 127.0.0.1 for the
 //! test process, clients pointed at it, tables and queues with unique names,
-//! and request capture.
+//! and request capture; a real redis-server for the Valkey store ([`valkey`]).
 //!
 //! The server is `tests/moto/launcher.py` (moto's WSGI app with DynamoDB
 //! requests serialized, see that file) run by the Python found in
@@ -19,6 +19,7 @@ pub mod esm;
 pub mod events;
 pub mod runtime_api;
 pub mod stream_esm;
+pub mod valkey;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -70,6 +70,19 @@ pub const DETAIL_TYPE: &str = "OrderPlaced";
 /// mode uses).
 pub const COMMIT_MODE: CommitMode = CommitMode::Optimistic;
 
+/// How the reservation commits when the records live in Valkey
+/// (`IDEMPOTENCY_STORE=valkey`): claim-then-complete.
+///
+/// A Valkey record cannot commit in one transaction with the stock
+/// decrement, so the event is claimed in Valkey (one script), the decrement
+/// commits on its own in the stock table, then the completion is written
+/// (one fenced script). Concurrent deliveries still run once (the claim),
+/// and a refusal is still recorded. The known window: a crash, a timeout or
+/// a lost Valkey record (a restart without persistence) between the
+/// decrement and the completion lets a redelivery after the lease decrement
+/// again. Where that matters, keep the records in DynamoDB.
+pub const VALKEY_COMMIT_MODE: CommitMode = CommitMode::ClaimThenComplete;
+
 /// The `detail` of an `OrderPlaced` event. Deserialization rejects empty ids
 /// and a zero quantity, so such an event fails as a bad detail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,20 +202,24 @@ impl App {
     /// [`SAMPLE_STOCK`]). One without the other is an error: the decrement
     /// commits in one transaction with the record, so both tables must live
     /// in the same store.
+    ///
+    /// With `IDEMPOTENCY_STORE=valkey` (and `VALKEY_URL`) the records live in
+    /// Valkey and the stock in DynamoDB ([`STOCK_TABLE_ENV`]; in memory with
+    /// sample levels when unset): see [`VALKEY_COMMIT_MODE`].
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = Self::config().expires_after_from_env()?;
-        let idempotency = shared::TableConfig::from_env();
         let stock = std::env::var(STOCK_TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty());
-        Ok(match (idempotency, stock) {
-            (Some(table), Some(stock)) => {
+        Ok(match (shared::StoreChoice::from_env()?, stock) {
+            (shared::StoreChoice::Valkey, stock) => Self::on_valkey(config, stock).await?,
+            (shared::StoreChoice::DynamoDb(table), Some(stock)) => {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
                 let engine =
                     Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
                 Self::new(engine, StockTable::dynamodb(client, stock))
             }
-            (None, None) => {
+            (shared::StoreChoice::Memory, None) => {
                 tracing::warn!(
                     sample = ?SAMPLE_STOCK,
                     "IDEMPOTENCY_TABLE not set (nor STOCK_TABLE): idempotency records and stock \
@@ -218,6 +235,42 @@ impl App {
                      the stock decrement commits in one transaction with the idempotency record"
                 )
                 .into());
+            }
+        })
+    }
+
+    /// Records in Valkey ([`shared::ValkeyStore::from_env`]), the stock in
+    /// the DynamoDB table `stock` (or in memory, seeded with
+    /// [`SAMPLE_STOCK`]), committing in [`VALKEY_COMMIT_MODE`].
+    async fn on_valkey(
+        config: Config,
+        stock: Option<String>,
+    ) -> Result<Self, lambda_runtime::Error> {
+        let config = config.commit_mode(VALKEY_COMMIT_MODE);
+        let valkey = shared::ValkeyStore::from_env()
+            .await
+            .map_err(|e| shared::report(&e))?;
+        Ok(match stock {
+            Some(stock) => {
+                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
+                // The decrement commits on its own through this store; it
+                // never writes a record there.
+                let tables = shared::DynamoDbStore::new(
+                    client.clone(),
+                    shared::TableConfig::new(stock.clone()),
+                );
+                let engine = Idempotency::try_new(valkey.with_tables(tables), config)?;
+                Self::new(engine, StockTable::dynamodb(client, stock))
+            }
+            None => {
+                tracing::warn!(
+                    sample = ?SAMPLE_STOCK,
+                    "STOCK_TABLE not set: idempotency records in Valkey, stock kept in memory \
+                     (local run), seeded with sample levels"
+                );
+                let store = MemoryStore::new();
+                let engine = Idempotency::try_new(valkey.with_tables(store.clone()), config)?;
+                Self::new(engine, StockTable::sample(store))
             }
         })
     }

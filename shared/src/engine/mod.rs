@@ -98,6 +98,16 @@ impl Idempotency {
         }
     }
 
+    /// [`Idempotency::new`], refusing a commit mode the store cannot keep:
+    /// [`CommitMode::Optimistic`] needs staged writes to commit atomically
+    /// with the record ([`Store::transactions`]), and does not claim, so
+    /// over a store without transactions (Valkey) it would protect nothing.
+    /// Use this constructor whenever the store is chosen by configuration.
+    pub fn try_new(store: impl Store + 'static, config: Config) -> Result<Self, ModeError> {
+        check_mode(&store, config.commit_mode)?;
+        Ok(Self::new(store, config))
+    }
+
     /// Replaces the clock (tests move time instead of sleeping).
     pub fn with_clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Arc::new(clock);
@@ -289,6 +299,13 @@ impl Idempotency {
         if let Some(outcome) = self.cached(key, validation.as_deref()) {
             return Ok(outcome);
         }
+        // An engine built with `new` or switched with `in_mode` gets the
+        // refusal of `try_new` per message, before the handler runs.
+        check_mode(&*self.store, self.config.commit_mode).map_err(|e| {
+            Error::Store(crate::error::StoreError::Invalid {
+                reason: e.to_string(),
+            })
+        })?;
         match self.config.commit_mode {
             CommitMode::Optimistic => self.optimistic(key, validation, handler).await,
             mode => {
@@ -297,6 +314,27 @@ impl Idempotency {
             }
         }
     }
+}
+
+/// A commit mode the engine's store cannot keep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "commit mode {} needs a store that commits staged writes atomically with the record; \
+     this store cannot (use fenced, or claim-then-complete for keyed or naturally idempotent \
+     writes)",
+    .mode.as_str()
+)]
+#[non_exhaustive]
+pub struct ModeError {
+    /// The refused mode.
+    pub mode: CommitMode,
+}
+
+fn check_mode(store: &dyn Store, mode: CommitMode) -> Result<(), ModeError> {
+    if mode == CommitMode::Optimistic && !store.transactions() {
+        return Err(ModeError { mode });
+    }
+    Ok(())
 }
 
 fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {

@@ -290,3 +290,68 @@ async fn item_sizes_use_the_stores_attribute_names() {
         assert_eq!(record.data.is_some(), kept, "custom names {custom}");
     }
 }
+
+/// A memory store that says it cannot commit staged writes with a record
+/// (as the Valkey store says).
+#[derive(Debug, Default)]
+struct NoTransactions(Counting);
+
+#[async_trait]
+impl Store for NoTransactions {
+    async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
+        self.0.claim(record, now_ms).await
+    }
+    async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+        self.0.release(id, owner).await
+    }
+    async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
+        self.0.get_many(ids).await
+    }
+    async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
+        self.0.commit(record, writes).await
+    }
+    fn transactions(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn optimistic_mode_needs_a_store_with_transactions() {
+    let config = || Config::with_prefix("modes").disabled(false);
+    let refused = Idempotency::try_new(
+        NoTransactions::default(),
+        config().commit_mode(CommitMode::Optimistic),
+    )
+    .unwrap_err();
+    assert_eq!(refused.mode, CommitMode::Optimistic);
+    for mode in [CommitMode::Fenced, CommitMode::ClaimThenComplete] {
+        assert!(
+            Idempotency::try_new(NoTransactions::default(), config().commit_mode(mode)).is_ok()
+        );
+    }
+    assert!(
+        Idempotency::try_new(
+            MemoryStore::new(),
+            config().commit_mode(CommitMode::Optimistic)
+        )
+        .is_ok()
+    );
+
+    // Forced in after construction: refused per message, before the handler
+    // runs and before any request.
+    let store = Arc::new(NoTransactions::default());
+    let engine = Idempotency::new(store.clone(), config()).in_mode(CommitMode::Optimistic);
+    let key = engine.key(&json!("k")).unwrap();
+    let out = engine
+        .run(&key, None, None, || async {
+            panic!("the handler must not run");
+            #[allow(unreachable_code)]
+            Ok::<u32, HandlerError>(1)
+        })
+        .await;
+    assert!(
+        matches!(&out, Err(e @ Error::Store(StoreError::Invalid { .. })) if !e.is_retryable()),
+        "{out:?}"
+    );
+    assert_eq!(store.0.calls.load(Ordering::SeqCst), 0);
+}

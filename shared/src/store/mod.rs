@@ -4,7 +4,9 @@
 //! of the record with staged writes, a fenced release, and a batch read. The engine decides
 //! what the outcomes mean; the store only guarantees the conditions
 //! atomically. [`MemoryStore`] and [`DynamoDbStore`] pass the same contract
-//! suite (see `tests/`).
+//! suite (see `tests/`); `ValkeyStore` (feature `valkey`) passes its
+//! record cases and refuses staged writes with the record
+//! ([`Store::transactions`]).
 
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -13,13 +15,19 @@ use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
 
+mod choice;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod memory;
+#[cfg(feature = "valkey")]
+pub mod valkey;
 
+pub use choice::{STORE_ENV, StoreChoice};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "valkey")]
+pub use valkey::ValkeyStore;
 
 /// What a claim found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +119,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn item_size(&self, record: &Record) -> usize {
         record.item_size(&crate::config::Attributes::default())
     }
+
+    /// Whether staged writes commit atomically with the record (one
+    /// transaction). A store that cannot (Valkey) refuses
+    /// [`RecordWrite::Fenced`] / [`RecordWrite::Claim`] with writes, and the
+    /// engine refuses [`CommitMode::Optimistic`](crate::CommitMode::Optimistic)
+    /// over it.
+    fn transactions(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait]
@@ -132,5 +149,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn item_size(&self, record: &Record) -> usize {
         (**self).item_size(record)
+    }
+    fn transactions(&self) -> bool {
+        (**self).transactions()
     }
 }

@@ -1,7 +1,8 @@
 //! The README's "run it" command: each function binary run as a process on
 //! sample event files (`<function> --event events/x.json events/x.json`),
 //! with no table variables (embedded in-memory stores) and, for payments and
-//! inventory, against DynamoDB on moto through `AWS_ENDPOINT_URL`.
+//! inventory, against DynamoDB on moto through `AWS_ENDPOINT_URL`, and
+//! inventory with its records on Valkey (a real redis-server).
 //!
 //! The binaries are the ones `tests/run` builds (`cargo build --workspace
 //! --bins`) next to this test binary's directory: `target/debug/<name>`.
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Variables the binaries read; removed so that the runs use in-memory
 /// stores (and are not pointed anywhere by the caller's environment).
-const CLEARED: [&str; 16] = [
+const CLEARED: [&str; 20] = [
     "MESSAGE_SIGNING_SECRET",
     "MESSAGE_SIGNING_SECRET_PARAMETER",
     "AWS_LAMBDA_RUNTIME_API",
@@ -26,6 +27,10 @@ const CLEARED: [&str; 16] = [
     "AWS_LAMBDA_LOG_LEVEL",
     "IDEMPOTENCY_TABLE",
     "IDEMPOTENCY_DISABLED",
+    "IDEMPOTENCY_STORE",
+    "VALKEY_URL",
+    "REDIS_URL",
+    "VALKEY_KEY_PREFIX",
     "ACCOUNTS_TABLE",
     "ORDERS_TABLE",
     "NOTIFICATIONS_QUEUE_URL",
@@ -508,6 +513,104 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         .unwrap()
         .count();
     assert_eq!(items, 2, "one idempotency record per event");
+}
+
+/// inventory with `IDEMPOTENCY_STORE=valkey` runs its records on a real
+/// redis-server and its stock on DynamoDB (moto), in claim-then-complete
+/// mode: the redelivery replays and the refusal is recorded, in this process
+/// and in the next one (another execution environment), so the stock is
+/// taken once; the records are hashes under the configured prefix with a TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inventory_on_valkey_with_stock_on_dynamodb() {
+    let moto = moto();
+    let valkey = integration_tests::valkey::valkey();
+    let ddb = moto.dynamodb().await;
+    let stock = create_table(&ddb, "stock", "sku", None).await;
+    ddb.put_item()
+        .table_name(&stock)
+        .item("sku", AttributeValue::S("SKU-RED-MUG".into()))
+        .item("stock", AttributeValue::N("100".into()))
+        .send()
+        .await
+        .unwrap();
+    let prefix = format!("{}:", integration_tests::unique_name("inventory"));
+    let env = vec![
+        ("IDEMPOTENCY_STORE", "valkey".to_owned()),
+        ("VALKEY_URL", valkey.url()),
+        ("VALKEY_KEY_PREFIX", prefix.clone()),
+        ("STOCK_TABLE", stock.clone()),
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+    ];
+    let placed = "events/inventory-order-placed.json";
+    let short = "events/inventory-insufficient-stock.json";
+    let first_env = env.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        run_local("inventory", &[placed, placed, short, short], &first_env)
+    })
+    .await
+    .unwrap();
+    assert!(run.success, "{}", run.stderr);
+    assert!(!run.stderr.contains("kept in memory"), "{}", run.stderr);
+    let reserved = serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2});
+    let rejected = serde_json::json!({
+        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
+                     order ord-1004"
+    });
+    assert_eq!(
+        run.responses,
+        [
+            reserved.clone(),
+            reserved.clone(),
+            rejected.clone(),
+            rejected.clone()
+        ]
+    );
+    // Another process: the records are in Valkey, not in its memory.
+    let again = tokio::task::spawn_blocking(move || run_local("inventory", &[placed, short], &env))
+        .await
+        .unwrap();
+    assert!(again.success, "{}", again.stderr);
+    assert_eq!(again.responses, [reserved, rejected]);
+    let level = inventory::StockTable::dynamodb(ddb.clone(), stock)
+        .level("SKU-RED-MUG")
+        .await
+        .unwrap();
+    assert_eq!(level, Some(98), "the stock is taken once");
+
+    let mut conn = valkey.connection().await;
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.sort();
+    assert_eq!(keys.len(), 2, "one record per event: {keys:?}");
+    for key in &keys {
+        assert!(
+            key.starts_with(&format!("{prefix}inventory.reserve#")),
+            "{key}"
+        );
+        let status: String = redis::cmd("HGET")
+            .arg(key)
+            .arg("status")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(status, "COMPLETED");
+        let ttl_s: i64 = redis::cmd("TTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let lifetime = inventory::RECORD_LIFETIME.as_secs() as i64;
+        assert!(
+            ttl_s > lifetime - 60 && ttl_s <= lifetime + 1,
+            "{key}: TTL {ttl_s}"
+        );
+    }
 }
 
 /// payments with a signing secret: the sample event's records carry no

@@ -19,3 +19,4 @@ mod payments_api_crash;
 mod relay;
 mod relay_crash;
 mod template;
+mod valkey;

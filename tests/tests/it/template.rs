@@ -239,3 +239,57 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
         ["AccountsTable", "IdempotencyTable", "PaymentsApiLogGroup"]
     );
 }
+
+/// `ValkeyCache=serverless` wires inventory to the cache: the store and a
+/// TLS URL from the cache's endpoint in its environment, its VPC settings
+/// on a security group the cache admits on the Valkey ports, and the VPC
+/// access policy on its role; with `none`, none of it exists.
+#[test]
+fn valkey_cache_is_wired_to_inventory() {
+    let t = template();
+    let resources = &t["Resources"];
+    let cache = &resources["IdempotencyCache"];
+    assert_eq!(
+        cache["Type"].as_str(),
+        Some("AWS::ElastiCache::ServerlessCache")
+    );
+    assert_eq!(cache["Properties"]["Engine"].as_str(), Some("valkey"));
+    for id in [
+        "IdempotencyCache",
+        "ValkeyClientSecurityGroup",
+        "ValkeyClientToCacheEgress",
+        "ValkeyCacheSecurityGroup",
+    ] {
+        assert_eq!(
+            resources[id]["Condition"].as_str(),
+            Some("UseValkey"),
+            "{id}"
+        );
+    }
+    let function = &resources["InventoryFunction"]["Properties"];
+    let text = |v: &Value| serde_yaml::to_string(v).unwrap();
+    let env = &function["Environment"]["Variables"];
+    let store = text(&env["IDEMPOTENCY_STORE"]);
+    assert!(
+        store.contains("UseValkey") && store.contains("valkey"),
+        "{store}"
+    );
+    let url = text(&env["VALKEY_URL"]);
+    assert!(
+        url.contains("rediss://${IdempotencyCache.Endpoint.Address}"),
+        "{url}"
+    );
+    let vpc = text(&function["VpcConfig"]);
+    assert!(
+        vpc.contains("UseValkey") && vpc.contains("ValkeyClientSecurityGroup"),
+        "{vpc}"
+    );
+    let ingress = &resources["ValkeyCacheSecurityGroup"]["Properties"]["SecurityGroupIngress"][0];
+    assert_eq!(
+        target(&ingress["SourceSecurityGroupId"]).as_deref(),
+        Some("ValkeyClientSecurityGroup")
+    );
+    assert_eq!(number(ingress.get("FromPort"), 0), 6379);
+    let role = text(&resources["InventoryRole"]["Properties"]["ManagedPolicyArns"]);
+    assert!(role.contains("AWSLambdaVPCAccessExecutionRole"), "{role}");
+}

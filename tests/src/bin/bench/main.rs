@@ -1,4 +1,5 @@
-//! Benchmarks against moto (README commands, not timed tests). Every figure
+//! Benchmarks against moto and a local redis-server (README commands, not
+//! timed tests). Every figure
 //! comes from one run, modes interleaved or side by side, so they compare
 //! under the same machine load.
 //!
@@ -10,6 +11,7 @@
 //! cargo run --release -p integration-tests --bin bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
+//! cargo run --release -p integration-tests --bin bench -- valkey [MESSAGES]
 //! ```
 
 mod batch;
@@ -18,6 +20,7 @@ mod orders;
 mod orders_app;
 mod payments;
 mod relay;
+mod valkey;
 
 use std::time::Duration;
 
@@ -32,8 +35,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
+        Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES]"
                 .into(),
         ),
     }

@@ -1,0 +1,86 @@
+//! Which store a function uses, from its environment.
+
+use crate::config::{TABLE_ENV, TableConfig};
+
+/// Environment variable selecting the idempotency store: `dynamodb`,
+/// `valkey` (also `redis`) or `memory`. Unset: DynamoDB when
+/// [`TABLE_ENV`] is set, the memory store otherwise (local runs).
+pub const STORE_ENV: &str = "IDEMPOTENCY_STORE";
+
+/// The idempotency store named by the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "read once per execution environment"
+)]
+pub enum StoreChoice {
+    /// The embedded memory store (local runs).
+    Memory,
+    /// DynamoDB, in this table.
+    DynamoDb(TableConfig),
+    /// Valkey / Redis OSS at `VALKEY_URL` (or `REDIS_URL`): build it with
+    /// `ValkeyStore::from_env` (feature `valkey`).
+    Valkey,
+}
+
+impl StoreChoice {
+    /// Reads [`STORE_ENV`] and [`TABLE_ENV`]. An unknown store, DynamoDB
+    /// without a table, or Valkey in a build without the `valkey` feature
+    /// is an error naming the variable.
+    pub fn from_env() -> Result<Self, String> {
+        let table = TableConfig::from_env();
+        let choice = std::env::var(STORE_ENV).unwrap_or_default();
+        Self::parse(&choice, table)
+    }
+
+    fn parse(choice: &str, table: Option<TableConfig>) -> Result<Self, String> {
+        match choice.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(table.map_or(StoreChoice::Memory, StoreChoice::DynamoDb)),
+            "memory" => Ok(StoreChoice::Memory),
+            "dynamodb" => table
+                .map(StoreChoice::DynamoDb)
+                .ok_or_else(|| format!("{STORE_ENV}=dynamodb needs {TABLE_ENV}")),
+            "valkey" | "redis" if cfg!(feature = "valkey") => Ok(StoreChoice::Valkey),
+            "valkey" | "redis" => Err(format!(
+                "{STORE_ENV}={choice}: this build has no Valkey store (cargo feature `valkey` of \
+                 shared)"
+            )),
+            other => Err(format!(
+                "{STORE_ENV}={other:?} is not a store: dynamodb, valkey or memory"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_choice() {
+        let table = || Some(TableConfig::new("t"));
+        assert_eq!(StoreChoice::parse("", None), Ok(StoreChoice::Memory));
+        assert_eq!(
+            StoreChoice::parse("", table()),
+            Ok(StoreChoice::DynamoDb(TableConfig::new("t")))
+        );
+        assert_eq!(
+            StoreChoice::parse(" Memory ", table()),
+            Ok(StoreChoice::Memory)
+        );
+        assert!(
+            StoreChoice::parse("dynamodb", None)
+                .unwrap_err()
+                .contains(TABLE_ENV)
+        );
+        assert!(StoreChoice::parse("mongo", None).is_err());
+        let valkey = StoreChoice::parse("VALKEY", None);
+        if cfg!(feature = "valkey") {
+            assert_eq!(valkey, Ok(StoreChoice::Valkey));
+            assert_eq!(StoreChoice::parse("redis", None), Ok(StoreChoice::Valkey));
+        } else {
+            assert!(valkey.unwrap_err().contains("feature"));
+        }
+    }
+}
