@@ -133,7 +133,10 @@ mod tests {
 
     #[test]
     fn wrong_events_are_invalid_events() {
-        assert_eq!(of(BatchError::NotAnSqsEvent("no Records".into())), "InvalidEvent");
+        assert_eq!(
+            of(BatchError::NotAnSqsEvent("no Records".into())),
+            "InvalidEvent"
+        );
         assert_eq!(
             of(EventError::NotAnEventBridgeEvent("a Records array".into())),
             "InvalidEvent"
@@ -146,7 +149,10 @@ mod tests {
             }),
             "InvalidEvent"
         );
-        assert_eq!(of(InvalidEvent("not a stream event".into())), "InvalidEvent");
+        assert_eq!(
+            of(InvalidEvent("not a stream event".into())),
+            "InvalidEvent"
+        );
         assert_eq!(
             of(EventError::Key {
                 event_id: "e".into(),
@@ -179,8 +185,14 @@ mod tests {
             event_id: "e".into(),
             error,
         };
-        assert_eq!(of(failed(HandlerError::retryable("timeout"))), "HandlerFailed");
-        assert_eq!(of(failed(HandlerError::terminal("no stock"))), "HandlerRejected");
+        assert_eq!(
+            of(failed(HandlerError::retryable("timeout"))),
+            "HandlerFailed"
+        );
+        assert_eq!(
+            of(failed(HandlerError::terminal("no stock"))),
+            "HandlerRejected"
+        );
         assert_eq!(
             of(EventError::InProgress {
                 event_id: "e".into(),
@@ -213,6 +225,10 @@ mod tests {
         let d = diagnostic(&*err);
         assert_eq!(d.error_type, "StoreUnavailable");
         assert!(d.error_message.contains("PutItem"), "{}", d.error_message);
-        assert!(d.error_message.contains("connection refused"), "{}", d.error_message);
+        assert!(
+            d.error_message.contains("connection refused"),
+            "{}",
+            d.error_message
+        );
     }
 }
