@@ -202,7 +202,7 @@ fn intrinsic(value: &Value) -> Option<(String, &Value)> {
 /// `!Ref NAME` -> `NAME`.
 fn reference(value: &Value) -> Option<&str> {
     match value {
-        Value::Tagged(tagged) if tagged.tag.to_string() == "!Ref" => tagged.value.as_str(),
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => tagged.value.as_str(),
         _ => None,
     }
 }
@@ -210,7 +210,7 @@ fn reference(value: &Value) -> Option<&str> {
 /// The string of a `!Sub "..."` (the short form only).
 fn sub(value: &Value) -> Option<&str> {
     match value {
-        Value::Tagged(tagged) if tagged.tag.to_string() == "!Sub" => tagged.value.as_str(),
+        Value::Tagged(tagged) if tagged.tag == "!Sub" => tagged.value.as_str(),
         _ => None,
     }
 }
