@@ -41,10 +41,17 @@
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
+/// The handler-writing guide (`docs/writing-a-handler.md`), compiled and run
+/// as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/writing-a-handler.md")]
+struct GuideDoctests;
+
 mod adapter;
 pub mod batch;
 mod clock;
 mod config;
+pub mod diagnostic;
 mod engine;
 mod error;
 pub mod eventbridge;

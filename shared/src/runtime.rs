@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::diagnostic::diagnostic;
 
 /// Environment variable Lambda sets for the Runtime API.
 pub const RUNTIME_API_ENV: &str = "AWS_LAMBDA_RUNTIME_API";
@@ -81,8 +82,10 @@ pub fn local_context(n: usize, timeout: Duration) -> Context {
 /// Runs `handler` under Lambda, or locally on the event files named on the
 /// command line, printing each response as one JSON line on stdout.
 ///
-/// A local invocation error is printed as `{"errorType":..,"errorMessage":..}`
-/// (what Lambda returns) and the process exits non-zero at the end.
+/// An invocation error is answered with the [`diagnostic`] of the error
+/// (an `errorType` naming what failed, the chain of causes as the message);
+/// locally it is printed as `{"errorType":..,"errorMessage":..}` (what Lambda
+/// returns) and the process exits non-zero at the end.
 pub async fn run<H, Fut, R>(handler: H) -> Result<(), lambda_runtime::Error>
 where
     H: Fn(LambdaEvent<Value>) -> Fut,
@@ -97,8 +100,9 @@ where
         Mode::Lambda => {
             let handler = &handler;
             return lambda_runtime::run(service_fn(|event| async move {
-                let response = handler(event).await?;
-                Ok::<Value, lambda_runtime::Error>(serde_json::to_value(response)?)
+                // errorType says what failed (InvalidEvent, StoreUnavailable, ...).
+                let response = handler(event).await.map_err(|e| diagnostic(&*e))?;
+                serde_json::to_value(response).map_err(|e| diagnostic(&e))
             }))
             .await;
         }
@@ -117,11 +121,7 @@ where
             Ok(response) => serde_json::to_string(&response)?,
             Err(err) => {
                 failed += 1;
-                serde_json::json!({
-                    "errorType": "InvocationError",
-                    "errorMessage": err.to_string(),
-                })
-                .to_string()
+                serde_json::to_string(&diagnostic(&*err))?
             }
         };
         println!("{line}");

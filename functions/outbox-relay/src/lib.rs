@@ -471,7 +471,9 @@ impl Relay {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let cutoff = request_window(event.context.deadline, now_ms).map(|w| Instant::now() + w);
-        let report = relay_until(&event.payload, &*self.publisher, cutoff).await?;
+        let report = relay_until(&event.payload, &*self.publisher, cutoff)
+            .await
+            .map_err(|e| shared::diagnostic::InvalidEvent(e.0))?;
         tracing::info!(
             records = report.records,
             published = report.published,

@@ -7,6 +7,8 @@ mod bad_input;
 mod batch;
 mod contract;
 mod crash;
+mod deploy_check;
+mod diagnostic;
 mod dynamodb_requests;
 mod faults;
 mod inventory;

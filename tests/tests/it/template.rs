@@ -293,3 +293,594 @@ fn valkey_cache_is_wired_to_inventory() {
     let role = text(&resources["InventoryRole"]["Properties"]["ManagedPolicyArns"]);
     assert!(role.contains("AWSLambdaVPCAccessExecutionRole"), "{role}");
 }
+
+// ------------------------------------------------------------------------
+// Operations: alarms that notify, the ledger kept, the modes that can be
+// deployed, log groups where Lambda puts them, the dashboard, samconfig.
+
+/// The intrinsic function of a tagged value (`!If [..]` -> `("If", [..])`).
+fn intrinsic(value: &Value) -> Option<(String, &Value)> {
+    match value {
+        Value::Tagged(tagged) => Some((
+            tagged.tag.to_string().trim_start_matches('!').to_owned(),
+            &tagged.value,
+        )),
+        _ => None,
+    }
+}
+
+/// `!Ref NAME` -> `NAME`.
+fn reference(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "!Ref" => tagged.value.as_str(),
+        _ => None,
+    }
+}
+
+/// The string of a `!Sub "..."` (the short form only).
+fn sub(value: &Value) -> Option<&str> {
+    match value {
+        Value::Tagged(tagged) if tagged.tag == "!Sub" => tagged.value.as_str(),
+        _ => None,
+    }
+}
+
+/// The resources of `type_`, by logical id.
+fn resources_of<'a>(template: &'a Value, type_: &str) -> Vec<(&'a str, &'a Value)> {
+    template["Resources"]
+        .as_mapping()
+        .expect("Resources")
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some(type_))
+        .map(|(id, r)| (id.as_str().expect("a logical id"), r))
+        .collect()
+}
+
+/// Alarms whose `AlarmActions` or `OKActions` are not
+/// `!If [NotifiesAlarms, [!Ref AlarmTopicArn], !Ref AWS::NoValue]`.
+fn alarms_without_actions(template: &Value) -> Vec<String> {
+    let wired = |value: &Value| {
+        let Some((name, args)) = intrinsic(value) else {
+            return false;
+        };
+        let Some([condition, then, otherwise]) = args.as_sequence().map(Vec::as_slice) else {
+            return false;
+        };
+        name == "If"
+            && condition.as_str() == Some("NotifiesAlarms")
+            && then
+                .as_sequence()
+                .is_some_and(|s| s.len() == 1 && reference(&s[0]) == Some("AlarmTopicArn"))
+            && reference(otherwise) == Some("AWS::NoValue")
+    };
+    resources_of(template, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, alarm)| {
+            !wired(&alarm["Properties"]["AlarmActions"])
+                || !wired(&alarm["Properties"]["OKActions"])
+        })
+        .map(|(id, _)| id.to_owned())
+        .collect()
+}
+
+#[test]
+fn every_alarm_notifies_the_alarm_topic() {
+    let template = template();
+    let parameter = &template["Parameters"]["AlarmTopicArn"];
+    assert_eq!(parameter["Type"].as_str(), Some("String"));
+    assert_eq!(
+        parameter["Default"].as_str(),
+        Some(""),
+        "the topic is optional"
+    );
+    let condition = &template["Conditions"]["NotifiesAlarms"];
+    let (not, args) = intrinsic(condition).expect("NotifiesAlarms is !Not [..]");
+    assert_eq!(not, "Not");
+    let (equals, args) = intrinsic(&args[0]).expect("!Not [!Equals [..]]");
+    assert_eq!(equals, "Equals");
+    assert_eq!(reference(&args[0]), Some("AlarmTopicArn"));
+    assert_eq!(args[1].as_str(), Some(""));
+
+    let alarms = resources_of(&template, "AWS::CloudWatch::Alarm");
+    assert!(alarms.len() >= 20, "{} alarms", alarms.len());
+    assert_eq!(
+        alarms_without_actions(&template),
+        Vec::<String>::new(),
+        "alarms that would notify nobody"
+    );
+}
+
+/// The check itself: an alarm without actions, or with only one of them, is
+/// caught.
+#[test]
+fn an_alarm_without_actions_is_caught() {
+    let text = r#"
+Resources:
+  Wired:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmActions: !If [NotifiesAlarms, [!Ref AlarmTopicArn], !Ref AWS::NoValue]
+      OKActions: !If [NotifiesAlarms, [!Ref AlarmTopicArn], !Ref AWS::NoValue]
+  Silent:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      Namespace: AWS/SQS
+  HalfWired:
+    Type: AWS::CloudWatch::Alarm
+    Properties:
+      AlarmActions: !If [NotifiesAlarms, [!Ref AlarmTopicArn], !Ref AWS::NoValue]
+"#;
+    let t: Value = serde_yaml::from_str(text).unwrap();
+    assert_eq!(alarms_without_actions(&t), ["Silent", "HalfWired"]);
+}
+
+/// The alarms on `namespace`/`metric` whose dimension `dimension` points at
+/// `target` (by `!Ref` or `!GetAtt`).
+fn alarms_on(
+    template: &Value,
+    namespace: &str,
+    metric: &str,
+    dimension: &str,
+    resource: &str,
+) -> usize {
+    resources_of(template, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, a)| {
+            let p = &a["Properties"];
+            p["Namespace"].as_str() == Some(namespace)
+                && p["MetricName"].as_str() == Some(metric)
+                && p["Dimensions"].as_sequence().is_some_and(|ds| {
+                    ds.iter().any(|d| {
+                        d["Name"].as_str() == Some(dimension)
+                            && target(&d["Value"]).as_deref() == Some(resource)
+                    })
+                })
+        })
+        .count()
+}
+
+/// Every queue a message ends in when it is given up on: SQS redrive
+/// targets, rule DLQs, on-failure destinations (asynchronous invocations
+/// and stream mappings).
+fn dead_letter_queues(template: &Value) -> Vec<String> {
+    let mut dlqs = Vec::new();
+    for (_, queue) in resources_of(template, "AWS::SQS::Queue") {
+        if let Some(dlq) = queue["Properties"]["RedrivePolicy"]
+            .get("deadLetterTargetArn")
+            .and_then(target)
+        {
+            dlqs.push(dlq);
+        }
+    }
+    for (_, function) in resources_of(template, "AWS::Serverless::Function") {
+        let props = &function["Properties"];
+        if let Some(q) = props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
+            .get("Destination")
+            .and_then(target)
+        {
+            dlqs.push(q);
+        }
+        for (_, event) in props["Events"].as_mapping().into_iter().flatten() {
+            let p = &event["Properties"];
+            for q in [
+                p["DeadLetterConfig"].get("Arn"),
+                p["DestinationConfig"]["OnFailure"].get("Destination"),
+            ]
+            .into_iter()
+            .flatten()
+            .filter_map(target)
+            {
+                dlqs.push(q);
+            }
+        }
+    }
+    dlqs.sort();
+    dlqs.dedup();
+    dlqs
+}
+
+#[test]
+fn every_function_source_queue_and_dlq_has_its_alarms() {
+    let template = template();
+    let functions = resources_of(&template, "AWS::Serverless::Function");
+    assert!(functions.len() >= 4);
+    for (id, function) in &functions {
+        for metric in ["Errors", "Throttles"] {
+            assert_eq!(
+                alarms_on(&template, "AWS/Lambda", metric, "FunctionName", id),
+                1,
+                "{id}: one alarm on its {metric}"
+            );
+        }
+        // Functions with idempotency records (they set their lifetime) can
+        // meet records claimed by another invocation.
+        if function["Properties"]["Environment"]["Variables"]
+            .get(shared::EXPIRES_AFTER_ENV)
+            .is_some()
+        {
+            assert_eq!(
+                alarms_on(
+                    &template,
+                    shared::metrics::NAMESPACE,
+                    "InProgressConflict",
+                    "service",
+                    id
+                ),
+                1,
+                "{id}: one alarm on its in-progress conflicts"
+            );
+        }
+        for (_, event) in function["Properties"]["Events"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+        {
+            if event["Type"].as_str() == Some("SQS") {
+                let queue = target(&event["Properties"]["Queue"]).expect("the queue");
+                assert_eq!(
+                    alarms_on(
+                        &template,
+                        "AWS/SQS",
+                        "ApproximateAgeOfOldestMessage",
+                        "QueueName",
+                        &queue
+                    ),
+                    1,
+                    "{id}: one alarm on the age of {queue}'s oldest message"
+                );
+            }
+        }
+    }
+    let dlqs = dead_letter_queues(&template);
+    assert!(dlqs.len() >= 5, "{dlqs:?}");
+    for dlq in dlqs {
+        assert_eq!(
+            alarms_on(
+                &template,
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                "QueueName",
+                &dlq
+            ),
+            1,
+            "one alarm on messages in {dlq}"
+        );
+    }
+}
+
+/// The logical id of the idempotency table (what `IDEMPOTENCY_TABLE` names).
+fn ledger(template: &Value) -> String {
+    let table = &template["Globals"]["Function"]["Environment"]["Variables"][shared::TABLE_ENV];
+    reference(table)
+        .expect("IDEMPOTENCY_TABLE is a !Ref to the table")
+        .to_owned()
+}
+
+#[test]
+fn the_ledger_and_the_business_tables_are_retained_protected_and_recoverable() {
+    let template = template();
+    let ledger = ledger(&template);
+    let tables = resources_of(&template, "AWS::DynamoDB::Table");
+    assert!(
+        tables.iter().any(|(id, _)| *id == ledger),
+        "{ledger} is a table"
+    );
+    for (id, table) in tables {
+        assert_eq!(table["DeletionPolicy"].as_str(), Some("Retain"), "{id}");
+        assert_eq!(
+            table["UpdateReplacePolicy"].as_str(),
+            Some("Retain"),
+            "{id}"
+        );
+        let props = &table["Properties"];
+        assert_eq!(
+            props["DeletionProtectionEnabled"].as_bool(),
+            Some(true),
+            "{id}"
+        );
+        assert_eq!(
+            props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
+            Some(true),
+            "{id}"
+        );
+    }
+}
+
+/// `(condition, statement)` for every statement of every role's policies,
+/// `condition` being the `!If` that guards it (if any).
+fn statements(template: &Value) -> Vec<(&str, Option<&str>, &Value)> {
+    let mut out = Vec::new();
+    for (role, resource) in resources_of(template, "AWS::IAM::Role") {
+        for policy in resource["Properties"]["Policies"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            for statement in policy["PolicyDocument"]["Statement"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+            {
+                match intrinsic(statement) {
+                    Some((name, args)) if name == "If" => {
+                        let condition = args[0].as_str();
+                        for branch in [&args[1], &args[2]] {
+                            if reference(branch) != Some("AWS::NoValue") {
+                                out.push((role, condition, branch));
+                            }
+                        }
+                    }
+                    _ => out.push((role, None, statement)),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn actions(statement: &Value) -> Vec<&str> {
+    match &statement["Action"] {
+        Value::String(s) => vec![s.as_str()],
+        Value::Sequence(s) => s.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
+    let template = template();
+    let parameter = &template["Parameters"]["PaymentsCommitMode"];
+    let allowed: Vec<&str> = parameter["AllowedValues"]
+        .as_sequence()
+        .expect("AllowedValues")
+        .iter()
+        .map(|v| v.as_str().expect("a mode"))
+        .collect();
+    assert!(allowed.contains(&parameter["Default"].as_str().expect("a default")));
+    for value in &allowed {
+        let mode = shared::CommitMode::parse(value)
+            .unwrap_or_else(|| panic!("{value} is not a mode payments reads"));
+        assert_ne!(
+            mode,
+            shared::CommitMode::ClaimThenComplete,
+            "{value}: a crash between the credit and the completion credits twice"
+        );
+    }
+    // The code keeps the mode (benchmarks, tests).
+    assert_eq!(
+        shared::CommitMode::parse("claim-then-complete"),
+        Some(shared::CommitMode::ClaimThenComplete)
+    );
+
+    // DeleteItem on the ledger: a release, which only a mode that claims
+    // before the effect does. Granted only under a condition that holds
+    // exactly in such modes.
+    let ledger = ledger(&template);
+    let mut conditional = 0;
+    for (role, condition, statement) in statements(&template) {
+        if target(&statement["Resource"]).as_deref() != Some(ledger.as_str())
+            || !actions(statement).contains(&"dynamodb:DeleteItem")
+        {
+            continue;
+        }
+        let condition = condition.unwrap_or_else(|| {
+            panic!("{role} may delete idempotency records in every mode: grant it only in modes that release")
+        });
+        let (equals, args) = intrinsic(&template["Conditions"][condition])
+            .unwrap_or_else(|| panic!("{condition}: an !Equals"));
+        assert_eq!(equals, "Equals", "{condition}");
+        assert_eq!(
+            reference(&args[0]),
+            Some("PaymentsCommitMode"),
+            "{condition}"
+        );
+        let mode = shared::CommitMode::parse(args[1].as_str().expect("a mode")).expect("a mode");
+        assert_eq!(
+            mode,
+            shared::CommitMode::Fenced,
+            "{condition}: the mode that releases"
+        );
+        conditional += 1;
+    }
+    assert_eq!(
+        conditional, 1,
+        "fenced payments may still release its claims"
+    );
+}
+
+#[test]
+fn log_groups_are_named_after_their_functions() {
+    let template = template();
+    let resources = &template["Resources"];
+    for (id, function) in resources_of(&template, "AWS::Serverless::Function") {
+        let props = &function["Properties"];
+        let binary = function["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id}: BuildProperties.Binary"));
+        let name = sub(&props["FunctionName"]).unwrap_or_else(|| panic!("{id}: a FunctionName"));
+        assert_eq!(name, format!("${{AWS::StackName}}-{binary}"), "{id}");
+        let group = reference(&props["LoggingConfig"]["LogGroup"])
+            .unwrap_or_else(|| panic!("{id}: LoggingConfig.LogGroup is a !Ref"));
+        let group = &resources[group];
+        assert_eq!(group["Type"].as_str(), Some("AWS::Logs::LogGroup"), "{id}");
+        assert_eq!(
+            sub(&group["Properties"]["LogGroupName"]),
+            Some(format!("/aws/lambda/{name}").as_str()),
+            "{id}: its logs where Lambda would put them"
+        );
+        assert!(
+            group["Properties"].get("RetentionInDays").is_some(),
+            "{id}: logs expire"
+        );
+    }
+}
+
+#[test]
+fn the_dashboard_shows_every_function() {
+    let template = template();
+    let dashboards = resources_of(&template, "AWS::CloudWatch::Dashboard");
+    let [(_, dashboard)] = dashboards.as_slice() else {
+        panic!("one dashboard");
+    };
+    let body = sub(&dashboard["Properties"]["DashboardBody"]).expect("a !Sub body");
+    // Every ${X} or ${X.Attr} names a resource, parameter or pseudo parameter.
+    let mut rest = body;
+    while let Some(start) = rest.find("${") {
+        let end = rest[start..].find('}').expect("closed ${") + start;
+        let name = &rest[start + 2..end];
+        let id = name.split('.').next().unwrap_or(name);
+        assert!(
+            id.starts_with("AWS::")
+                || template["Resources"].get(id).is_some()
+                || template["Parameters"].get(id).is_some(),
+            "${{{name}}} names nothing"
+        );
+        rest = &rest[end..];
+    }
+    let body: serde_json::Value = serde_json::from_str(body).expect("the body is JSON");
+    let widgets = body["widgets"].as_array().expect("widgets");
+    // Each widget's metrics, with "." expanded from the row above.
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for widget in widgets {
+        let mut previous: Vec<String> = Vec::new();
+        for metric in widget["properties"]["metrics"].as_array().expect("metrics") {
+            let row: Vec<String> = metric
+                .as_array()
+                .expect("a metric row")
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .enumerate()
+                .map(|(i, s)| {
+                    if s == "." {
+                        previous.get(i).cloned().unwrap_or_default()
+                    } else {
+                        s.to_owned()
+                    }
+                })
+                .collect();
+            previous.clone_from(&row);
+            rows.push(row);
+        }
+    }
+    let shows = |namespace: &str, metric: &str, dimension: &str, value: String| {
+        rows.iter().any(|r| {
+            r.len() >= 4
+                && r[0] == namespace
+                && r[1] == metric
+                && r[2] == dimension
+                && r[3] == value
+        })
+    };
+    for (id, function) in resources_of(&template, "AWS::Serverless::Function") {
+        for metric in ["Invocations", "Errors", "Throttles"] {
+            assert!(
+                shows("AWS/Lambda", metric, "FunctionName", format!("${{{id}}}")),
+                "{id}: {metric}"
+            );
+        }
+        let props = &function["Properties"];
+        if props["Environment"]["Variables"]
+            .get(shared::EXPIRES_AFTER_ENV)
+            .is_some()
+        {
+            for metric in [
+                "Processed",
+                "Replayed",
+                "Failed",
+                "Rejected",
+                "InProgressConflict",
+            ] {
+                assert!(
+                    shows(
+                        shared::metrics::NAMESPACE,
+                        metric,
+                        "service",
+                        format!("${{{id}}}")
+                    ),
+                    "{id}: {metric}"
+                );
+            }
+        }
+        for (_, event) in props["Events"].as_mapping().into_iter().flatten() {
+            if event["Type"].as_str() == Some("SQS") {
+                let queue = target(&event["Properties"]["Queue"]).expect("the queue");
+                assert!(
+                    shows(
+                        "AWS/SQS",
+                        "ApproximateAgeOfOldestMessage",
+                        "QueueName",
+                        format!("${{{queue}.QueueName}}")
+                    ),
+                    "{id}: the age of {queue}'s oldest message"
+                );
+            }
+        }
+    }
+    for dlq in dead_letter_queues(&template) {
+        assert!(
+            shows(
+                "AWS/SQS",
+                "ApproximateNumberOfMessagesVisible",
+                "QueueName",
+                format!("${{{dlq}.QueueName}}")
+            ),
+            "{dlq}'s depth"
+        );
+    }
+}
+
+#[test]
+fn samconfig_builds_and_deploys_one_architecture() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../samconfig.toml"))
+        .expect("samconfig.toml");
+    let config: toml::Table = text.parse().expect("samconfig.toml parses");
+    let template = template();
+    let allowed: Vec<&str> = template["Parameters"]["Architecture"]["AllowedValues"]
+        .as_sequence()
+        .expect("Architecture's AllowedValues")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut envs = 0;
+    for (env, commands) in &config {
+        let Some(commands) = commands.as_table() else {
+            continue; // version = 0.1
+        };
+        let parameters = |command: &str| commands.get(command).and_then(|c| c.get("parameters"));
+        let overrides = parameters("global")
+            .and_then(|p| p.get("parameter_overrides"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or_else(|| panic!("[{env}.global.parameters] sets parameter_overrides"));
+        let architecture = overrides
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("Architecture="))
+            .unwrap_or_else(|| panic!("{env}: the overrides set Architecture"));
+        assert!(allowed.contains(&architecture), "{env}: {architecture}");
+        for command in ["build", "deploy", "sync"] {
+            assert!(
+                parameters(command)
+                    .and_then(|p| p.get("parameter_overrides"))
+                    .is_none(),
+                "[{env}.{command}.parameters] sets its own parameter_overrides: build and \
+                 deploy could disagree on the architecture"
+            );
+        }
+        let build = parameters("build").unwrap_or_else(|| panic!("{env}: build parameters"));
+        assert_eq!(
+            build.get("beta_features").and_then(toml::Value::as_bool),
+            Some(true),
+            "{env}: rust-cargolambda is a beta feature"
+        );
+        let deploy = parameters("deploy").unwrap_or_else(|| panic!("{env}: deploy parameters"));
+        let capabilities = deploy
+            .get("capabilities")
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default();
+        assert!(
+            capabilities.contains("CAPABILITY_IAM"),
+            "{env}: {capabilities}"
+        );
+        envs += 1;
+    }
+    assert!(envs >= 2, "default and arm64");
+}

@@ -1,0 +1,234 @@
+//! What a failed invocation tells Lambda: an `errorType` that says what
+//! failed (`InvalidEvent`, `StoreUnavailable`, …) instead of a Rust type
+//! name, and an `errorMessage` with the whole chain of causes.
+//!
+//! Lambda returns both to a synchronous caller (`aws lambda invoke` prints
+//! them) and puts them in the on-failure record of an asynchronous
+//! invocation (`responsePayload`): what an operator reads first.
+//! [`runtime::run`](crate::runtime::run) answers every invocation error this
+//! way, and prints the same locally.
+//!
+//! | `errorType` | what failed | redelivery |
+//! | --- | --- | --- |
+//! | `InvalidEvent` | the payload is not the trigger's event, or not what the processor accepts, or its `detail` does not parse | fails the same way |
+//! | `InvalidKey` | no usable idempotency key (missing, empty, the key function panicked) | fails the same way |
+//! | `PayloadMismatch` | the key was used before with another payload | fails the same way |
+//! | `InProgress` | another invocation holds the key | succeeds once it is done |
+//! | `HandlerFailed` / `HandlerRejected` | the handler's retryable / terminal (not recorded) error | retried / fails the same way |
+//! | `StoreUnavailable` | the idempotency store did not answer (network, throttling, service error after the SDK's retries) | succeeds once the store is back |
+//! | `LeaseLost` | the lease lapsed and another invocation took the record over | replayed |
+//! | `RecordTooLarge`, `CorruptRecord`, `InvalidStoreRequest`, `Contention` | the other [`StoreError`]s and [`Error`]s | see their docs |
+//! | `UnreportableRecordFailure` | a failed SQS record has no `messageId`, so the whole batch fails | the batch is retried |
+//! | `InvocationError` | anything else | – |
+
+use std::error::Error as StdError;
+
+use crate::batch::BatchError;
+use crate::error::{Error, ErrorKind, HandlerError, StoreError};
+use crate::eventbridge::EventError;
+
+/// The `errorType` of an error that none of this crate's types explains.
+pub const UNCLASSIFIED: &str = "InvocationError";
+
+/// An invocation payload the function cannot handle (wrong trigger, wrong
+/// shape): `errorType` `InvalidEvent`. For functions whose own parsing
+/// fails outside the processors of this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidEvent(pub String);
+
+/// The `errorType` for `err`: the first error of its chain (itself, then its
+/// sources) that this crate knows, else [`UNCLASSIFIED`].
+pub fn error_type(err: &(dyn StdError + 'static)) -> &'static str {
+    std::iter::successors(Some(err), |e| (*e).source())
+        .find_map(known)
+        .unwrap_or(UNCLASSIFIED)
+}
+
+fn known(err: &(dyn StdError + 'static)) -> Option<&'static str> {
+    if let Some(e) = err.downcast_ref::<BatchError>() {
+        return Some(match e {
+            BatchError::NotAnSqsEvent(_) => "InvalidEvent",
+            BatchError::UnreportableFailure { .. } => "UnreportableRecordFailure",
+        });
+    }
+    if let Some(e) = err.downcast_ref::<EventError>() {
+        return Some(match e {
+            EventError::NotAnEventBridgeEvent(_)
+            | EventError::WrongEvent { .. }
+            | EventError::BadDetail { .. } => "InvalidEvent",
+            EventError::Key { .. } | EventError::KeyPanicked { .. } => "InvalidKey",
+            EventError::InProgress { .. } => "InProgress",
+            EventError::PayloadMismatch { .. } => "PayloadMismatch",
+            EventError::Handler { error, .. } => handler(error),
+            EventError::Idempotency { error, .. } => engine(error),
+        });
+    }
+    if let Some(e) = err.downcast_ref::<Error>() {
+        return Some(engine(e));
+    }
+    if let Some(e) = err.downcast_ref::<StoreError>() {
+        return Some(store(e));
+    }
+    if err.is::<InvalidEvent>() {
+        return Some("InvalidEvent");
+    }
+    None
+}
+
+fn handler(error: &HandlerError) -> &'static str {
+    match error.kind() {
+        ErrorKind::Retryable => "HandlerFailed",
+        ErrorKind::Terminal => "HandlerRejected",
+    }
+}
+
+fn engine(error: &Error) -> &'static str {
+    match error {
+        Error::Store(e) => store(e),
+        Error::Handler(e) => handler(e),
+        Error::LeaseLost { .. } => "LeaseLost",
+        Error::Contention { .. } => "Contention",
+    }
+}
+
+fn store(error: &StoreError) -> &'static str {
+    match error {
+        StoreError::Backend { .. } => "StoreUnavailable",
+        StoreError::LeaseLost { .. } => "LeaseLost",
+        StoreError::ItemTooLarge { .. } => "RecordTooLarge",
+        StoreError::Corrupt { .. } => "CorruptRecord",
+        StoreError::Invalid { .. } => "InvalidStoreRequest",
+    }
+}
+
+/// The Lambda error response for `err`: [`error_type`] and the whole chain
+/// of causes ([`report`](crate::report)) as the message.
+#[cfg(feature = "lambda")]
+pub fn diagnostic(err: &(dyn StdError + 'static)) -> lambda_runtime::Diagnostic {
+    lambda_runtime::Diagnostic {
+        error_type: error_type(err).to_owned(),
+        error_message: crate::error::report(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::KeyError;
+
+    type Boxed = Box<dyn StdError + Send + Sync + 'static>;
+
+    fn of(err: impl Into<Boxed>) -> &'static str {
+        let boxed: Boxed = err.into();
+        error_type(&*boxed)
+    }
+
+    fn backend() -> StoreError {
+        StoreError::Backend {
+            operation: "PutItem",
+            source: "connection refused".into(),
+        }
+    }
+
+    #[test]
+    fn wrong_events_are_invalid_events() {
+        assert_eq!(
+            of(BatchError::NotAnSqsEvent("no Records".into())),
+            "InvalidEvent"
+        );
+        assert_eq!(
+            of(EventError::NotAnEventBridgeEvent("a Records array".into())),
+            "InvalidEvent"
+        );
+        assert_eq!(
+            of(EventError::BadDetail {
+                event_id: "e".into(),
+                expected: "Order",
+                error: "missing field".into(),
+            }),
+            "InvalidEvent"
+        );
+        assert_eq!(
+            of(InvalidEvent("not a stream event".into())),
+            "InvalidEvent"
+        );
+        assert_eq!(
+            of(EventError::Key {
+                event_id: "e".into(),
+                error: KeyError::Null,
+            }),
+            "InvalidKey"
+        );
+    }
+
+    #[test]
+    fn store_failures_say_so_through_every_wrapper() {
+        assert_eq!(of(backend()), "StoreUnavailable");
+        assert_eq!(of(Error::Store(backend())), "StoreUnavailable");
+        assert_eq!(
+            of(EventError::Idempotency {
+                event_id: "e".into(),
+                error: Error::Store(backend()),
+            }),
+            "StoreUnavailable"
+        );
+        assert_eq!(
+            of(Error::Store(StoreError::LeaseLost { id: "k".into() })),
+            "LeaseLost"
+        );
+    }
+
+    #[test]
+    fn handler_errors_by_kind_and_conflicts() {
+        let failed = |error| EventError::Handler {
+            event_id: "e".into(),
+            error,
+        };
+        assert_eq!(
+            of(failed(HandlerError::retryable("timeout"))),
+            "HandlerFailed"
+        );
+        assert_eq!(
+            of(failed(HandlerError::terminal("no stock"))),
+            "HandlerRejected"
+        );
+        assert_eq!(
+            of(EventError::InProgress {
+                event_id: "e".into(),
+                lease_expires_at_ms: None,
+            }),
+            "InProgress"
+        );
+        assert_eq!(
+            of(EventError::PayloadMismatch {
+                event_id: "e".into()
+            }),
+            "PayloadMismatch"
+        );
+    }
+
+    /// An error of its own wrapping one of ours is classified by the cause.
+    #[test]
+    fn the_chain_is_searched_and_unknown_errors_are_unclassified() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("wrapped")]
+        struct Wrapper(#[source] StoreError);
+        assert_eq!(of(Wrapper(backend())), "StoreUnavailable");
+        assert_eq!(of("something else"), UNCLASSIFIED);
+    }
+
+    #[cfg(feature = "lambda")]
+    #[test]
+    fn the_message_carries_the_causes() {
+        let err: Boxed = Error::Store(backend()).into();
+        let d = diagnostic(&*err);
+        assert_eq!(d.error_type, "StoreUnavailable");
+        assert!(d.error_message.contains("PutItem"), "{}", d.error_message);
+        assert!(
+            d.error_message.contains("connection refused"),
+            "{}",
+            d.error_message
+        );
+    }
+}
