@@ -14,6 +14,70 @@ use crate::diagnostic::diagnostic;
 /// Environment variable Lambda sets for the Runtime API.
 pub const RUNTIME_API_ENV: &str = "AWS_LAMBDA_RUNTIME_API";
 
+/// Environment variable that sets the number of tokio worker threads: `1`
+/// runs a current-thread runtime, more a multi-thread one. Unset, the count
+/// follows the CPU the function's memory buys (see [`worker_threads`]).
+pub const WORKER_THREADS_ENV: &str = "FUNCTION_WORKER_THREADS";
+
+/// Memory (MB) at which Lambda gives a function one full vCPU.
+const MB_PER_VCPU: u64 = 1769;
+
+/// The worker threads for a function: [`WORKER_THREADS_ENV`] when set to a
+/// positive number, else one per full vCPU that `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`
+/// buys (1,769 MB each, rounded up; at most the CPUs visible), else 1.
+///
+/// Below 1,769 MB a function has less than one vCPU: a second thread adds
+/// only wake-ups and cross-thread hand-offs (billed CPU) to work that mostly
+/// waits on the network.
+pub fn worker_threads(
+    threads_env: Option<&str>,
+    memory_mb_env: Option<&str>,
+    cpus: usize,
+) -> usize {
+    if let Some(n) = threads_env
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        return n;
+    }
+    memory_mb_env
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(1, |mb| {
+            usize::try_from(mb.div_ceil(MB_PER_VCPU)).unwrap_or(usize::MAX)
+        })
+        .clamp(1, cpus.max(1))
+}
+
+/// Builds the function's tokio runtime ([`worker_threads`] from the
+/// environment: current-thread for 1) and runs `main` on it to completion.
+/// A function's `main` is `shared::runtime::start(async { .. })`.
+///
+/// # Panics
+/// When the runtime cannot be built (the process cannot create its event
+/// loop: nothing could run).
+pub fn start<F: Future>(main: F) -> F::Output {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = worker_threads(
+        std::env::var(WORKER_THREADS_ENV).ok().as_deref(),
+        std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+            .ok()
+            .as_deref(),
+        cpus,
+    );
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    let runtime = builder
+        .enable_all()
+        .build()
+        .expect("cannot build the tokio runtime");
+    runtime.block_on(main)
+}
+
 /// Installs the log subscriber: JSON when `AWS_LAMBDA_LOG_FORMAT=JSON` (each
 /// line carries the invocation's `requestId` span field), level from
 /// `AWS_LAMBDA_LOG_LEVEL` or `RUST_LOG` (default `INFO`). Logs go to stderr so
@@ -159,6 +223,27 @@ mod tests {
         assert!(err.contains("AWS_LAMBDA_RUNTIME_API") && err.contains("--event"));
         assert!(mode_from_args(args(&["--event"]), false).is_err());
         assert!(mode_from_args(args(&["--bogus"]), true).is_err());
+    }
+
+    #[test]
+    fn worker_threads_follow_memory_unless_set() {
+        // Under one vCPU (and locally): one thread, a current-thread runtime.
+        assert_eq!(worker_threads(None, Some("128"), 2), 1);
+        assert_eq!(worker_threads(None, Some("1769"), 2), 1);
+        assert_eq!(worker_threads(None, None, 8), 1);
+        // One per full vCPU, at most the CPUs visible.
+        assert_eq!(worker_threads(None, Some("1770"), 2), 2);
+        assert_eq!(worker_threads(None, Some("10240"), 2), 2);
+        assert_eq!(worker_threads(None, Some("10240"), 6), 6);
+        // The variable wins; nonsense is ignored.
+        assert_eq!(worker_threads(Some("3"), Some("128"), 2), 3);
+        assert_eq!(worker_threads(Some("0"), Some("4000"), 4), 3);
+        assert_eq!(worker_threads(Some("x"), Some("bad"), 4), 1);
+    }
+
+    #[test]
+    fn start_runs_the_future() {
+        assert_eq!(start(async { 7 }), 7);
     }
 
     #[test]

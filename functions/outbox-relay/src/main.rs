@@ -1,9 +1,10 @@
 //! The `outbox-relay` Lambda function (DynamoDB stream trigger). With
 //! `--event FILE` it runs locally and prints what it would publish.
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::init_telemetry();
-    let relay = outbox_relay::Relay::for_args(std::env::args().skip(1)).await;
-    shared::runtime::run(|event| relay.handle(event)).await
+fn main() -> Result<(), lambda_runtime::Error> {
+    shared::runtime::start(async {
+        shared::runtime::init_telemetry();
+        let relay = outbox_relay::Relay::for_args(std::env::args().skip(1)).await;
+        shared::runtime::run(|event| relay.handle(event)).await
+    })
 }

@@ -1,8 +1,9 @@
 //! The `payments` Lambda function (SQS FIFO trigger).
 
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::init_telemetry();
-    let app = payments::App::from_env().await?;
-    shared::runtime::run(|event| app.handle(event)).await
+fn main() -> Result<(), lambda_runtime::Error> {
+    shared::runtime::start(async {
+        shared::runtime::init_telemetry();
+        let app = payments::App::from_env().await?;
+        shared::runtime::run(|event| app.handle(event)).await
+    })
 }

@@ -6,7 +6,7 @@
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
 //! cargo build --release -p payments && \
-//!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES]
+//!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
 //! cargo run --release -p integration-tests --bin bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
@@ -29,15 +29,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let command = args.next();
     let n = args.next().map(|r| r.parse::<usize>()).transpose()?;
+    let rest: Vec<String> = args.collect();
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
-        Some("payments") => payments::run(n.unwrap_or(2000)).await,
+        Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
         Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES]"
                 .into(),
         ),
     }

@@ -1,21 +1,26 @@
-//! `bench payments`: the payments function in each mode (claim/complete,
-//! fenced transactional, optimistic transactional) against moto, for
+//! `bench payments`: the payments function binary in each mode
+//! (claim/complete, fenced transactional, optimistic transactional), run as
+//! Lambda runs it (a local Runtime API) against moto, for
 //! (a) unique payments in FIFO batches of 10 over 20 groups, (b) the same
 //! batches redelivered, (c) 50 % duplicates (redeliveries mixed with new
 //! payments). Per mode and scenario: DynamoDB requests per message by
-//! operation (counted by the moto launcher), msgs/s, the function's CPU time
-//! per message, p50/p99 batch latency. Then the function binary's cold
-//! start (process start to first Runtime API poll) and RSS.
+//! operation (counted by the moto launcher), msgs/s, the function process's
+//! CPU time per message, p50/p99 batch latency. Then the function binary's
+//! RSS, cold start (process start to first Runtime API poll) and RSS after
+//! one batch.
+//!
+//! Several builds or settings compare side by side in one run: each
+//! `LABEL=BINARY[,VAR=VALUE...]` argument is a variant with its own process
+//! and tables, the variants interleaved scenario by scenario, e.g.
+//! `bench payments 2000 before=/tmp/payments-old after=target/release/payments`.
 
 use integration_tests::events::{Msg, sqs_event};
 use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use integration_tests::{create_idempotency_table, create_table, moto};
-use lambda_runtime::LambdaEvent;
-use payments::{Accounts, App};
+use payments::Accounts;
 use serde_json::{Value, json};
-use shared::CommitMode;
-use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -56,8 +61,75 @@ fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
         .collect()
 }
 
-/// CPU time (user + system) of this process.
-pub(crate) fn cpu_time() -> Duration {
+/// One build (or setting) of the function under test: a binary and the
+/// environment it runs with.
+#[derive(Debug, Clone)]
+pub(crate) struct Variant {
+    label: String,
+    binary: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// Reads `LABEL=BINARY[,VAR=VALUE...]` arguments; none means the `payments`
+/// binary next to this one, as built.
+fn variants(args: &[String]) -> Result<Vec<Variant>, Box<dyn std::error::Error>> {
+    if args.is_empty() {
+        return Ok(vec![Variant {
+            label: "payments".to_owned(),
+            binary: sibling("payments")?,
+            env: Vec::new(),
+        }]);
+    }
+    args.iter()
+        .map(|arg| {
+            let mut parts = arg.split(',');
+            let (label, binary) = parts
+                .next()
+                .and_then(|p| p.split_once('='))
+                .ok_or_else(|| format!("{arg:?}: expected LABEL=BINARY[,VAR=VALUE...]"))?;
+            let env = parts
+                .map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .ok_or_else(|| format!("{kv:?}: expected VAR=VALUE"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let binary = PathBuf::from(binary);
+            if !binary.exists() {
+                return Err(format!("{}: no such binary", binary.display()).into());
+            }
+            Ok(Variant {
+                label: label.to_owned(),
+                binary,
+                env,
+            })
+        })
+        .collect()
+}
+
+/// A workspace binary next to this one.
+fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let binary = std::env::current_exe()?
+        .parent()
+        .map(|d| d.join(name))
+        .ok_or("no target dir")?;
+    if !binary.exists() {
+        return Err(format!(
+            "{} is missing: run `cargo build --release -p {name}` first",
+            binary.display()
+        )
+        .into());
+    }
+    Ok(binary)
+}
+
+/// CPU time (user + system, all threads) of process `pid`.
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_cpu(&stat)
+}
+
+fn stat_cpu(stat: &str) -> Duration {
     let ticks_per_s: f64 = Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -65,7 +137,6 @@ pub(crate) fn cpu_time() -> Duration {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0);
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| {
@@ -78,8 +149,25 @@ pub(crate) fn cpu_time() -> Duration {
     Duration::from_secs_f64((ticks(11) + ticks(12)) / ticks_per_s)
 }
 
+/// CPU time (user + system) of this process.
+pub(crate) fn cpu_time() -> Duration {
+    stat_cpu(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// A `/proc/<pid>/status` field in kB.
+fn status_kb(pid: u32, name: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 struct Row {
     mode: &'static str,
+    variant: String,
     scenario: &'static str,
     messages: usize,
     requests: BTreeMap<String, u64>,
@@ -88,48 +176,97 @@ struct Row {
     latencies: Vec<Duration>,
 }
 
-async fn run_scenario(
-    app: &App,
-    events: &[Value],
-) -> Result<(Duration, Duration, Vec<Duration>), String> {
-    let cpu0 = cpu_time();
-    let start = Instant::now();
-    let mut latencies = Vec::with_capacity(events.len());
-    for event in events {
-        let mut pending = event.clone();
-        let t = Instant::now();
-        for round in 0..5 {
-            let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
-            let response = app
-                .handle(LambdaEvent::new(pending.clone(), ctx))
-                .await
-                .map_err(|e| e.to_string())?;
-            if response.batch_item_failures.is_empty() {
-                break;
-            }
-            if round == 4 {
-                return Err(format!(
-                    "records still failing: {:?}",
-                    response.batch_item_failures
-                ));
-            }
-            let failed: Vec<String> = response
-                .batch_item_failures
-                .into_iter()
-                .map(|f| f.item_identifier)
-                .collect();
-            let records: Vec<Value> = event["Records"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
-                .cloned()
-                .collect();
-            pending = json!({ "Records": records });
+/// A function process under a local Runtime API, with its own tables.
+struct Function {
+    variant: Variant,
+    api: RuntimeApi,
+    child: std::process::Child,
+    accounts: Accounts,
+}
+
+impl Function {
+    async fn start(
+        variant: &Variant,
+        mode: &str,
+        ddb: &aws_sdk_dynamodb::Client,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        let idempotency = create_idempotency_table(ddb).await;
+        let accounts = create_table(ddb, "bench-accounts", "account_id", None).await;
+        let api = RuntimeApi::start().await;
+        let mut command = lambda_command(&variant.binary, "payments", &api);
+        moto().apply_env(&mut command);
+        command
+            .env("IDEMPOTENCY_TABLE", &idempotency)
+            .env("ACCOUNTS_TABLE", &accounts)
+            .env(payments::MODE_ENV, mode);
+        for (k, v) in &variant.env {
+            command.env(k, v);
         }
-        latencies.push(t.elapsed());
+        let child = command.spawn()?;
+        api.wait_first_poll(Duration::from_secs(10))
+            .await
+            .ok_or_else(|| format!("{}: no first poll", variant.label))?;
+        Ok(Self {
+            variant: variant.clone(),
+            api,
+            child,
+            accounts: Accounts::dynamodb(ddb.clone(), accounts),
+        })
     }
-    Ok((start.elapsed(), cpu_time().saturating_sub(cpu0), latencies))
+
+    /// Invokes the function with each event, redelivering the records it
+    /// reports failed (at most 5 rounds): wall time, the function's CPU
+    /// time, each event's latency.
+    async fn run(&self, events: &[Value]) -> Result<(Duration, Duration, Vec<Duration>), String> {
+        let pid = self.child.id();
+        let cpu0 = process_cpu(pid);
+        let start = Instant::now();
+        let mut latencies = Vec::with_capacity(events.len());
+        for event in events {
+            let mut pending = event.clone();
+            let t = Instant::now();
+            for round in 0..5 {
+                let deadline = shared::Clock::now_ms(&shared::SystemClock) + 30_000;
+                let response = match self
+                    .api
+                    .invoke(pending, deadline, Duration::from_secs(30))
+                    .await
+                {
+                    Some(Invocation::Response(r)) => r,
+                    other => return Err(format!("{}: {other:?}", self.variant.label)),
+                };
+                let failed: Vec<&Value> = response["batchItemFailures"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|f| &f["itemIdentifier"])
+                    .collect();
+                if failed.is_empty() {
+                    break;
+                }
+                if round == 4 {
+                    return Err(format!("records still failing: {failed:?}"));
+                }
+                let records: Vec<Value> = event["Records"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| failed.contains(&&r["messageId"]))
+                    .cloned()
+                    .collect();
+                pending = json!({ "Records": records });
+            }
+            latencies.push(t.elapsed());
+        }
+        Ok((start.elapsed(), process_cpu(pid) - cpu0, latencies))
+    }
+}
+
+impl Drop for Function {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 pub(crate) async fn counts() -> BTreeMap<String, u64> {
@@ -141,7 +278,11 @@ pub(crate) async fn counts() -> BTreeMap<String, u64> {
         .collect()
 }
 
-pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
+/// `bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]`: each mode
+/// and scenario through each variant's function process, the variants
+/// interleaved scenario by scenario.
+pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let variants = variants(args)?;
     let messages = messages.clamp(BATCH, 20_000) / BATCH * BATCH;
     let moto = moto();
     let unique: Vec<Payment> = (0..messages)
@@ -180,66 +321,79 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let modes = [
-        ("claim/complete", CommitMode::ClaimThenComplete),
-        ("fenced tx", CommitMode::Fenced),
-        ("optimistic tx", CommitMode::Optimistic),
+        ("claim/complete", "claim-then-complete"),
+        ("fenced tx", "fenced"),
+        ("optimistic tx", "optimistic"),
     ];
     let mut rows = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut rss_kb = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(1800);
     for (name, mode) in modes {
         let ddb = moto.dynamodb().await;
-        let idempotency = create_idempotency_table(&ddb).await;
-        let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
-        let engine = Idempotency::new(
-            DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
-            App::config().disabled(false).commit_mode(mode),
-        );
-        let app = App::new(engine, Accounts::dynamodb(ddb, accounts));
+        let mut functions = Vec::new();
+        for variant in &variants {
+            functions.push(Function::start(variant, mode, &ddb).await?);
+        }
         for (scenario, list, tag) in [
             ("(a) unique", &unique, "a"),
             ("(b) all redelivered", &redelivered, "b"),
             ("(c) 50% duplicates", &mixed, "c"),
         ] {
-            if Instant::now() > deadline {
-                return Err("time bound reached".into());
-            }
             let events = batches(list, tag);
-            moto.reset_counts().await;
-            let (wall, cpu, latencies) = run_scenario(&app, &events).await?;
-            rows.push(Row {
-                mode: name,
-                scenario,
-                messages: list.len(),
-                requests: counts().await,
-                wall,
-                cpu,
-                latencies,
-            });
+            for function in &functions {
+                if Instant::now() > deadline {
+                    return Err("time bound reached".into());
+                }
+                moto.reset_counts().await;
+                let (wall, cpu, latencies) = function.run(&events).await?;
+                rows.push(Row {
+                    mode: name,
+                    variant: function.variant.label.clone(),
+                    scenario,
+                    messages: list.len(),
+                    requests: counts().await,
+                    wall,
+                    cpu,
+                    latencies,
+                });
+            }
         }
         // The canary: every account holds exactly the sum of its unique payments.
         let mut expected: BTreeMap<String, i64> = BTreeMap::new();
         for id in (0..messages).chain(messages..messages + half) {
             *expected.entry(format!("acct-{}", id % GROUPS)).or_default() += (100 + id % 7) as i64;
         }
-        for (account, sum) in &expected {
-            let balance = app
-                .accounts()
-                .balance(account)
-                .await
-                .map_err(|e| e.to_string())?;
-            if balance != Some(*sum) {
-                return Err(format!("{name}: {account} holds {balance:?}, expected {sum}").into());
+        for function in &functions {
+            rss_kb.push((
+                function.variant.label.clone(),
+                status_kb(function.child.id(), "VmRSS:"),
+                status_kb(function.child.id(), "VmHWM:"),
+            ));
+            for (account, sum) in &expected {
+                let balance = function
+                    .accounts
+                    .balance(account)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if balance != Some(*sum) {
+                    return Err(format!(
+                        "{name} ({}): {account} holds {balance:?}, expected {sum}",
+                        function.variant.label
+                    )
+                    .into());
+                }
             }
         }
     }
 
     println!(
-        "payments against moto: {messages} messages per scenario, FIFO batches of {BATCH} over {GROUPS} groups"
+        "payments against moto: {messages} messages per scenario, FIFO batches of {BATCH} over {GROUPS} groups; \
+         CPU = the function process's user + system time (all threads) per message"
     );
     println!(
-        "| mode | scenario | DynamoDB requests / message (by operation) | msgs/s | CPU / message | p50 batch | p99 batch |"
+        "| mode | scenario | variant | DynamoDB requests / message (by operation) | msgs/s | CPU / message | p50 batch | p99 batch |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for row in &mut rows {
         row.latencies.sort();
         let n = row.messages as f64;
@@ -250,9 +404,10 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
             .map(|(op, c)| format!("{op} {:.2}", *c as f64 / n))
             .collect();
         println!(
-            "| {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} ms | {:.1} ms |",
+            "| {} | {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} ms | {:.1} ms |",
             row.mode,
             row.scenario,
+            row.variant,
             total as f64 / n,
             by_op.join(", "),
             n / row.wall.as_secs_f64(),
@@ -261,23 +416,22 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
             percentile(&row.latencies, 0.99).as_secs_f64() * 1e3,
         );
     }
-    cold_start().await
+    for (label, rss, hwm) in &rss_kb {
+        println!(
+            "{label}: RSS after the three scenarios {:.1} MB (peak {:.1} MB)",
+            *rss as f64 / 1024.0,
+            *hwm as f64 / 1024.0
+        );
+    }
+    for variant in &variants {
+        cold_start(variant).await?;
+    }
+    Ok(())
 }
 
 /// The `payments` binary's cold start and memory under a local Runtime API.
-async fn cold_start() -> Result<(), Box<dyn std::error::Error>> {
-    let exe = std::env::current_exe()?;
-    let binary = exe
-        .parent()
-        .map(|d| d.join("payments"))
-        .ok_or("no target dir")?;
-    if !binary.exists() {
-        return Err(format!(
-            "{} is missing: run `cargo build --release -p payments` first",
-            binary.display()
-        )
-        .into());
-    }
+async fn cold_start(variant: &Variant) -> Result<(), Box<dyn std::error::Error>> {
+    let binary = &variant.binary;
     let ddb = moto().dynamodb().await;
     let idempotency = create_idempotency_table(&ddb).await;
     let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
@@ -297,8 +451,11 @@ async fn cold_start() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..10 {
         let api = RuntimeApi::start().await;
         let t0 = Instant::now();
-        let mut command = lambda_command(&binary, "payments", &api);
+        let mut command = lambda_command(binary, "payments", &api);
         moto().apply_env(&mut command);
+        for (k, v) in &variant.env {
+            command.env(k, v);
+        }
         let mut child = command
             .env("IDEMPOTENCY_TABLE", &idempotency)
             .env("ACCOUNTS_TABLE", &accounts)
@@ -339,8 +496,9 @@ async fn cold_start() -> Result<(), Box<dyn std::error::Error>> {
     }
     starts.sort();
     println!(
-        "payments binary, 10 starts: cold start (spawn to first Runtime API poll) p50 {:.1} ms, max {:.1} ms; \
+        "{}: 10 starts: cold start (spawn to first Runtime API poll) p50 {:.1} ms, max {:.1} ms; \
          RSS after a 10-record batch on DynamoDB: max {:.1} MB (peak {:.1} MB)",
+        variant.label,
         percentile(&starts, 0.5).as_secs_f64() * 1e3,
         starts.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
         *rss_kb.iter().max().unwrap_or(&0) as f64 / 1024.0,
