@@ -657,15 +657,27 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
     // exactly in such modes.
     let ledger = ledger(&template);
     let mut conditional = 0;
+    let mut pinned_releasing = 0;
     for (role, condition, statement) in statements(&template) {
         if target(&statement["Resource"]).as_deref() != Some(ledger.as_str())
             || !actions(statement).contains(&"dynamodb:DeleteItem")
         {
             continue;
         }
-        let condition = condition.unwrap_or_else(|| {
-            panic!("{role} may delete idempotency records in every mode: grant it only in modes that release")
-        });
+        let Some(condition) = condition else {
+            // A function whose mode is pinned to one that releases (not a
+            // parameter) may delete unconditionally.
+            let pinned = pinned_mode(&template, role).unwrap_or_else(|| {
+                panic!("{role} may delete idempotency records in every mode: grant it only in modes that release")
+            });
+            assert_eq!(
+                pinned,
+                shared::CommitMode::Fenced,
+                "{role}: DeleteItem granted, but its function's pinned mode does not release"
+            );
+            pinned_releasing += 1;
+            continue;
+        };
         let (equals, args) = intrinsic(&template["Conditions"][condition])
             .unwrap_or_else(|| panic!("{condition}: an !Equals"));
         assert_eq!(equals, "Equals", "{condition}");
@@ -686,6 +698,19 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
         conditional, 1,
         "fenced payments may still release its claims"
     );
+    assert_eq!(pinned_releasing, 1, "payments-api (fenced) releases");
+}
+
+/// The commit mode a role's function pins in its environment
+/// (`PAYMENTS_COMMIT_MODE` as a literal, not a parameter).
+fn pinned_mode(template: &Value, role: &str) -> Option<shared::CommitMode> {
+    resources_of(template, "AWS::Serverless::Function")
+        .into_iter()
+        .find(|(_, function)| target(&function["Properties"]["Role"]).as_deref() == Some(role))
+        .and_then(|(_, function)| {
+            function["Properties"]["Environment"]["Variables"]["PAYMENTS_COMMIT_MODE"].as_str()
+        })
+        .and_then(shared::CommitMode::parse)
 }
 
 #[test]
