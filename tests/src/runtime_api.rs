@@ -19,6 +19,33 @@ pub enum Invocation {
     Error(Value),
 }
 
+impl Invocation {
+    /// The `itemIdentifier`s of an SQS partial batch response; `None` for
+    /// an error or a response of another shape.
+    pub fn failed_ids(&self) -> Option<Vec<String>> {
+        match self {
+            Invocation::Response(r) => Some(
+                r["batchItemFailures"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
+                    .collect(),
+            ),
+            Invocation::Error(_) => None,
+        }
+    }
+}
+
+/// What [`RuntimeApi::invoke_watching`] saw.
+#[derive(Debug)]
+pub struct Watched {
+    /// The invocation's result, when one came before the process died.
+    pub result: Option<Invocation>,
+    /// Whether the process died with a failure status (killed), answered
+    /// or not.
+    pub killed: bool,
+}
+
 struct Pending {
     id: String,
     event: Value,
@@ -115,6 +142,46 @@ impl RuntimeApi {
         };
         self.queue.send(pending).await.ok()?;
         tokio::time::timeout(limit, result).await.ok()?.ok()
+    }
+
+    /// Invokes while watching `child`, the function process polling this
+    /// API, for at most `limit`: returns the result, or `None` as soon as
+    /// the process dies. After an answer it waits 100 ms more, so that a
+    /// kill landing on the last answer is seen. The process is then stopped
+    /// and reaped either way (a crash test restarts it).
+    pub async fn invoke_watching(
+        &self,
+        child: &mut std::process::Child,
+        event: Value,
+        deadline_ms: u64,
+        limit: Duration,
+    ) -> Watched {
+        let started = Instant::now();
+        let invoke = self.invoke(event, deadline_ms, limit);
+        tokio::pin!(invoke);
+        let mut result = None;
+        let mut killed = false;
+        while started.elapsed() < limit {
+            tokio::select! {
+                answer = &mut invoke => {
+                    result = answer;
+                    break;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        killed = !status.success();
+                        break;
+                    }
+                }
+            }
+        }
+        if result.is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Watched { result, killed }
     }
 }
 

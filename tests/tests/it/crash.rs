@@ -4,7 +4,9 @@
 //! redelivered after the lease. Balances must be exact in every trial.
 
 use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use integration_tests::runtime_api::{
+    Invocation, RuntimeApi, Watched, function_binary, lambda_command,
+};
 use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -23,19 +25,6 @@ fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start the payments binary")
-}
-
-fn failed_ids(result: &Option<Invocation>) -> Option<Vec<String>> {
-    match result {
-        Some(Invocation::Response(r)) => Some(
-            r["batchItemFailures"]
-                .as_array()?
-                .iter()
-                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                .collect(),
-        ),
-        _ => None,
-    }
 }
 
 async fn balance(accounts: &str, account: &str) -> Option<i64> {
@@ -69,40 +58,24 @@ async fn trial(
     moto().kill_after(n, child.id(), &t.marker).await;
     let started = Instant::now();
     // Wait for the response, or for the kill (then no response ever comes).
-    let invoke = api.invoke(
-        event.clone(),
-        now_ms() + LEASE.as_millis() as u64,
-        Duration::from_secs(20),
-    );
-    tokio::pin!(invoke);
-    let mut first = None;
-    let mut killed = false;
-    while started.elapsed() < Duration::from_secs(20) {
-        tokio::select! {
-            result = &mut invoke => {
-                first = result;
-                break;
-            }
-            _ = tokio::time::sleep(Duration::from_millis(10)) => {
-                if let Ok(Some(status)) = child.try_wait() {
-                    killed = !status.success();
-                    break;
-                }
-            }
-        }
-    }
-    if first.is_some() {
-        // Answered: a kill can still land on the last answer; let it.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
-    }
-    // Killed, or done: it is not needed any more either way. Disarm (the
-    // launcher refuses the marker's requests once the kill has fired).
-    let _ = child.kill();
-    let _ = child.wait();
+    let Watched {
+        result: first,
+        killed,
+    } = api
+        .invoke_watching(
+            &mut child,
+            event.clone(),
+            now_ms() + LEASE.as_millis() as u64,
+            Duration::from_secs(20),
+        )
+        .await;
     moto().kill_after(u32::MAX, 0, &t.marker).await;
     if !killed {
-        assert_eq!(failed_ids(&first), Some(vec![]), "{mode} n={n}: {first:?}");
+        assert_eq!(
+            first.as_ref().and_then(Invocation::failed_ids),
+            Some(vec![]),
+            "{mode} n={n}: {first:?}"
+        );
     } else {
         // The runtime restarts the function; SQS redelivers after the lease.
         let api = RuntimeApi::start().await;
@@ -116,7 +89,10 @@ async fn trial(
             let result = api
                 .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
                 .await;
-            let failed = failed_ids(&result).unwrap_or_else(|| panic!("{mode} n={n}: {result:?}"));
+            let failed = result
+                .as_ref()
+                .and_then(Invocation::failed_ids)
+                .unwrap_or_else(|| panic!("{mode} n={n}: {result:?}"));
             if failed.is_empty() {
                 break;
             }

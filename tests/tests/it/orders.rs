@@ -10,7 +10,9 @@ use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 use integration_tests::esm::{self, Queue};
 use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use integration_tests::runtime_api::{
+    Invocation, RuntimeApi, Watched, function_binary, lambda_command,
+};
 use integration_tests::stream_esm::{self, Options};
 use integration_tests::{
     Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
@@ -487,19 +489,6 @@ fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
         .expect("start the orders binary")
 }
 
-fn failed_ids(result: &Option<Invocation>) -> Option<Vec<String>> {
-    match result {
-        Some(Invocation::Response(r)) => Some(
-            r["batchItemFailures"]
-                .as_array()?
-                .iter()
-                .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
 const LEASE: Duration = Duration::from_millis(1500);
 
 /// One crash trial: the orders process killed right after its `n`-th
@@ -512,38 +501,25 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
     let mut child = spawn_orders(&api, &s);
     moto().kill_after(n, child.id(), &s.idempotency).await;
     let started = Instant::now();
-    let invoke = api.invoke(
-        event.clone(),
-        now_ms() + LEASE.as_millis() as u64,
-        Duration::from_secs(20),
-    );
-    tokio::pin!(invoke);
-    let mut first = None;
-    let mut killed = false;
-    while started.elapsed() < Duration::from_secs(20) {
-        tokio::select! {
-            result = &mut invoke => {
-                first = result;
-                break;
-            }
-            _ = tokio::time::sleep(Duration::from_millis(10)) => {
-                if let Ok(Some(status)) = child.try_wait() {
-                    killed = !status.success();
-                    break;
-                }
-            }
-        }
-    }
-    if first.is_some() {
-        // Answered: a kill can still land on the last answer; let it.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    // Wait for the response, or for the kill (then no response ever comes).
+    let Watched {
+        result: first,
+        killed,
+    } = api
+        .invoke_watching(
+            &mut child,
+            event.clone(),
+            now_ms() + LEASE.as_millis() as u64,
+            Duration::from_secs(20),
+        )
+        .await;
     moto().kill_after(u32::MAX, 0, &s.idempotency).await;
     if !killed {
-        assert_eq!(failed_ids(&first), Some(vec![]), "n={n}: {first:?}");
+        assert_eq!(
+            first.as_ref().and_then(Invocation::failed_ids),
+            Some(vec![]),
+            "n={n}: {first:?}"
+        );
     } else {
         // The runtime restarts the function; SQS redelivers the batch.
         let api = RuntimeApi::start().await;
@@ -557,7 +533,10 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
             let result = api
                 .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
                 .await;
-            let failed = failed_ids(&result).unwrap_or_else(|| panic!("n={n}: {result:?}"));
+            let failed = result
+                .as_ref()
+                .and_then(Invocation::failed_ids)
+                .unwrap_or_else(|| panic!("n={n}: {result:?}"));
             if failed.is_empty() {
                 break;
             }

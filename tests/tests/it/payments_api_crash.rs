@@ -6,7 +6,7 @@
 
 use crate::payments_api::{balance, post, spawn};
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::runtime_api::{Invocation, RuntimeApi};
+use integration_tests::runtime_api::{Invocation, RuntimeApi, Watched};
 use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -47,34 +47,18 @@ async fn trial(mode: &str, n: u32) -> bool {
     let mut child = spawn(&api, &t, mode);
     moto().kill_after(n, child.id(), &t.marker).await;
     let started = Instant::now();
-    let invoke = api.invoke(
-        event.clone(),
-        now_ms() + LEASE.as_millis() as u64,
-        Duration::from_secs(20),
-    );
-    tokio::pin!(invoke);
-    let mut first = None;
-    let mut killed = false;
-    while started.elapsed() < Duration::from_secs(20) {
-        tokio::select! {
-            result = &mut invoke => {
-                first = result;
-                break;
-            }
-            _ = tokio::time::sleep(Duration::from_millis(10)) => {
-                if let Ok(Some(status)) = child.try_wait() {
-                    killed = !status.success();
-                    break;
-                }
-            }
-        }
-    }
-    if first.is_some() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        killed = matches!(child.try_wait(), Ok(Some(status)) if !status.success());
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    // Wait for the response, or for the kill (then no response ever comes).
+    let Watched {
+        result: first,
+        killed,
+    } = api
+        .invoke_watching(
+            &mut child,
+            event.clone(),
+            now_ms() + LEASE.as_millis() as u64,
+            Duration::from_secs(20),
+        )
+        .await;
     moto().kill_after(u32::MAX, 0, &t.marker).await;
     let answer = if killed {
         // The client retries the same request after the lease.
