@@ -204,6 +204,7 @@ impl App {
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let config = Self::config().expires_after_from_env()?;
+        shared::StoreChoice::transactional_from_env("orders")?;
         let idempotency = shared::TableConfig::from_env();
         let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);
         let app = match (idempotency, set(ORDERS_TABLE_ENV)) {

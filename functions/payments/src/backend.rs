@@ -22,6 +22,7 @@ pub fn mode_from_env(config: Config) -> Result<Config, lambda_runtime::Error> {
 /// `AWS_ENDPOINT_URL`), one embedded memory store for both otherwise
 /// (local runs), so the staged credit and the record commit together.
 pub async fn from_env(config: Config) -> Result<(Idempotency, Accounts), lambda_runtime::Error> {
+    shared::StoreChoice::transactional_from_env("payments")?;
     let idempotency = shared::TableConfig::from_env();
     let accounts = std::env::var(ACCOUNTS_TABLE_ENV)
         .ok()

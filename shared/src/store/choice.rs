@@ -34,6 +34,31 @@ impl StoreChoice {
         Self::parse(&choice, table)
     }
 
+    /// For a function whose effects commit in one DynamoDB transaction with
+    /// its record: reads the choice like [`StoreChoice::from_env`] and
+    /// refuses Valkey (which cannot join that transaction) with an error
+    /// naming `function` and the variable, instead of ignoring the setting.
+    pub fn transactional_from_env(function: &str) -> Result<Self, String> {
+        let choice = std::env::var(STORE_ENV).unwrap_or_default();
+        Self::transactional(&choice, TableConfig::from_env(), function)
+    }
+
+    /// Valkey is refused whether or not this build has the `valkey` feature.
+    fn transactional(
+        choice: &str,
+        table: Option<TableConfig>,
+        function: &str,
+    ) -> Result<Self, String> {
+        match choice.trim().to_ascii_lowercase().as_str() {
+            "valkey" | "redis" => Err(format!(
+                "{function} commits its effects in one DynamoDB transaction with its idempotency \
+                 record: {STORE_ENV}=valkey cannot do that (README \"Valkey\"); keep its records \
+                 in DynamoDB ({STORE_ENV} unset or dynamodb)"
+            )),
+            _ => Self::parse(choice, table),
+        }
+    }
+
     fn parse(choice: &str, table: Option<TableConfig>) -> Result<Self, String> {
         match choice.trim().to_ascii_lowercase().as_str() {
             "" => Ok(table.map_or(StoreChoice::Memory, StoreChoice::DynamoDb)),
@@ -56,6 +81,22 @@ impl StoreChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transactional_functions_refuse_valkey() {
+        for choice in ["valkey", " Redis "] {
+            let refused = StoreChoice::transactional(choice, None, "payments").unwrap_err();
+            assert!(
+                refused.contains("payments") && refused.contains(STORE_ENV),
+                "{refused}"
+            );
+        }
+        assert_eq!(
+            StoreChoice::transactional("", None, "payments"),
+            Ok(StoreChoice::Memory)
+        );
+        assert!(StoreChoice::transactional("mongo", None, "payments").is_err());
+    }
 
     #[test]
     fn parses_the_choice() {

@@ -343,6 +343,34 @@ fn inventory_needs_both_tables_or_neither() {
     }
 }
 
+/// The functions that commit their effect in one transaction with the
+/// record refuse `IDEMPOTENCY_STORE=valkey` at start instead of ignoring it.
+#[test]
+fn transactional_functions_refuse_the_valkey_store() {
+    for (function, event) in [
+        ("payments", "events/payments-fifo.json"),
+        ("payments-api", "events/payments-api-http.json"),
+        ("orders", "events/orders-standard.json"),
+    ] {
+        let run = run_local(
+            function,
+            &[event],
+            &[
+                ("IDEMPOTENCY_STORE", "valkey".to_owned()),
+                ("VALKEY_URL", "redis://127.0.0.1:1".to_owned()),
+            ],
+        );
+        assert!(!run.success, "{function}: {:?}", run.responses);
+        assert!(run.responses.is_empty(), "{function}");
+        assert!(
+            run.stderr
+                .contains("IDEMPOTENCY_STORE=valkey cannot do that"),
+            "{function}: {}",
+            run.stderr
+        );
+    }
+}
+
 /// orders with only one of its two tables configured refuses to start (the
 /// order and the record commit in one transaction), and with both it needs
 /// the notifications queue (the destination of every outbox entry).
