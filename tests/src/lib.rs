@@ -197,6 +197,30 @@ impl Moto {
         .await;
     }
 
+    /// A crash trial's first invocation: arms a kill of `child` right after
+    /// its `n`-th DynamoDB request on `marker`'s tables is answered, invokes
+    /// `event` with a deadline `lease` from now, waits for the answer or the
+    /// kill ([`RuntimeApi::invoke_watching`](runtime_api::RuntimeApi::invoke_watching)),
+    /// then disarms the kill.
+    pub async fn invoke_killing_after(
+        &self,
+        n: u32,
+        marker: &str,
+        api: &runtime_api::RuntimeApi,
+        child: &mut std::process::Child,
+        event: serde_json::Value,
+        lease: std::time::Duration,
+    ) -> runtime_api::Watched {
+        self.kill_after(n, child.id(), marker).await;
+        let deadline = now_ms() + lease.as_millis() as u64;
+        let watched = api
+            .invoke_watching(child, event, deadline, std::time::Duration::from_secs(20))
+            .await;
+        // The launcher refuses the marker's requests once the kill has fired.
+        self.kill_after(u32::MAX, 0, marker).await;
+        watched
+    }
+
     /// Forgets the request counts.
     pub async fn reset_counts(&self) {
         http_request(self.port, "POST", "/_launcher/counts/reset").await;

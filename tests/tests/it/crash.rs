@@ -55,21 +55,14 @@ async fn trial(
     let t = payment_tables("crash").await;
     let api = RuntimeApi::start().await;
     let mut child = spawn(&api, &t, mode);
-    moto().kill_after(n, child.id(), &t.marker).await;
     let started = Instant::now();
     // Wait for the response, or for the kill (then no response ever comes).
     let Watched {
         result: first,
         killed,
-    } = api
-        .invoke_watching(
-            &mut child,
-            event.clone(),
-            now_ms() + LEASE.as_millis() as u64,
-            Duration::from_secs(20),
-        )
+    } = moto()
+        .invoke_killing_after(n, &t.marker, &api, &mut child, event.clone(), LEASE)
         .await;
-    moto().kill_after(u32::MAX, 0, &t.marker).await;
     if !killed {
         assert_eq!(
             first.as_ref().and_then(Invocation::failed_ids),

@@ -499,21 +499,14 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
     let s = setup(3).await;
     let api = RuntimeApi::start().await;
     let mut child = spawn_orders(&api, &s);
-    moto().kill_after(n, child.id(), &s.idempotency).await;
     let started = Instant::now();
     // Wait for the response, or for the kill (then no response ever comes).
     let Watched {
         result: first,
         killed,
-    } = api
-        .invoke_watching(
-            &mut child,
-            event.clone(),
-            now_ms() + LEASE.as_millis() as u64,
-            Duration::from_secs(20),
-        )
+    } = moto()
+        .invoke_killing_after(n, &s.idempotency, &api, &mut child, event.clone(), LEASE)
         .await;
-    moto().kill_after(u32::MAX, 0, &s.idempotency).await;
     if !killed {
         assert_eq!(
             first.as_ref().and_then(Invocation::failed_ids),
