@@ -39,6 +39,24 @@ impl Msg {
     }
 }
 
+/// Messages `{tag}-{k}` with body `{"key": "k{k}"}` for each `k` in
+/// `keys`: batches over overlapping key ranges race on the same keys (race
+/// tests). On a `.fifo` `queue` they spread over three message groups.
+pub fn keyed_batch(queue: &str, keys: std::ops::Range<u32>, tag: &str) -> Vec<Msg> {
+    keys.map(|k| {
+        let m = Msg::new(
+            format!("{tag}-{k}"),
+            json!({"key": format!("k{k}")}).to_string(),
+        );
+        if queue.ends_with(".fifo") {
+            m.in_group(format!("g{}", k % 3))
+        } else {
+            m
+        }
+    })
+    .collect()
+}
+
 /// An SQS event as Lambda delivers it, from `queue` (a `.fifo` name makes it FIFO).
 pub fn sqs_event(queue: &str, messages: &[Msg]) -> Value {
     let records: Vec<Value> = messages

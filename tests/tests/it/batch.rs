@@ -138,20 +138,8 @@ async fn overlapping_batches_race_to_exactly_once() {
     for queue in ["orders", "payments.fifo"] {
         let table = table().await;
         let effects = Effects::default();
-        let batch = |range: std::ops::Range<u32>, tag: &str| -> Vec<Msg> {
-            range
-                .map(|k| {
-                    let m = Msg::new(
-                        format!("{tag}-{k}"),
-                        json!({"key": format!("k{k}")}).to_string(),
-                    );
-                    if queue.ends_with(".fifo") {
-                        m.in_group(format!("g{}", k % 3))
-                    } else {
-                        m
-                    }
-                })
-                .collect()
+        let batch = |range: std::ops::Range<u32>, tag: &str| {
+            integration_tests::events::keyed_batch(queue, range, tag)
         };
         let mut pending = vec![batch(0..10, "a"), batch(5..15, "b")];
         let processors = [

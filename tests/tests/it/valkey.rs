@@ -233,20 +233,8 @@ async fn four_processors_over_overlapping_batches_execute_each_key_once() {
     for queue in ["orders", "payments.fifo"] {
         let tally = Tally::default();
         let prefix = integration_tests::unique_name("vk.race");
-        let batch = |range: std::ops::Range<u32>, tag: &str| -> Vec<Msg> {
-            range
-                .map(|k| {
-                    let m = Msg::new(
-                        format!("{tag}-{k}"),
-                        json!({"key": format!("k{k}")}).to_string(),
-                    );
-                    if queue.ends_with(".fifo") {
-                        m.in_group(format!("g{}", k % 3))
-                    } else {
-                        m
-                    }
-                })
-                .collect()
+        let batch = |range: std::ops::Range<u32>, tag: &str| {
+            integration_tests::events::keyed_batch(queue, range, tag)
         };
         let mut pending = vec![
             batch(0..10, "a"),
