@@ -57,6 +57,11 @@ never reached moto does not count for kill-after. Kinds:
               false, InternalError), the rest goes to moto
 The default kinds are the first five.
 
+With `--keep-alive` connections stay open between requests (HTTP/1.1
+keep-alive, as DynamoDB's and SQS's endpoints serve them) instead of werkzeug's
+one connection per request: for benchmarks, where a TCP connect and teardown
+per request would be billed to the client and no real endpoint charges it.
+
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
 """
@@ -80,6 +85,7 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import make_server
+from werkzeug.wsgi import LimitedStream
 
 
 # Served one at a time (DynamoDB, DynamoDB Streams), and, with these, scoped
@@ -308,6 +314,48 @@ def transaction_stream_rollback():
     ddb_models.DynamoDBBackend.transact_write_items = transact_write_items
 
 
+class KeepAliveRequestHandler(MotoRequestHandler):
+    """Keeps a connection open after its answer. werkzeug closes every
+    connection: http.server does not drain an unread request body before the
+    next request line, and werkzeug's own drain after each answer reads the
+    socket dry (it would eat the next request). Here the handler reads the
+    socket through a stream limited to the request's Content-Length while the
+    request runs, so both drains stop at the body's end. A chunked request
+    still closes its connection. Nagle's algorithm is off: werkzeug writes
+    the head and the body of an answer separately, and on a kept connection
+    the body would wait for the client's delayed ACK (40 ms)."""
+
+    disable_nagle_algorithm = True
+
+    def parse_request(self):
+        if not super().parse_request():
+            return False
+        self.connection_rfile = self.rfile
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        if chunked:
+            self.close_connection = True
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile = LimitedStream(self.connection_rfile, length)
+        return True
+
+    def send_header(self, keyword, value):
+        if keyword.lower() == "connection" and value.lower() == "close":
+            if not self.close_connection:
+                return
+        super().send_header(keyword, value)
+
+    def run_wsgi(self):
+        try:
+            super().run_wsgi()
+            if not self.close_connection:
+                self.rfile.exhaust()
+        except Exception:  # the client went away, or a fault dropped it
+            self.close_connection = True
+        finally:
+            self.rfile = self.connection_rfile
+
+
 class SerializedDynamoDB:
     def __init__(self, app):
         self.app = app
@@ -512,6 +560,11 @@ def main():
         action="store_true",
         help="leave moto's stream records of cancelled transactions (to show the bug)",
     )
+    parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="keep connections open between requests (benchmarks)",
+    )
     args = parser.parse_args()
     if not args.full_transaction_backups:
         cheap_transaction_backups()
@@ -519,9 +572,8 @@ def main():
         transaction_stream_rollback()
 
     app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
-    server = make_server(
-        "127.0.0.1", args.port, app, threaded=True, request_handler=MotoRequestHandler
-    )
+    handler = KeepAliveRequestHandler if args.keep_alive else MotoRequestHandler
+    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=handler)
     port = server.server_address[1]
 
     def exit_when_stdin_closes():

@@ -36,6 +36,7 @@ use aws_sdk_dynamodb::types::{
 #[derive(Debug)]
 pub struct Moto {
     port: u16,
+    keep_alive: bool,
     // Held so the server's stdin stays open for the life of the process.
     _stdin: ChildStdin,
     _child: Child,
@@ -76,6 +77,22 @@ pub fn moto() -> &'static Moto {
     MOTO.get_or_init(|| Moto::start(&[]))
 }
 
+/// The moto server of this process with connections kept open between
+/// requests (`--keep-alive`), as DynamoDB's and SQS's endpoints keep them:
+/// benchmarks call it before anything else starts [`moto`], so a client's CPU
+/// per request is not inflated by a TCP connect and teardown per request.
+///
+/// # Panics
+/// When moto cannot be started, or was already started without keep-alive.
+pub fn moto_keep_alive() -> &'static Moto {
+    let moto = MOTO.get_or_init(|| Moto::start(&["--keep-alive"]));
+    assert!(
+        moto.keep_alive,
+        "moto was started without --keep-alive before moto_keep_alive() was called"
+    );
+    moto
+}
+
 impl Moto {
     /// Starts a server of its own with extra launcher arguments (a control
     /// test's non-default launcher); it stops when dropped.
@@ -108,6 +125,7 @@ impl Moto {
             });
         Moto {
             port,
+            keep_alive: args.contains(&"--keep-alive"),
             _stdin: stdin,
             _child: child,
         }

@@ -1,7 +1,9 @@
 //! Benchmarks against moto and a local redis-server (README commands, not
 //! timed tests). Every figure
 //! comes from one run, modes interleaved or side by side, so they compare
-//! under the same machine load.
+//! under the same machine load. moto keeps connections open between requests
+//! (`--keep-alive`), as the service endpoints do: a client pays no TCP connect
+//! per request here that it would not pay in AWS.
 //!
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
@@ -30,6 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let command = args.next();
     let n = args.next().map(|r| r.parse::<usize>()).transpose()?;
     let rest: Vec<String> = args.collect();
+    integration_tests::moto_keep_alive();
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
