@@ -1,0 +1,197 @@
+//! `bench sdk`: the CPU one DynamoDB request costs the client in the AWS SDK
+//! alone, on a single-threaded runtime as a function runs it: payments'
+//! optimistic commit (a `TransactWriteItems` of the conditional record `Put`
+//! and the balance `Update`), ten at a time as a batch of ten sends them, and
+//! a 10-key `BatchGetItem` (a batch's pre-read). The floor under the function's CPU per message: what a
+//! function spends beyond it is its own work (event parsing, hashing, logs,
+//! the Runtime API). Client settings side by side, interleaved round by round:
+//! the functions' client (`shared::aws_sdk_config_loader`), without
+//! stalled-stream protection, without retries and timeouts, the SDK's
+//! defaults.
+
+use aws_config::retry::RetryConfig;
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use futures_util::future::join_all;
+use integration_tests::{create_idempotency_table, create_table, moto_keep_alive};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 5;
+
+/// CPU time of the calling thread (`/proc/thread-self/schedstat`, ns).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let ns = stat
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Duration::from_nanos(ns)
+}
+
+struct Variant {
+    label: &'static str,
+    client: Client,
+    transact: Duration,
+    batch_get: Duration,
+}
+
+async fn client(label: &str) -> Client {
+    let moto = moto_keep_alive();
+    let loader = match label {
+        "functions' client" => moto.sdk_config_loader(),
+        "no stalled-stream protection" => moto
+            .sdk_config_loader()
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled()),
+        "no retries, no timeouts" => moto
+            .sdk_config_loader()
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(TimeoutConfig::disabled()),
+        _ => aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(moto.endpoint())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "moto",
+            )),
+    };
+    Client::new(&loader.load().await)
+}
+
+async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
+    let now = 1_800_000_000u64;
+    let put = Put::builder()
+        .table_name(records)
+        .item("id", AttributeValue::S(key.to_owned()))
+        .item("status", AttributeValue::S("COMPLETED".into()))
+        .item("expiration", AttributeValue::N((now + 86_400).to_string()))
+        .item("data", AttributeValue::S(r#"{"credited":true}"#.into()))
+        .item("validation", AttributeValue::S("9f".repeat(32)))
+        .condition_expression(
+            "attribute_not_exists(#id) OR #expiration < :now OR (#status = :in_progress AND #in_progress_expiration < :now_ms)",
+        )
+        .expression_attribute_names("#id", "id")
+        .expression_attribute_names("#expiration", "expiration")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#in_progress_expiration", "in_progress_expiration")
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .expression_attribute_values(":now_ms", AttributeValue::N((now * 1000).to_string()))
+        .expression_attribute_values(":in_progress", AttributeValue::S("INPROGRESS".into()))
+        .build()
+        .expect("put");
+    let update = Update::builder()
+        .table_name(accounts)
+        .key(
+            "account_id",
+            AttributeValue::S(format!("acct-{}", key.len() % 20)),
+        )
+        .update_expression("ADD #balance :amount")
+        .expression_attribute_names("#balance", "balance_cents")
+        .expression_attribute_values(":amount", AttributeValue::N("100".into()))
+        .build()
+        .expect("update");
+    client
+        .transact_write_items()
+        .transact_items(TransactWriteItem::builder().put(put).build())
+        .transact_items(TransactWriteItem::builder().update(update).build())
+        .send()
+        .await
+        .expect("TransactWriteItems");
+}
+
+async fn batch_get(client: &Client, records: &str, keys: &[String]) {
+    let mut request = KeysAndAttributes::builder().consistent_read(true);
+    for key in keys {
+        request = request.keys(HashMap::from([(
+            "id".to_owned(),
+            AttributeValue::S(key.clone()),
+        )]));
+    }
+    client
+        .batch_get_item()
+        .request_items(records, request.build().expect("keys"))
+        .send()
+        .await
+        .expect("BatchGetItem");
+}
+
+/// `bench sdk [CALLS]`: CALLS requests of each kind per client setting.
+pub fn run(calls: usize) -> Result<(), String> {
+    let calls = calls.clamp(ROUNDS * 10, 50_000) / ROUNDS * ROUNDS;
+    let per_round = calls / ROUNDS;
+    // One current-thread runtime, as `shared::runtime::start` gives a function
+    // below 1,769 MB: the thread's CPU is the client's whole cost.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let setup = client("functions' client").await;
+        let records = create_idempotency_table(&setup).await;
+        let accounts = create_table(&setup, "bench-sdk-accounts", "account_id", None).await;
+        let mut variants = Vec::new();
+        for label in [
+            "functions' client",
+            "no stalled-stream protection",
+            "no retries, no timeouts",
+            "SDK defaults",
+        ] {
+            let client = client(label).await;
+            // Warm: credentials, endpoint, a pooled connection.
+            transact(&client, &records, &accounts, &format!("warm-{label}")).await;
+            variants.push(Variant {
+                label,
+                client,
+                transact: Duration::ZERO,
+                batch_get: Duration::ZERO,
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(900);
+        for round in 0..ROUNDS {
+            for (v, variant) in variants.iter_mut().enumerate() {
+                let keys: Vec<String> = (0..per_round)
+                    .map(|i| format!("sdk-{v}-{round}-{i}"))
+                    .collect();
+                let start = thread_cpu();
+                for chunk in keys.chunks(10) {
+                    join_all(
+                        chunk
+                            .iter()
+                            .map(|key| transact(&variant.client, &records, &accounts, key)),
+                    )
+                    .await;
+                }
+                variant.transact += thread_cpu() - start;
+                let start = thread_cpu();
+                for chunk in keys.chunks(10) {
+                    batch_get(&variant.client, &records, chunk).await;
+                }
+                variant.batch_get += thread_cpu() - start;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("bench sdk: over 15 min after round {round}"));
+            }
+        }
+        let base = &variants[0];
+        let (base_t, base_b) = (base.transact, base.batch_get);
+        println!(
+            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit, 10 concurrent) and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
+            calls / 10
+        );
+        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / BatchGetItem (10 keys) | ratio |");
+        println!("| --- | --- | --- | --- | --- |");
+        for v in &variants {
+            let t = v.transact.as_secs_f64() * 1000.0 / calls as f64;
+            let b = v.batch_get.as_secs_f64() * 1000.0 / (calls / 10) as f64;
+            println!(
+                "| {} | {t:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
+                v.label,
+                v.transact.as_secs_f64() / base_t.as_secs_f64(),
+                v.batch_get.as_secs_f64() / base_b.as_secs_f64(),
+            );
+        }
+        Ok(())
+    })
+}
