@@ -13,6 +13,7 @@ mod dynamodb_requests;
 mod faults;
 mod inventory;
 mod local_run;
+mod moto_launcher;
 mod observability;
 mod orders;
 mod payments;
