@@ -1,7 +1,8 @@
 //! `bench sdk`: the CPU one DynamoDB request costs the client in the AWS SDK
 //! alone, on a single-threaded runtime as a function runs it: payments'
 //! optimistic commit (a `TransactWriteItems` of the conditional record `Put`
-//! and the balance `Update`), ten at a time as a batch of ten sends them, and
+//! and the balance `Update`), a claim (a conditional `PutItem` returning the
+//! old item on failure), both ten at a time as a batch of ten sends them, and
 //! a 10-key `BatchGetItem` (a batch's pre-read). The floor under the function's CPU per message: what a
 //! function spends beyond it is its own work (event parsing, hashing, logs,
 //! the Runtime API). Client settings side by side, interleaved round by round:
@@ -13,7 +14,10 @@ use aws_config::retry::RetryConfig;
 use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
 use futures_util::future::join_all;
 use integration_tests::{create_idempotency_table, create_table, moto_keep_alive};
 use std::collections::HashMap;
@@ -36,6 +40,7 @@ struct Variant {
     label: &'static str,
     client: Client,
     transact: Duration,
+    claim: Duration,
     batch_get: Duration,
 }
 
@@ -101,6 +106,33 @@ async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
         .expect("TransactWriteItems");
 }
 
+async fn claim(client: &Client, records: &str, key: &str) {
+    let now = 1_800_000_000u64;
+    client
+        .put_item()
+        .table_name(records)
+        .item("id", AttributeValue::S(key.to_owned()))
+        .item("status", AttributeValue::S("INPROGRESS".into()))
+        .item("expiration", AttributeValue::N((now + 86_400).to_string()))
+        .item("in_progress_expiration", AttributeValue::N((now * 1000 + 30_000).to_string()))
+        .item("owner", AttributeValue::S(format!("owner-{key}")))
+        .item("validation", AttributeValue::S("9f".repeat(32)))
+        .condition_expression(
+            "attribute_not_exists(#id) OR #expiration < :now OR (#status = :in_progress AND #in_progress_expiration < :now_ms)",
+        )
+        .expression_attribute_names("#id", "id")
+        .expression_attribute_names("#expiration", "expiration")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#in_progress_expiration", "in_progress_expiration")
+        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+        .expression_attribute_values(":now_ms", AttributeValue::N((now * 1000).to_string()))
+        .expression_attribute_values(":in_progress", AttributeValue::S("INPROGRESS".into()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .send()
+        .await
+        .expect("PutItem");
+}
+
 async fn batch_get(client: &Client, records: &str, keys: &[String]) {
     let mut request = KeysAndAttributes::builder().consistent_read(true);
     for key in keys {
@@ -145,6 +177,7 @@ pub fn run(calls: usize) -> Result<(), String> {
                 label,
                 client,
                 transact: Duration::ZERO,
+                claim: Duration::ZERO,
                 batch_get: Duration::ZERO,
             });
         }
@@ -165,6 +198,12 @@ pub fn run(calls: usize) -> Result<(), String> {
                 }
                 variant.transact += thread_cpu() - start;
                 let start = thread_cpu();
+                let claims: Vec<String> = keys.iter().map(|k| format!("claim-{k}")).collect();
+                for chunk in claims.chunks(10) {
+                    join_all(chunk.iter().map(|key| claim(&variant.client, &records, key))).await;
+                }
+                variant.claim += thread_cpu() - start;
+                let start = thread_cpu();
                 for chunk in keys.chunks(10) {
                     batch_get(&variant.client, &records, chunk).await;
                 }
@@ -175,20 +214,22 @@ pub fn run(calls: usize) -> Result<(), String> {
             }
         }
         let base = &variants[0];
-        let (base_t, base_b) = (base.transact, base.batch_get);
+        let (base_t, base_c, base_b) = (base.transact, base.claim, base.batch_get);
         println!(
-            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit, 10 concurrent) and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
+            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), 10 concurrent, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
             calls / 10
         );
-        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / BatchGetItem (10 keys) | ratio |");
-        println!("| --- | --- | --- | --- | --- |");
+        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / BatchGetItem (10 keys) | ratio |");
+        println!("| --- | --- | --- | --- | --- | --- | --- |");
         for v in &variants {
             let t = v.transact.as_secs_f64() * 1000.0 / calls as f64;
+            let c = v.claim.as_secs_f64() * 1000.0 / calls as f64;
             let b = v.batch_get.as_secs_f64() * 1000.0 / (calls / 10) as f64;
             println!(
-                "| {} | {t:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
+                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
                 v.label,
                 v.transact.as_secs_f64() / base_t.as_secs_f64(),
+                v.claim.as_secs_f64() / base_c.as_secs_f64(),
                 v.batch_get.as_secs_f64() / base_b.as_secs_f64(),
             );
         }
