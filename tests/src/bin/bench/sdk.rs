@@ -2,7 +2,8 @@
 //! alone, on a single-threaded runtime as a function runs it: payments'
 //! optimistic commit (a `TransactWriteItems` of the conditional record `Put`
 //! and the balance `Update`), a claim (a conditional `PutItem` returning the
-//! old item on failure), both ten at a time as a batch of ten sends them, and
+//! old item on failure) and its completion (an owner-conditioned
+//! `UpdateItem`), each ten at a time as a batch of ten sends them, and
 //! a 10-key `BatchGetItem` (a batch's pre-read). The floor under the function's CPU per message: what a
 //! function spends beyond it is its own work (event parsing, hashing, logs,
 //! the Runtime API). Client settings side by side, interleaved round by round:
@@ -41,6 +42,7 @@ struct Variant {
     client: Client,
     transact: Duration,
     claim: Duration,
+    complete: Duration,
     batch_get: Duration,
 }
 
@@ -65,25 +67,44 @@ async fn client(label: &str) -> Client {
     Client::new(&loader.load().await)
 }
 
+/// A fixed "now" (s): every key is new, so every condition holds.
+const NOW: u64 = 1_800_000_000;
+
+/// The store's claim condition: no record, an expired one, or a lapsed lease.
+const CLAIM_CONDITION: &str = "attribute_not_exists(#id) OR #expiration < :now OR (#status = :in_progress AND #in_progress_expiration < :now_ms)";
+
+fn claim_names() -> HashMap<String, String> {
+    ["id", "expiration", "status", "in_progress_expiration"]
+        .into_iter()
+        .map(|n| (format!("#{n}"), n.to_owned()))
+        .collect()
+}
+
+fn claim_values() -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (":now".to_owned(), AttributeValue::N(NOW.to_string())),
+        (
+            ":now_ms".to_owned(),
+            AttributeValue::N((NOW * 1000).to_string()),
+        ),
+        (
+            ":in_progress".to_owned(),
+            AttributeValue::S("INPROGRESS".into()),
+        ),
+    ])
+}
+
 async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
-    let now = 1_800_000_000u64;
     let put = Put::builder()
         .table_name(records)
         .item("id", AttributeValue::S(key.to_owned()))
         .item("status", AttributeValue::S("COMPLETED".into()))
-        .item("expiration", AttributeValue::N((now + 86_400).to_string()))
+        .item("expiration", AttributeValue::N((NOW + 86_400).to_string()))
         .item("data", AttributeValue::S(r#"{"credited":true}"#.into()))
         .item("validation", AttributeValue::S("9f".repeat(32)))
-        .condition_expression(
-            "attribute_not_exists(#id) OR #expiration < :now OR (#status = :in_progress AND #in_progress_expiration < :now_ms)",
-        )
-        .expression_attribute_names("#id", "id")
-        .expression_attribute_names("#expiration", "expiration")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#in_progress_expiration", "in_progress_expiration")
-        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .expression_attribute_values(":now_ms", AttributeValue::N((now * 1000).to_string()))
-        .expression_attribute_values(":in_progress", AttributeValue::S("INPROGRESS".into()))
+        .condition_expression(CLAIM_CONDITION)
+        .set_expression_attribute_names(Some(claim_names()))
+        .set_expression_attribute_values(Some(claim_values()))
         .build()
         .expect("put");
     let update = Update::builder()
@@ -107,30 +128,45 @@ async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
 }
 
 async fn claim(client: &Client, records: &str, key: &str) {
-    let now = 1_800_000_000u64;
     client
         .put_item()
         .table_name(records)
         .item("id", AttributeValue::S(key.to_owned()))
         .item("status", AttributeValue::S("INPROGRESS".into()))
-        .item("expiration", AttributeValue::N((now + 86_400).to_string()))
-        .item("in_progress_expiration", AttributeValue::N((now * 1000 + 30_000).to_string()))
+        .item("expiration", AttributeValue::N((NOW + 86_400).to_string()))
+        .item(
+            "in_progress_expiration",
+            AttributeValue::N((NOW * 1000 + 30_000).to_string()),
+        )
         .item("owner", AttributeValue::S(format!("owner-{key}")))
         .item("validation", AttributeValue::S("9f".repeat(32)))
-        .condition_expression(
-            "attribute_not_exists(#id) OR #expiration < :now OR (#status = :in_progress AND #in_progress_expiration < :now_ms)",
-        )
-        .expression_attribute_names("#id", "id")
-        .expression_attribute_names("#expiration", "expiration")
-        .expression_attribute_names("#status", "status")
-        .expression_attribute_names("#in_progress_expiration", "in_progress_expiration")
-        .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
-        .expression_attribute_values(":now_ms", AttributeValue::N((now * 1000).to_string()))
-        .expression_attribute_values(":in_progress", AttributeValue::S("INPROGRESS".into()))
+        .condition_expression(CLAIM_CONDITION)
+        .set_expression_attribute_names(Some(claim_names()))
+        .set_expression_attribute_values(Some(claim_values()))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .send()
         .await
         .expect("PutItem");
+}
+
+/// Claim/complete's completion: the owner-conditioned `UpdateItem`.
+async fn complete(client: &Client, records: &str, key: &str) {
+    client
+        .update_item()
+        .table_name(records)
+        .key("id", AttributeValue::S(key.to_owned()))
+        .update_expression("SET #status = :completed, #data = :data REMOVE #in_progress_expiration")
+        .condition_expression("#owner = :owner")
+        .expression_attribute_names("#status", "status")
+        .expression_attribute_names("#data", "data")
+        .expression_attribute_names("#in_progress_expiration", "in_progress_expiration")
+        .expression_attribute_names("#owner", "owner")
+        .expression_attribute_values(":completed", AttributeValue::S("COMPLETED".into()))
+        .expression_attribute_values(":data", AttributeValue::S(r#"{"credited":true}"#.into()))
+        .expression_attribute_values(":owner", AttributeValue::S(format!("owner-{key}")))
+        .send()
+        .await
+        .expect("UpdateItem");
 }
 
 async fn batch_get(client: &Client, records: &str, keys: &[String]) {
@@ -178,6 +214,7 @@ pub fn run(calls: usize) -> Result<(), String> {
                 client,
                 transact: Duration::ZERO,
                 claim: Duration::ZERO,
+                complete: Duration::ZERO,
                 batch_get: Duration::ZERO,
             });
         }
@@ -204,6 +241,11 @@ pub fn run(calls: usize) -> Result<(), String> {
                 }
                 variant.claim += thread_cpu() - start;
                 let start = thread_cpu();
+                for chunk in claims.chunks(10) {
+                    join_all(chunk.iter().map(|key| complete(&variant.client, &records, key))).await;
+                }
+                variant.complete += thread_cpu() - start;
+                let start = thread_cpu();
                 for chunk in keys.chunks(10) {
                     batch_get(&variant.client, &records, chunk).await;
                 }
@@ -214,22 +256,25 @@ pub fn run(calls: usize) -> Result<(), String> {
             }
         }
         let base = &variants[0];
-        let (base_t, base_c, base_b) = (base.transact, base.claim, base.batch_get);
+        let (base_t, base_c, base_u, base_b) =
+            (base.transact, base.claim, base.complete, base.batch_get);
         println!(
-            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), 10 concurrent, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
+            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), {calls} UpdateItem (its completion), 10 concurrent, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
             calls / 10
         );
-        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / BatchGetItem (10 keys) | ratio |");
-        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / UpdateItem (complete) | ratio | CPU / BatchGetItem (10 keys) | ratio |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for v in &variants {
             let t = v.transact.as_secs_f64() * 1000.0 / calls as f64;
             let c = v.claim.as_secs_f64() * 1000.0 / calls as f64;
+            let u = v.complete.as_secs_f64() * 1000.0 / calls as f64;
             let b = v.batch_get.as_secs_f64() * 1000.0 / (calls / 10) as f64;
             println!(
-                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
+                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {u:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
                 v.label,
                 v.transact.as_secs_f64() / base_t.as_secs_f64(),
                 v.claim.as_secs_f64() / base_c.as_secs_f64(),
+                v.complete.as_secs_f64() / base_u.as_secs_f64(),
                 v.batch_get.as_secs_f64() / base_b.as_secs_f64(),
             );
         }
