@@ -3,8 +3,9 @@
 //! optimistic commit (a `TransactWriteItems` of the conditional record `Put`
 //! and the balance `Update`), a claim (a conditional `PutItem` returning the
 //! old item on failure) and its completion (an owner-conditioned
-//! `UpdateItem`), each ten at a time as a batch of ten sends them, and
-//! a 10-key `BatchGetItem` (a batch's pre-read). The floor under the function's CPU per message: what a
+//! `UpdateItem`), each ten at a time as a batch of ten sends them, a 10-key
+//! `BatchGetItem` (a batch's pre-read), and for comparison ten messages'
+//! commits in one `TransactWriteItems` (what a batch-wide commit would cost). The floor under the function's CPU per message: what a
 //! function spends beyond it is its own work (event parsing, hashing, logs,
 //! the Runtime API). Client settings side by side, interleaved round by round:
 //! the functions' client (`shared::aws_sdk_config_loader`), without
@@ -43,6 +44,7 @@ struct Variant {
     transact: Duration,
     claim: Duration,
     complete: Duration,
+    batch_commit: Duration,
     batch_get: Duration,
 }
 
@@ -94,7 +96,14 @@ fn claim_values() -> HashMap<String, AttributeValue> {
     ])
 }
 
-async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
+/// One message's optimistic commit: the record's conditional `Put` and the
+/// account's `Update`.
+fn message_actions(
+    records: &str,
+    accounts: &str,
+    key: &str,
+    account: &str,
+) -> [TransactWriteItem; 2] {
     let put = Put::builder()
         .table_name(records)
         .item("id", AttributeValue::S(key.to_owned()))
@@ -109,22 +118,44 @@ async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
         .expect("put");
     let update = Update::builder()
         .table_name(accounts)
-        .key(
-            "account_id",
-            AttributeValue::S(format!("acct-{}", key.len() % 20)),
-        )
+        .key("account_id", AttributeValue::S(account.to_owned()))
         .update_expression("ADD #balance :amount")
         .expression_attribute_names("#balance", "balance_cents")
         .expression_attribute_values(":amount", AttributeValue::N("100".into()))
         .build()
         .expect("update");
+    [
+        TransactWriteItem::builder().put(put).build(),
+        TransactWriteItem::builder().update(update).build(),
+    ]
+}
+
+async fn transact(client: &Client, records: &str, accounts: &str, key: &str) {
+    let account = format!("acct-{}", key.len() % 20);
     client
         .transact_write_items()
-        .transact_items(TransactWriteItem::builder().put(put).build())
-        .transact_items(TransactWriteItem::builder().update(update).build())
+        .set_transact_items(Some(
+            message_actions(records, accounts, key, &account).into(),
+        ))
         .send()
         .await
         .expect("TransactWriteItems");
+}
+
+/// Ten messages' commits in one transaction (20 actions, one account each):
+/// what a batch-wide commit would cost, for comparison.
+async fn transact_batch(client: &Client, records: &str, accounts: &str, keys: &[String]) {
+    let actions = keys
+        .iter()
+        .enumerate()
+        .flat_map(|(i, key)| message_actions(records, accounts, key, &format!("acct-{i}")))
+        .collect();
+    client
+        .transact_write_items()
+        .set_transact_items(Some(actions))
+        .send()
+        .await
+        .expect("TransactWriteItems of a batch");
 }
 
 async fn claim(client: &Client, records: &str, key: &str) {
@@ -215,6 +246,7 @@ pub fn run(calls: usize) -> Result<(), String> {
                 transact: Duration::ZERO,
                 claim: Duration::ZERO,
                 complete: Duration::ZERO,
+                batch_commit: Duration::ZERO,
                 batch_get: Duration::ZERO,
             });
         }
@@ -245,6 +277,12 @@ pub fn run(calls: usize) -> Result<(), String> {
                     join_all(chunk.iter().map(|key| complete(&variant.client, &records, key))).await;
                 }
                 variant.complete += thread_cpu() - start;
+                let batched: Vec<String> = keys.iter().map(|k| format!("batch-{k}")).collect();
+                let start = thread_cpu();
+                for chunk in batched.chunks(10) {
+                    transact_batch(&variant.client, &records, &accounts, chunk).await;
+                }
+                variant.batch_commit += thread_cpu() - start;
                 let start = thread_cpu();
                 for chunk in keys.chunks(10) {
                     batch_get(&variant.client, &records, chunk).await;
@@ -256,25 +294,32 @@ pub fn run(calls: usize) -> Result<(), String> {
             }
         }
         let base = &variants[0];
-        let (base_t, base_c, base_u, base_b) =
-            (base.transact, base.claim, base.complete, base.batch_get);
+        let (base_t, base_c, base_u, base_m, base_b) = (
+            base.transact,
+            base.claim,
+            base.complete,
+            base.batch_commit,
+            base.batch_get,
+        );
         println!(
-            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), {calls} UpdateItem (its completion), 10 concurrent, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
+            "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), {calls} UpdateItem (its completion), 10 concurrent, {calls} messages' commits 10 to a TransactWriteItems, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
             calls / 10
         );
-        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / UpdateItem (complete) | ratio | CPU / BatchGetItem (10 keys) | ratio |");
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / UpdateItem (complete) | ratio | CPU / message, 10 commits in one TransactWriteItems | ratio | CPU / BatchGetItem (10 keys) | ratio |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         for v in &variants {
             let t = v.transact.as_secs_f64() * 1000.0 / calls as f64;
             let c = v.claim.as_secs_f64() * 1000.0 / calls as f64;
             let u = v.complete.as_secs_f64() * 1000.0 / calls as f64;
+            let m = v.batch_commit.as_secs_f64() * 1000.0 / calls as f64;
             let b = v.batch_get.as_secs_f64() * 1000.0 / (calls / 10) as f64;
             println!(
-                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {u:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
+                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {u:.3} ms | {:.2}x | {m:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
                 v.label,
                 v.transact.as_secs_f64() / base_t.as_secs_f64(),
                 v.claim.as_secs_f64() / base_c.as_secs_f64(),
                 v.complete.as_secs_f64() / base_u.as_secs_f64(),
+                v.batch_commit.as_secs_f64() / base_m.as_secs_f64(),
                 v.batch_get.as_secs_f64() / base_b.as_secs_f64(),
             );
         }
