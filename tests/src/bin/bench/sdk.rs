@@ -5,9 +5,9 @@
 //! old item on failure) and its completion (an owner-conditioned
 //! `UpdateItem`), each ten at a time as a batch of ten sends them, a 10-key
 //! `BatchGetItem` (a batch's pre-read), and for comparison ten messages'
-//! commits in one `TransactWriteItems` (what a batch-wide commit would cost). The floor under the function's CPU per message: what a
-//! function spends beyond it is its own work (event parsing, hashing, logs,
-//! the Runtime API). Client settings side by side, interleaved round by round:
+//! commits in one `TransactWriteItems` (what a batch-wide commit would cost).
+//! The floor under the function's CPU per message: what a function spends
+//! beyond it is its own work (event parsing, hashing, logs, the Runtime API). Client settings side by side, interleaved round by round:
 //! the functions' client (`shared::aws_sdk_config_loader`), without
 //! stalled-stream protection, without retries and timeouts, the SDK's
 //! defaults.
@@ -23,6 +23,7 @@ use aws_sdk_dynamodb::types::{
 use futures_util::future::join_all;
 use integration_tests::{create_idempotency_table, create_table, moto_keep_alive};
 use std::collections::HashMap;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 5;
@@ -38,24 +39,57 @@ fn thread_cpu() -> Duration {
     Duration::from_nanos(ns)
 }
 
+/// The client settings compared, the functions' own first (the ratios' base).
+const SETTINGS: [&str; 4] = [
+    "functions' client",
+    "no stalled-stream protection",
+    "no retries, no timeouts",
+    "SDK defaults",
+];
+
+/// What is measured, in column order: the column's heading and how many keys
+/// one unit of it covers (a request; a message for the batch-wide commit).
+const MEASURED: [(&str, usize); 5] = [
+    ("TransactWriteItems", 1),
+    ("PutItem (claim)", 1),
+    ("UpdateItem (complete)", 1),
+    ("message, 10 commits in one TransactWriteItems", 1),
+    ("BatchGetItem (10 keys)", 10),
+];
+
 struct Variant {
     label: &'static str,
     client: Client,
-    transact: Duration,
-    claim: Duration,
-    complete: Duration,
-    batch_commit: Duration,
-    batch_get: Duration,
+    /// CPU per [`MEASURED`] column, summed over the rounds.
+    cpu: [Duration; MEASURED.len()],
+}
+
+/// The thread's CPU time while `work` runs.
+async fn timed(work: impl Future<Output = ()>) -> Duration {
+    let start = thread_cpu();
+    work.await;
+    thread_cpu() - start
+}
+
+/// `request` for every key, ten at a time, as a batch of ten sends them.
+async fn ten_at_a_time<'k, F, Fut>(keys: &'k [String], request: F)
+where
+    F: Fn(&'k str) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for chunk in keys.chunks(10) {
+        join_all(chunk.iter().map(|key| request(key))).await;
+    }
 }
 
 async fn client(label: &str) -> Client {
     let moto = moto_keep_alive();
-    let loader = match label {
-        "functions' client" => moto.sdk_config_loader(),
-        "no stalled-stream protection" => moto
+    let loader = match SETTINGS.iter().position(|s| *s == label) {
+        Some(0) => moto.sdk_config_loader(),
+        Some(1) => moto
             .sdk_config_loader()
             .stalled_stream_protection(StalledStreamProtectionConfig::disabled()),
-        "no retries, no timeouts" => moto
+        Some(2) => moto
             .sdk_config_loader()
             .retry_config(RetryConfig::disabled())
             .timeout_config(TimeoutConfig::disabled()),
@@ -231,23 +265,14 @@ pub fn run(calls: usize) -> Result<(), String> {
         let records = create_idempotency_table(&setup).await;
         let accounts = create_table(&setup, "bench-sdk-accounts", "account_id", None).await;
         let mut variants = Vec::new();
-        for label in [
-            "functions' client",
-            "no stalled-stream protection",
-            "no retries, no timeouts",
-            "SDK defaults",
-        ] {
+        for label in SETTINGS {
             let client = client(label).await;
             // Warm: credentials, endpoint, a pooled connection.
             transact(&client, &records, &accounts, &format!("warm-{label}")).await;
             variants.push(Variant {
                 label,
                 client,
-                transact: Duration::ZERO,
-                claim: Duration::ZERO,
-                complete: Duration::ZERO,
-                batch_commit: Duration::ZERO,
-                batch_get: Duration::ZERO,
+                cpu: [Duration::ZERO; MEASURED.len()],
             });
         }
         let deadline = Instant::now() + Duration::from_secs(900);
@@ -256,72 +281,56 @@ pub fn run(calls: usize) -> Result<(), String> {
                 let keys: Vec<String> = (0..per_round)
                     .map(|i| format!("sdk-{v}-{round}-{i}"))
                     .collect();
-                let start = thread_cpu();
-                for chunk in keys.chunks(10) {
-                    join_all(
-                        chunk
-                            .iter()
-                            .map(|key| transact(&variant.client, &records, &accounts, key)),
-                    )
-                    .await;
-                }
-                variant.transact += thread_cpu() - start;
-                let start = thread_cpu();
                 let claims: Vec<String> = keys.iter().map(|k| format!("claim-{k}")).collect();
-                for chunk in claims.chunks(10) {
-                    join_all(chunk.iter().map(|key| claim(&variant.client, &records, key))).await;
-                }
-                variant.claim += thread_cpu() - start;
-                let start = thread_cpu();
-                for chunk in claims.chunks(10) {
-                    join_all(chunk.iter().map(|key| complete(&variant.client, &records, key))).await;
-                }
-                variant.complete += thread_cpu() - start;
                 let batched: Vec<String> = keys.iter().map(|k| format!("batch-{k}")).collect();
-                let start = thread_cpu();
-                for chunk in batched.chunks(10) {
-                    transact_batch(&variant.client, &records, &accounts, chunk).await;
+                let (client, records, accounts) = (&variant.client, &records, &accounts);
+                let spent = [
+                    timed(ten_at_a_time(&keys, |k| transact(client, records, accounts, k))).await,
+                    timed(ten_at_a_time(&claims, |k| claim(client, records, k))).await,
+                    timed(ten_at_a_time(&claims, |k| complete(client, records, k))).await,
+                    timed(async {
+                        for chunk in batched.chunks(10) {
+                            transact_batch(client, records, accounts, chunk).await;
+                        }
+                    })
+                    .await,
+                    timed(async {
+                        for chunk in keys.chunks(10) {
+                            batch_get(client, records, chunk).await;
+                        }
+                    })
+                    .await,
+                ];
+                for (total, spent) in variant.cpu.iter_mut().zip(spent) {
+                    *total += spent;
                 }
-                variant.batch_commit += thread_cpu() - start;
-                let start = thread_cpu();
-                for chunk in keys.chunks(10) {
-                    batch_get(&variant.client, &records, chunk).await;
-                }
-                variant.batch_get += thread_cpu() - start;
             }
             if Instant::now() > deadline {
                 return Err(format!("bench sdk: over 15 min after round {round}"));
             }
         }
-        let base = &variants[0];
-        let (base_t, base_c, base_u, base_m, base_b) = (
-            base.transact,
-            base.claim,
-            base.complete,
-            base.batch_commit,
-            base.batch_get,
-        );
         println!(
             "DynamoDB requests from one current-thread runtime against moto (kept-alive connections): {calls} TransactWriteItems (payments' optimistic commit), {calls} PutItem (a claim), {calls} UpdateItem (its completion), 10 concurrent, {calls} messages' commits 10 to a TransactWriteItems, and {} BatchGetItem of 10 keys per setting, {ROUNDS} interleaved rounds; CPU = the thread's time on CPU",
             calls / 10
         );
-        println!("| client setting | CPU / TransactWriteItems | ratio | CPU / PutItem (claim) | ratio | CPU / UpdateItem (complete) | ratio | CPU / message, 10 commits in one TransactWriteItems | ratio | CPU / BatchGetItem (10 keys) | ratio |");
-        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        let headings: String = MEASURED
+            .iter()
+            .map(|(heading, _)| format!(" CPU / {heading} | ratio |"))
+            .collect();
+        println!("| client setting |{headings}");
+        println!("| --- |{}", " --- | --- |".repeat(MEASURED.len()));
+        let base = variants[0].cpu;
         for v in &variants {
-            let t = v.transact.as_secs_f64() * 1000.0 / calls as f64;
-            let c = v.claim.as_secs_f64() * 1000.0 / calls as f64;
-            let u = v.complete.as_secs_f64() * 1000.0 / calls as f64;
-            let m = v.batch_commit.as_secs_f64() * 1000.0 / calls as f64;
-            let b = v.batch_get.as_secs_f64() * 1000.0 / (calls / 10) as f64;
-            println!(
-                "| {} | {t:.3} ms | {:.2}x | {c:.3} ms | {:.2}x | {u:.3} ms | {:.2}x | {m:.3} ms | {:.2}x | {b:.3} ms | {:.2}x |",
-                v.label,
-                v.transact.as_secs_f64() / base_t.as_secs_f64(),
-                v.claim.as_secs_f64() / base_c.as_secs_f64(),
-                v.complete.as_secs_f64() / base_u.as_secs_f64(),
-                v.batch_commit.as_secs_f64() / base_m.as_secs_f64(),
-                v.batch_get.as_secs_f64() / base_b.as_secs_f64(),
-            );
+            let cells: String = MEASURED
+                .iter()
+                .zip(v.cpu.iter().zip(base))
+                .map(|((_, keys_per_unit), (cpu, base))| {
+                    let per_unit = cpu.as_secs_f64() * 1000.0 / (calls / keys_per_unit) as f64;
+                    let ratio = cpu.as_secs_f64() / base.as_secs_f64();
+                    format!(" {per_unit:.3} ms | {ratio:.2}x |")
+                })
+                .collect();
+            println!("| {} |{cells}", v.label);
         }
         Ok(())
     })
