@@ -1289,3 +1289,162 @@ pub async fn messages_commit_with_the_record(h: Harness) {
     assert_eq!(h.record(&key).await, None);
     assert_eq!(h.number(&table, "off", "balance").await, Some(1));
 }
+
+/// Every message that SQS, EventBridge or the relay would refuse (one case
+/// per documented rule), or that does not fit in the record's 400 KB, is a
+/// terminal error of the handler before anything commits, in every mode:
+/// no staged write, no record (the default `TerminalErrors::Release`), the
+/// reason in the error; with `TerminalErrors::Record` the rejection is the
+/// key's outcome, still without the write or an outbox.
+pub async fn unpublishable_messages_commit_nothing(h: Harness) {
+    use shared::outbox::Message;
+    let table = h.business_table().await;
+    let fifo = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
+    let standard = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications";
+    let ten = (0..10).fold(Message::sqs(standard, "b"), |m, i| {
+        m.attribute(format!("a{i}"), "v")
+    });
+    let event = |source: &str, detail_type: &str| {
+        Message::event("default", source, detail_type, &json!({"k": 1})).unwrap()
+    };
+    let cases: Vec<(&str, Message, &str)> = vec![
+        (
+            "empty body",
+            Message::sqs(standard, ""),
+            "body cannot be empty",
+        ),
+        ("empty group", Message::sqs(fifo, "b").group(""), "group id"),
+        (
+            "group with a space",
+            Message::sqs(fifo, "b").group("order 1"),
+            "group id",
+        ),
+        (
+            "non-ASCII group",
+            Message::sqs(fifo, "b").group("ordér"),
+            "group id",
+        ),
+        (
+            "129-char group",
+            Message::sqs(fifo, "b").group("g".repeat(129)),
+            "group id",
+        ),
+        ("FIFO without group", Message::sqs(fifo, "b"), "no group id"),
+        ("10 attributes", ten, "10 message attributes"),
+        (
+            "empty attribute name",
+            Message::sqs(standard, "b").attribute("", "v"),
+            "not 1 to 256",
+        ),
+        (
+            "empty attribute value",
+            Message::sqs(standard, "b").attribute("k", ""),
+            "is empty",
+        ),
+        (
+            "AWS. attribute",
+            Message::sqs(standard, "b").attribute("AWS.trace", "v"),
+            "reserved",
+        ),
+        (
+            "amazon. attribute",
+            Message::sqs(standard, "b").attribute("amazon.x", "v"),
+            "reserved",
+        ),
+        (
+            "attribute with ..",
+            Message::sqs(standard, "b").attribute("a..b", "v"),
+            "period",
+        ),
+        (
+            "attribute with a space",
+            Message::sqs(standard, "b").attribute("a b", "v"),
+            "character",
+        ),
+        (
+            "outbox_id attribute",
+            Message::sqs(standard, "b").attribute("outbox_id", "x"),
+            "reserved",
+        ),
+        (
+            "U+FFFF in the body",
+            Message::sqs(standard, "a\u{FFFF}b"),
+            "character SQS refuses",
+        ),
+        (
+            "U+0001 in the body",
+            Message::sqs(standard, "a\u{1}b"),
+            "character SQS refuses",
+        ),
+        (
+            "not an http(s) URL",
+            Message::sqs("local://q", "b"),
+            "not an http(s) URL",
+        ),
+        ("empty source", event("", "OrderConfirmed"), "event source"),
+        (
+            "reserved source",
+            event("aws.orders", "OrderConfirmed"),
+            "event source",
+        ),
+        ("empty detail_type", event("shop.orders", ""), "detail-type"),
+        (
+            "129-char detail_type",
+            event("shop.orders", &"d".repeat(129)),
+            "detail-type",
+        ),
+        (
+            "empty bus",
+            Message::event("", "s", "d", &json!({})).unwrap(),
+            "event bus",
+        ),
+        (
+            "detail not an object",
+            Message::event("b", "s", "d", &json!([1])).unwrap(),
+            "JSON object",
+        ),
+        (
+            "over the record's 400 KB",
+            Message::sqs(standard, "x".repeat(500_000)),
+            "claim check",
+        ),
+    ];
+    for mode in MODES {
+        for policy in [TerminalErrors::Release, TerminalErrors::Record] {
+            let engine = h.engine(config().commit_mode(mode).on_terminal_error(policy));
+            for (i, (what, message, reason)) in cases.iter().enumerate() {
+                let pk = format!("unpublishable-{}-{policy:?}-{i}", mode.as_str());
+                let key = engine.key(&json!(pk)).unwrap();
+                let out = engine
+                    .run(&key, None, None, || async {
+                        Ok::<_, HandlerError>(
+                            Staged::new(json!("x"))
+                                .write(credit(&table, &pk, 1))
+                                .publish(message.clone()),
+                        )
+                    })
+                    .await;
+                let error = match (&out, policy) {
+                    (Err(shared::Error::Handler(e)), TerminalErrors::Release) => {
+                        assert_eq!(e.kind(), shared::ErrorKind::Terminal, "{what}");
+                        e.to_string()
+                    }
+                    (Ok(shared::Outcome::Rejected { error, .. }), TerminalErrors::Record) => {
+                        error.clone()
+                    }
+                    _ => panic!("{mode:?} {policy:?} {what}: {out:?}"),
+                };
+                assert!(error.contains(reason), "{what}: {error:?} lacks {reason:?}");
+                assert_eq!(h.number(&table, &pk, "balance").await, None, "{what}");
+                let record = h.record(&key).await;
+                match policy {
+                    TerminalErrors::Release => assert_eq!(record, None, "{what}"),
+                    _ => assert!(
+                        record.as_ref().is_some_and(|r| r.outbox.is_none()),
+                        "{what}: {record:?}"
+                    ),
+                }
+            }
+        }
+    }
+}

@@ -23,7 +23,10 @@
 //! order (`PLACED`, then `PAID`) may be applied in either order and the last
 //! write wins. A producer that needs the latest status to win must carry a
 //! version and make the write conditional on it. The notifications of one
-//! order share a FIFO group (`order_id`) and leave in commit order.
+//! order share a FIFO group ([`group_id`] of `order_id`), but two events are
+//! two idempotency records, and DynamoDB Streams orders changes per item
+//! only: their notifications may leave in either order. A consumer that
+//! needs the latest reads the order, or compares the event's status.
 
 pub mod table;
 
@@ -53,7 +56,8 @@ pub const NOTIFICATIONS_QUEUE_URL_ENV: &str = "NOTIFICATIONS_QUEUE_URL";
 pub const LOCAL_ORDERS_TABLE: &str = "orders";
 /// The notifications queue in local runs: nothing is published, the memory
 /// store logs what would be.
-pub const LOCAL_NOTIFICATIONS_QUEUE_URL: &str = "local://notifications.fifo";
+pub const LOCAL_NOTIFICATIONS_QUEUE_URL: &str =
+    "https://sqs.local.invalid/000000000000/notifications.fifo";
 /// The SQS message attribute naming the notification's type.
 pub const TYPE_ATTRIBUTE: &str = "type";
 
@@ -121,6 +125,20 @@ pub fn notification_id(event_id: &str) -> Result<String, HandlerError> {
     Ok(shared::outbox::stable_id(key.as_str(), 0))
 }
 
+/// The FIFO `MessageGroupId` of an order's notifications: the `order_id`
+/// itself when SQS accepts it as a group id (1 to 128 ASCII letters, digits
+/// or punctuation), otherwise `sha256-` and the hex SHA-256 of its UTF-8
+/// bytes (an id with a space, a non-ASCII character or over 128
+/// characters). Any order id the function accepts gets a valid group, and
+/// one order's notifications always share it.
+pub fn group_id(order_id: &str) -> String {
+    if shared::outbox::check_group_id(order_id).is_ok() {
+        order_id.to_owned()
+    } else {
+        format!("sha256-{}", shared::sha256_hex(order_id.as_bytes()))
+    }
+}
+
 /// Checks an order event before any effect: terminal errors for bad input.
 pub fn validate(order: &OrderEvent) -> Result<(), HandlerError> {
     for (field, value) in [
@@ -137,7 +155,7 @@ pub fn validate(order: &OrderEvent) -> Result<(), HandlerError> {
 }
 
 /// The order event as staged effects: the business logic, free of Lambda.
-/// The put of the order and its `OrderConfirmed` (group `order_id`, message
+/// The put of the order and its `OrderConfirmed` (group [`group_id`], message
 /// attribute `type` = `OrderConfirmed`) commit with the record, or nothing
 /// does.
 pub fn stage_order(
@@ -146,9 +164,8 @@ pub fn stage_order(
     order: &OrderEvent,
 ) -> Result<Staged<Recorded>, HandlerError> {
     validate(order)?;
-    let body = serde_json::to_string(&OrderConfirmed::from(order))?;
-    let message = Message::sqs(queue_url, body)
-        .group(&order.order_id)
+    let message = Message::sqs_json(queue_url, &OrderConfirmed::from(order))?
+        .group(group_id(&order.order_id))
         .attribute(TYPE_ATTRIBUTE, "OrderConfirmed");
     let recorded = Recorded {
         event_id: order.event_id.clone(),
@@ -414,6 +431,45 @@ mod tests {
             json!({"type": "OrderConfirmed", "order_id": "ord-1", "customer_id": "cust-1",
                    "amount_cents": 4999, "event_id": "evt-1"})
         );
+    }
+
+    #[test]
+    fn any_accepted_order_stages_a_publishable_notification() {
+        let orders = Table::memory(MemoryStore::new(), "orders");
+        let long = "o".repeat(129);
+        let cases = [
+            ("ord-1", "ord-1".to_owned()),
+            (
+                "order 1",
+                format!("sha256-{}", shared::sha256_hex(b"order 1")),
+            ),
+            (
+                "ordér-1",
+                format!("sha256-{}", shared::sha256_hex("ordér-1".as_bytes())),
+            ),
+            (
+                long.as_str(),
+                format!("sha256-{}", shared::sha256_hex(long.as_bytes())),
+            ),
+        ];
+        for (order_id, group) in cases {
+            let mut o = order("evt-1", order_id);
+            o.customer_id = "cust\u{FFFF}1".into();
+            let staged = stage_order(&orders, QUEUE, &o).unwrap();
+            let message = &staged.messages[0];
+            assert_eq!(message.check(), Ok(()), "{order_id:?}: {}", message.body);
+            assert_eq!(message.group_id.as_deref(), Some(group.as_str()));
+            assert_eq!(group_id(order_id), group, "the same group for every event");
+            let body: OrderConfirmed = serde_json::from_str(&message.body).unwrap();
+            assert_eq!(
+                body.customer_id, "cust\u{FFFF}1",
+                "the consumer reads it back"
+            );
+            assert_eq!(body.order_id, order_id);
+        }
+        // The local placeholder queue is a URL the relay accepts.
+        let local = stage_order(&orders, LOCAL_NOTIFICATIONS_QUEUE_URL, &order("e", "o")).unwrap();
+        assert_eq!(local.messages[0].check(), Ok(()));
     }
 
     #[tokio::test]

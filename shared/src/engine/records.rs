@@ -107,6 +107,16 @@ impl Idempotency {
             return Ok(record);
         }
         let body = record.data.take().map_or(0, |d| d.len());
+        if record.outbox.is_some() {
+            let without_response = self.store.item_size(&record);
+            if without_response > limit {
+                return Err(HandlerError::terminal(format!(
+                    "the staged messages make the idempotency record {without_response} bytes, \
+                     over its {limit} byte limit: publish a reference to the payload instead \
+                     (a claim check, e.g. an S3 object key)"
+                )));
+            }
+        }
         tracing::warn!(
             key = claimed.id.as_str(),
             size,
@@ -116,11 +126,6 @@ impl Idempotency {
         if self.config.oversized == OversizedResponse::Fail {
             return Err(HandlerError::terminal(format!(
                 "response of {body} bytes exceeds the {limit} byte record limit"
-            )));
-        }
-        if record.outbox.is_some() && self.store.item_size(&record) > limit {
-            return Err(HandlerError::terminal(format!(
-                "the staged messages exceed the {limit} byte record limit"
             )));
         }
         Ok(record)

@@ -28,6 +28,7 @@ integration_tests::contract_suite!(
         fenced_crash_before_commit_applies_nothing,
         optimistic_concurrent_duplicates_commit_once,
         messages_commit_with_the_record,
+        unpublishable_messages_commit_nothing,
         add_past_i64_max_is_exact,
         number_comparisons_are_exact,
         invalid_staged_writes_are_refused_alike,
