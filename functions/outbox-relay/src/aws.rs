@@ -33,6 +33,24 @@ impl AwsPublisher {
     }
 }
 
+/// One `SendMessageBatch` entry, or why the SDK's builder refuses it.
+fn build_entry(send: &SqsSend) -> Result<SendMessageBatchRequestEntry, String> {
+    let mut entry = SendMessageBatchRequestEntry::builder()
+        .id(&send.id)
+        .message_body(&send.message_body)
+        .set_message_group_id(send.message_group_id.clone())
+        .set_message_deduplication_id(send.message_deduplication_id.clone());
+    for (name, value) in &send.message_attributes {
+        let attribute = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .map_err(|e| format!("attribute {name:?}: {e}"))?;
+        entry = entry.message_attributes(name, attribute);
+    }
+    entry.build().map_err(|e| e.to_string())
+}
+
 fn error_text<E: std::error::Error>(e: &E) -> String {
     aws_sdk_sqs::error::DisplayErrorContext(e).to_string()
 }
@@ -40,36 +58,43 @@ fn error_text<E: std::error::Error>(e: &E) -> String {
 #[async_trait]
 impl Publisher for AwsPublisher {
     async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
+        // An entry the request builder refuses is poison on its own; the
+        // others are sent.
+        let mut refused: HashMap<&str, Delivery> = HashMap::new();
         let mut request = self.sqs.send_message_batch().queue_url(queue_url);
+        let mut sent = 0;
         for send in entries {
-            let mut entry = SendMessageBatchRequestEntry::builder()
-                .id(&send.id)
-                .message_body(&send.message_body)
-                .set_message_group_id(send.message_group_id.clone())
-                .set_message_deduplication_id(send.message_deduplication_id.clone());
-            for (name, value) in &send.message_attributes {
-                let attribute = MessageAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(value)
-                    .build();
-                match attribute {
-                    Ok(attribute) => entry = entry.message_attributes(name, attribute),
-                    Err(e) => return vec![Delivery::Poison(e.to_string()); entries.len()],
+            match build_entry(send) {
+                Ok(entry) => {
+                    request = request.entries(entry);
+                    sent += 1;
+                }
+                Err(reason) => {
+                    refused.insert(send.id.as_str(), Delivery::Poison(reason));
                 }
             }
-            match entry.build() {
-                Ok(entry) => request = request.entries(entry),
-                Err(e) => return vec![Delivery::Poison(e.to_string()); entries.len()],
-            }
+        }
+        if sent == 0 {
+            return entries
+                .iter()
+                .map(|e| refused.remove(e.id.as_str()).unwrap_or(Delivery::Retry("not sent".into())))
+                .collect();
         }
         let out = match request.send().await {
             Ok(out) => out,
             Err(e) => {
                 let reason = format!("SendMessageBatch failed: {}", error_text(&e));
-                return vec![Delivery::Retry(reason); entries.len()];
+                return entries
+                    .iter()
+                    .map(|send| {
+                        refused
+                            .remove(send.id.as_str())
+                            .unwrap_or_else(|| Delivery::Retry(reason.clone()))
+                    })
+                    .collect();
             }
         };
-        let mut by_id: HashMap<&str, Delivery> = HashMap::new();
+        let mut by_id: HashMap<&str, Delivery> = refused;
         for ok in out.successful() {
             by_id.insert(ok.id(), Delivery::Published);
         }

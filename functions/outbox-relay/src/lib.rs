@@ -57,30 +57,56 @@ use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod aws;
 
-/// The record attribute that holds the outbox (S, a JSON array).
-pub const OUTBOX_ATTRIBUTE: &str = "outbox";
-/// The record attribute that holds the status.
-pub const STATUS_ATTRIBUTE: &str = "status";
-/// The status of a record whose outbox may be published.
-pub const COMPLETED: &str = "COMPLETED";
 pub use shared::outbox::OUTBOX_ID;
 /// Entries per `SendMessageBatch` / `PutEvents` request (the AWS maximum).
 pub const MAX_BATCH_ENTRIES: usize = 10;
-/// Payload bytes per request (the SQS and EventBridge request limit).
-pub const MAX_BATCH_BYTES: usize = 256 * 1024;
-/// SQS allows 10 message attributes: `outbox_id` and 9 of the entry's.
-pub const MAX_ENTRY_ATTRIBUTES: usize = 9;
+/// Payload bytes per `SendMessageBatch`: the sum of its messages' sizes is
+/// at most what one message may be (1 MiB).
+pub const MAX_SQS_BATCH_BYTES: usize = shared::outbox::MAX_SQS_MESSAGE_BYTES;
+/// Payload bytes per `PutEvents`: the sum of its entries' sizes is at most
+/// what one entry may be (1 MB).
+pub const MAX_EVENTS_BATCH_BYTES: usize = shared::outbox::MAX_EVENT_ENTRY_BYTES;
 
 pub use shared::outbox::{Destination, Entry as OutboxEntry, stable_id};
+
+pub mod allowlist;
+pub use allowlist::{ALLOWLIST_ENV, Allowlist, AllowlistError};
 
 mod plan;
 pub use plan::{
     EventPut, RecordPlan, SqsSend, event_put, is_fifo, plan_record, sqs_send, validate,
 };
+
+/// What the relay trusts: the record layout's attribute names (the
+/// library's [`shared::Attributes`]) and which writers may publish where.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The idempotency table's attribute names.
+    pub attributes: shared::Attributes,
+    /// Which key prefixes may publish to which destinations.
+    pub allowlist: Allowlist,
+}
+
+impl Policy {
+    /// The default attribute names and `allowlist`.
+    pub fn new(allowlist: Allowlist) -> Self {
+        Self {
+            attributes: shared::Attributes::default(),
+            allowlist,
+        }
+    }
+
+    /// Other attribute names (a table laid out with custom ones).
+    pub fn with_attributes(mut self, attributes: shared::Attributes) -> Self {
+        self.attributes = attributes;
+        self
+    }
+}
 
 /// What became of one message in one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +167,8 @@ pub struct Report {
     pub unpublished: usize,
     /// Entries (or whole outboxes) skipped as poison.
     pub poison: usize,
+    /// Entries refused by the allowlist (not sent, never retried).
+    pub refused: usize,
     /// Requests sent.
     pub requests: usize,
 }
@@ -169,13 +197,13 @@ struct Slot<'a> {
 }
 
 /// Cuts `sizes` (in order) into runs of ≤ [`MAX_BATCH_ENTRIES`] entries and
-/// ≤ [`MAX_BATCH_BYTES`] (an entry larger than that goes alone).
-pub fn chunks(sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
+/// ≤ `max_bytes` (an entry larger than that goes alone).
+pub fn chunks(sizes: &[usize], max_bytes: usize) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut bytes = 0;
     for (i, size) in sizes.iter().enumerate() {
-        if i > start && (i - start == MAX_BATCH_ENTRIES || bytes + size > MAX_BATCH_BYTES) {
+        if i > start && (i - start == MAX_BATCH_ENTRIES || bytes + size > max_bytes) {
             out.push(start..i);
             start = i;
             bytes = 0;
@@ -188,17 +216,12 @@ pub fn chunks(sizes: &[usize]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-fn sqs_size(send: &SqsSend) -> usize {
-    send.message_body.len()
-        + send
-            .message_attributes
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + "String".len())
-            .sum::<usize>()
+fn sqs_size(entry: &OutboxEntry) -> usize {
+    shared::outbox::sqs_message_size(&entry.message.body, &entry.message.attributes)
 }
 
 fn event_size(put: &EventPut) -> usize {
-    put.event_bus_name.len() + put.source.len() + put.detail_type.len() + put.detail.len()
+    put.source.len() + put.detail_type.len() + put.detail.len()
 }
 
 /// Time kept in hand at the end of an invocation: no request starts later
@@ -218,73 +241,81 @@ pub fn request_window(deadline_ms: u64, now_ms: u64) -> Option<Duration> {
 }
 
 /// Publishes one target's slots in stream order; returns per slot whether it
-/// was published (or skipped as poison), and the requests sent. On a FIFO
-/// queue the first request with a retryable failure stops the queue's later
-/// requests (their messages would overtake the failed one in its group). No
+/// was published (or skipped as poison), and the requests sent. `failed` is
+/// the earliest record (in stream order, across every target of the
+/// invocation) with a message not published: a request whose entries all
+/// belong to that record or later ones is not sent (the stream retries from
+/// that record and would send them again), so after a failed request a
+/// queue's later requests stop, on standard and FIFO queues alike (on a
+/// FIFO queue they would also overtake the failed message in its group). No
 /// request starts after `cutoff`.
 async fn publish_target(
     target: &Target,
     slots: &[Slot<'_>],
     publisher: &dyn Publisher,
     cutoff: Option<Instant>,
+    failed: &AtomicUsize,
 ) -> (Vec<Delivery>, usize) {
-    let mut results = Vec::with_capacity(slots.len());
-    let mut requests = 0;
-    let late = || cutoff.is_some_and(|c| Instant::now() >= c);
     const LATE: &str = "not sent: the invocation's time is nearly up";
+    const HELD: &str = "not sent: an earlier record of this batch has an unpublished message (the stream retries from it)";
+    let late = || cutoff.is_some_and(|c| Instant::now() >= c);
+    // Why a chunk starting at record `first` is not sent, if it is not.
+    let hold = |first: usize| -> Option<&'static str> {
+        if first >= failed.load(AtomicOrdering::SeqCst) {
+            Some(HELD)
+        } else if late() {
+            Some(LATE)
+        } else {
+            None
+        }
+    };
+    let note_failures = |indices: &[usize], outcome: &[Delivery]| {
+        for (i, delivery) in indices.iter().zip(outcome) {
+            if matches!(delivery, Delivery::Retry(_)) {
+                failed.fetch_min(slots[*i].record, AtomicOrdering::SeqCst);
+            }
+        }
+    };
+    let mut requests = 0;
+    let mut results: Vec<Delivery> = vec![Delivery::Retry("not sent".to_owned()); slots.len()];
     match target {
         Target::Queue(url) => {
-            let sends: Vec<SqsSend> = slots.iter().map(|s| sqs_send(url, 0, s.entry)).collect();
-            let sizes: Vec<usize> = sends.iter().map(sqs_size).collect();
-            let mut stopped = false;
-            for range in chunks(&sizes) {
-                if !stopped && late() {
-                    results.extend(range.map(|_| Delivery::Retry(LATE.to_owned())));
+            let sizes: Vec<usize> = slots.iter().map(|s| sqs_size(s.entry)).collect();
+            for range in chunks(&sizes, MAX_SQS_BATCH_BYTES) {
+                if let Some(reason) = hold(slots[range.start].record) {
+                    for i in range {
+                        results[i] = Delivery::Retry(reason.to_owned());
+                    }
                     continue;
                 }
-                if stopped {
-                    results.extend(range.map(|_| {
-                        Delivery::Retry(
-                            "not sent: an earlier request to this FIFO queue failed".to_owned(),
-                        )
-                    }));
-                    continue;
-                }
-                let batch: Vec<SqsSend> = sends[range.clone()]
-                    .iter()
+                let batch: Vec<SqsSend> = range
+                    .clone()
                     .enumerate()
-                    .map(|(i, s)| SqsSend {
-                        id: i.to_string(),
-                        ..s.clone()
-                    })
+                    .map(|(i, slot)| sqs_send(url, i, slots[slot].entry))
                     .collect();
                 requests += 1;
                 let outcome =
                     complete(publisher.send_message_batch(url, &batch).await, batch.len());
-                stopped = is_fifo(url) && outcome.iter().any(|d| matches!(d, Delivery::Retry(_)));
-                results.extend(outcome);
+                let indices: Vec<usize> = range.clone().collect();
+                note_failures(&indices, &outcome);
+                for (i, delivery) in range.zip(outcome) {
+                    results[i] = delivery;
+                }
             }
         }
         Target::Events => {
-            let puts: Vec<Result<EventPut, String>> =
-                slots.iter().map(|s| event_put(s.entry)).collect();
-            let ok: Vec<(usize, EventPut)> = puts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| p.as_ref().ok().map(|p| (i, p.clone())))
-                .collect();
-            results = puts
-                .iter()
-                .map(|p| match p {
-                    Ok(_) => Delivery::Retry("not sent".to_owned()),
-                    Err(e) => Delivery::Poison(e.clone()),
-                })
-                .collect();
+            let mut ok: Vec<(usize, EventPut)> = Vec::with_capacity(slots.len());
+            for (i, slot) in slots.iter().enumerate() {
+                match event_put(slot.entry) {
+                    Ok(put) => ok.push((i, put)),
+                    Err(e) => results[i] = Delivery::Poison(e),
+                }
+            }
             let sizes: Vec<usize> = ok.iter().map(|(_, p)| event_size(p)).collect();
-            for range in chunks(&sizes) {
-                if late() {
+            for range in chunks(&sizes, MAX_EVENTS_BATCH_BYTES) {
+                if let Some(reason) = hold(slots[ok[range.start].0].record) {
                     for (slot, _) in &ok[range] {
-                        results[*slot] = Delivery::Retry(LATE.to_owned());
+                        results[*slot] = Delivery::Retry(reason.to_owned());
                     }
                     continue;
                 }
@@ -292,6 +323,8 @@ async fn publish_target(
                     ok[range.clone()].iter().map(|(_, p)| p.clone()).collect();
                 requests += 1;
                 let outcome = complete(publisher.put_events(&batch).await, batch.len());
+                let indices: Vec<usize> = ok[range.clone()].iter().map(|(i, _)| *i).collect();
+                note_failures(&indices, &outcome);
                 for ((slot, _), delivery) in ok[range].iter().zip(outcome) {
                     results[*slot] = delivery;
                 }
@@ -313,8 +346,12 @@ fn complete(mut outcome: Vec<Delivery>, n: usize) -> Vec<Delivery> {
 /// Relays one DynamoDB stream event (the Lambda payload): publishes every
 /// completed record's outbox and reports the first record (in stream order)
 /// with an unpublished message in `batchItemFailures`.
-pub async fn relay(event: &Value, publisher: &dyn Publisher) -> Result<Report, BadEvent> {
-    relay_until(event, publisher, None).await
+pub async fn relay(
+    event: &Value,
+    publisher: &dyn Publisher,
+    policy: &Policy,
+) -> Result<Report, BadEvent> {
+    relay_until(event, publisher, policy, None).await
 }
 
 /// [`relay`], starting no request after `cutoff` (the messages not sent by
@@ -322,6 +359,7 @@ pub async fn relay(event: &Value, publisher: &dyn Publisher) -> Result<Report, B
 pub async fn relay_until(
     event: &Value,
     publisher: &dyn Publisher,
+    policy: &Policy,
     cutoff: Option<Instant>,
 ) -> Result<Report, BadEvent> {
     let raw = event
@@ -331,7 +369,7 @@ pub async fn relay_until(
     let mut plans = Vec::with_capacity(raw.len());
     for (i, value) in raw.iter().enumerate() {
         match serde_json::from_value::<EventRecord>(value.clone()) {
-            Ok(record) => plans.push(plan_record(&record)),
+            Ok(record) => plans.push(plan_record(&record, policy)),
             Err(e) => {
                 let sequence_number = value
                     .pointer("/dynamodb/SequenceNumber")
@@ -345,6 +383,7 @@ pub async fn relay_until(
                         None,
                         format!("record {i} is not a DynamoDB stream record: {e}"),
                     )],
+                    refused: Vec::new(),
                     ignored: None,
                 });
             }
@@ -362,6 +401,15 @@ pub async fn relay_until(
                 key = plan.key.as_deref().unwrap_or("-"),
                 outbox_id = id.as_deref().unwrap_or("-"),
                 "outbox entry skipped as poison (never publishable as written; the message stays in the idempotency record): {reason}"
+            );
+        }
+        for (id, reason) in &plan.refused {
+            report.refused += 1;
+            tracing::error!(
+                sequence_number = plan.sequence_number.as_deref().unwrap_or("-"),
+                key = plan.key.as_deref().unwrap_or("-"),
+                outbox_id = %id,
+                "outbox entry refused, not sent and never retried (its writer may not publish there): {reason}"
             );
         }
     }
@@ -382,10 +430,11 @@ pub async fn relay_until(
             }
         }
     }
+    let failed = AtomicUsize::new(usize::MAX);
     let outcomes = futures_util::future::join_all(
         targets
             .iter()
-            .map(|(target, slots)| publish_target(target, slots, publisher, cutoff)),
+            .map(|(target, slots)| publish_target(target, slots, publisher, cutoff, &failed)),
     )
     .await;
     let mut first_failed: Option<usize> = None;
@@ -433,6 +482,7 @@ pub async fn relay_until(
 #[derive(Clone)]
 pub struct Relay {
     publisher: Arc<dyn Publisher>,
+    policy: Arc<Policy>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -442,23 +492,39 @@ impl std::fmt::Debug for Relay {
 }
 
 impl Relay {
-    /// A relay over `publisher`.
-    pub fn new(publisher: Arc<dyn Publisher>) -> Self {
-        Self { publisher }
+    /// A relay over `publisher`, publishing what `policy` allows.
+    pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
+        Self {
+            publisher,
+            policy: Arc::new(policy),
+        }
     }
 
     /// Printing publisher for a local run (`--event` among `args`), SQS and
     /// EventBridge clients otherwise (built once per execution environment,
-    /// `AWS_ENDPOINT_URL` honoured).
-    pub async fn for_args(args: impl IntoIterator<Item = String>) -> Self {
+    /// `AWS_ENDPOINT_URL` honoured). The allowlist comes from
+    /// [`ALLOWLIST_ENV`]: required under Lambda (an error without it: the
+    /// relay never guesses who may publish); a local run without it prints
+    /// every entry, with a warning.
+    pub async fn for_args(args: impl IntoIterator<Item = String>) -> Result<Self, AllowlistError> {
         let local = args
             .into_iter()
             .any(|a| a == "--event" || a == "-e" || a.starts_with("--event="));
-        if local {
-            Self::new(Arc::new(PrintPublisher))
+        let allowlist = match Allowlist::from_env() {
+            Err(AllowlistError::Missing) if local => {
+                tracing::warn!(
+                    "{ALLOWLIST_ENV} not set: a local run prints every entry, whoever wrote it"
+                );
+                Allowlist::everything()
+            }
+            other => other?,
+        };
+        let publisher: Arc<dyn Publisher> = if local {
+            Arc::new(PrintPublisher)
         } else {
-            Self::new(Arc::new(aws::AwsPublisher::from_env().await))
-        }
+            Arc::new(aws::AwsPublisher::from_env().await)
+        };
+        Ok(Self::new(publisher, Policy::new(allowlist)))
     }
 
     /// Handles one invocation: the partial batch response, and one EMF
@@ -471,7 +537,7 @@ impl Relay {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let cutoff = request_window(event.context.deadline, now_ms).map(|w| Instant::now() + w);
-        let report = relay_until(&event.payload, &*self.publisher, cutoff)
+        let report = relay_until(&event.payload, &*self.publisher, &self.policy, cutoff)
             .await
             .map_err(|e| shared::diagnostic::InvalidEvent(e.0))?;
         tracing::info!(
@@ -479,6 +545,7 @@ impl Relay {
             published = report.published,
             unpublished = report.unpublished,
             poison = report.poison,
+            refused = report.refused,
             requests = report.requests,
             "relayed"
         );
@@ -499,7 +566,8 @@ fn metrics_enabled() -> bool {
 }
 
 /// The EMF line of one invocation: `OutboxPublished`, `OutboxUnpublished`
-/// (retried), `OutboxPoison` (skipped: alarm on it), `OutboxRequests`.
+/// (retried), `OutboxPoison` (skipped: alarm on it), `OutboxRefused` (not
+/// allowed for its writer: alarm on it), `OutboxRequests`.
 pub fn emf_line(report: &Report, service: String) -> String {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -515,6 +583,7 @@ pub fn emf_line(report: &Report, service: String) -> String {
                     metric("OutboxPublished"),
                     metric("OutboxUnpublished"),
                     metric("OutboxPoison"),
+                    metric("OutboxRefused"),
                     metric("OutboxRequests"),
                 ],
             }],
@@ -523,6 +592,7 @@ pub fn emf_line(report: &Report, service: String) -> String {
         "OutboxPublished": report.published,
         "OutboxUnpublished": report.unpublished,
         "OutboxPoison": report.poison,
+        "OutboxRefused": report.refused,
         "OutboxRequests": report.requests,
     })
     .to_string()

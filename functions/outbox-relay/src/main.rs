@@ -4,7 +4,9 @@
 fn main() -> Result<(), lambda_runtime::Error> {
     shared::runtime::start(async {
         shared::runtime::init_telemetry();
-        let relay = outbox_relay::Relay::for_args(std::env::args().skip(1)).await;
+        let relay = outbox_relay::Relay::for_args(std::env::args().skip(1))
+            .await
+            .inspect_err(|e| tracing::error!("the relay cannot start: {e}"))?;
         shared::runtime::run(|event| relay.handle(event)).await
     })
 }

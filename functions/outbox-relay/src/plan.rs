@@ -8,15 +8,8 @@ use serde_dynamo::AttributeValue;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
-use crate::{
-    COMPLETED, Destination, MAX_ENTRY_ATTRIBUTES, OUTBOX_ATTRIBUTE, OUTBOX_ID, OutboxEntry,
-    STATUS_ATTRIBUTE,
-};
-
-/// Whether a queue URL names a FIFO queue.
-pub fn is_fifo(queue_url: &str) -> bool {
-    queue_url.ends_with(".fifo")
-}
+use crate::{Destination, OUTBOX_ID, OutboxEntry, Policy};
+pub use shared::outbox::is_fifo;
 
 /// One `SendMessageBatch` entry, as the relay sends it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -94,7 +87,11 @@ pub fn event_put(entry: &OutboxEntry) -> Result<EventPut, String> {
     })
 }
 
-/// Why an entry can never be published as written (`None`: it can).
+/// Why an entry can never be published as written (`None`: it can): its id
+/// is not a stable id, or its message breaks a rule of
+/// [`shared::outbox::Message::check`], the same check the library makes when
+/// a handler stages it (so only entries written by an older version or by
+/// another writer fail here).
 pub fn validate(entry: &OutboxEntry) -> Option<String> {
     let hex = |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if !hex(&entry.id) {
@@ -103,50 +100,7 @@ pub fn validate(entry: &OutboxEntry) -> Option<String> {
             entry.id
         ));
     }
-    match &entry.message.destination {
-        Destination::Sqs { queue_url } => {
-            if !(queue_url.starts_with("https://") || queue_url.starts_with("http://")) {
-                return Some(format!("queue_url {queue_url:?} is not a queue URL"));
-            }
-            if entry.message.body.is_empty() {
-                return Some("an SQS message body cannot be empty".to_owned());
-            }
-            if is_fifo(queue_url) && entry.message.group_id.as_deref().is_none_or(str::is_empty) {
-                return Some(format!(
-                    "a message for the FIFO queue {queue_url} has no group_id"
-                ));
-            }
-            if entry.message.attributes.len() > MAX_ENTRY_ATTRIBUTES {
-                return Some(format!(
-                    "{} attributes: SQS allows {MAX_ENTRY_ATTRIBUTES} besides {OUTBOX_ID}",
-                    entry.message.attributes.len()
-                ));
-            }
-            if entry.message.attributes.contains_key(OUTBOX_ID) {
-                return Some(format!("attribute {OUTBOX_ID} is the relay's"));
-            }
-            if entry
-                .message
-                .attributes
-                .iter()
-                .any(|(k, v)| k.is_empty() || v.is_empty())
-            {
-                return Some("attribute names and values cannot be empty".to_owned());
-            }
-            None
-        }
-        Destination::EventBridge {
-            bus,
-            source,
-            detail_type,
-        } => {
-            if bus.is_empty() || source.is_empty() || detail_type.is_empty() {
-                return Some("bus, source and detail_type must not be empty".to_owned());
-            }
-            event_put(entry).err()
-        }
-        _ => Some("a destination this relay does not know".to_owned()),
-    }
+    entry.message.check().err().map(|refusal| refusal.to_string())
 }
 
 /// What one stream record asks for.
@@ -161,6 +115,8 @@ pub struct RecordPlan {
     /// Entries (or the whole outbox) skipped as poison: (entry id if known,
     /// reason).
     pub poison: Vec<(Option<String>, String)>,
+    /// Entries refused by the allowlist: (entry id, reason).
+    pub refused: Vec<(String, String)>,
     /// Why nothing is to be published, when the record is not a completed
     /// record with an outbox.
     pub ignored: Option<&'static str>,
@@ -173,31 +129,37 @@ fn string_attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str>
     }
 }
 
-/// Reads one stream record: the entries to publish, the poison, or why it is
-/// ignored. Only `INSERT` and `MODIFY` records whose `NewImage` has `status`
-/// = `COMPLETED` and an `outbox` count; a `MODIFY` whose `OldImage` (with
-/// `NEW_AND_OLD_IMAGES`) was already completed with the same outbox is ignored
-/// (its messages went out with the earlier record).
-pub fn plan_record(record: &EventRecord) -> RecordPlan {
+/// Reads one stream record: the entries to publish, the poison, the
+/// refused, or why it is ignored. Only `INSERT` and `MODIFY` records whose
+/// `NewImage` has the status `COMPLETED` and an outbox count (attribute
+/// names from `policy`'s [`shared::Attributes`]); a `MODIFY` whose
+/// `OldImage` (with `NEW_AND_OLD_IMAGES`) was already completed with the
+/// same outbox is ignored (its messages went out with the earlier record).
+/// An entry whose destination the allowlist does not give the record key's
+/// prefix is refused.
+pub fn plan_record(record: &EventRecord, policy: &Policy) -> RecordPlan {
+    let names = &policy.attributes;
+    let completed = shared::Status::Completed.as_str();
     let image = &record.change.new_image;
     let mut plan = RecordPlan {
         sequence_number: record.change.sequence_number.clone(),
-        key: string_attr(image, "id")
-            .or_else(|| string_attr(&record.change.keys, "id"))
+        key: string_attr(image, &names.id)
+            .or_else(|| string_attr(&record.change.keys, &names.id))
             .map(str::to_owned),
         entries: Vec::new(),
         poison: Vec::new(),
+        refused: Vec::new(),
         ignored: None,
     };
     if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") {
         plan.ignored = Some("not an INSERT or MODIFY");
         return plan;
     }
-    if string_attr(image, STATUS_ATTRIBUTE) != Some(COMPLETED) {
+    if string_attr(image, &names.status) != Some(completed) {
         plan.ignored = Some("not COMPLETED");
         return plan;
     }
-    let outbox = match image.get(OUTBOX_ATTRIBUTE) {
+    let outbox = match image.get(&names.outbox) {
         None => {
             plan.ignored = Some("no outbox");
             return plan;
@@ -210,8 +172,8 @@ pub fn plan_record(record: &EventRecord) -> RecordPlan {
         }
     };
     let old = &record.change.old_image;
-    if string_attr(old, STATUS_ATTRIBUTE) == Some(COMPLETED)
-        && string_attr(old, OUTBOX_ATTRIBUTE) == Some(outbox.as_str())
+    if string_attr(old, &names.status) == Some(completed)
+        && string_attr(old, &names.outbox) == Some(outbox.as_str())
     {
         plan.ignored = Some("outbox already published with an earlier record");
         return plan;
@@ -242,6 +204,11 @@ pub fn plan_record(record: &EventRecord) -> RecordPlan {
                 } else if !seen.insert(entry.id.clone()) {
                     plan.poison
                         .push((Some(entry.id), "a second entry with this id".to_owned()));
+                } else if let Err(reason) = policy
+                    .allowlist
+                    .permits(plan.key.as_deref().unwrap_or(""), &entry.message.destination)
+                {
+                    plan.refused.push((entry.id, reason));
                 } else {
                     plan.entries.push(entry);
                 }

@@ -3,6 +3,7 @@
 use super::*;
 use aws_lambda_events::dynamodb::Event;
 use serde_json::json;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 const SAMPLE: &str = include_str!("../../../events/dynamodb-stream-outbox.json");
@@ -103,6 +104,11 @@ fn stream_record(seq: u64, name: &str, key: &str, status: &str, outbox: Option<&
     })
 }
 
+/// Every writer may publish everywhere (the allowlist has its own tests).
+fn open() -> Policy {
+    Policy::new(Allowlist::everything())
+}
+
 fn event(records: Vec<Value>) -> Value {
     json!({ "Records": records })
 }
@@ -178,7 +184,7 @@ fn the_sample_round_trips_through_the_event_type() {
 #[test]
 fn only_completed_records_with_an_outbox_are_planned() {
     let parsed: Event = serde_json::from_str(SAMPLE).unwrap();
-    let plans: Vec<RecordPlan> = parsed.records.iter().map(plan_record).collect();
+    let plans: Vec<RecordPlan> = parsed.records.iter().map(|r| plan_record(r, &open())).collect();
     assert_eq!(plans[0].ignored, Some("not COMPLETED"));
     assert!(plans[0].entries.is_empty());
     assert_eq!(plans[1].entries.len(), 2);
@@ -210,11 +216,11 @@ fn only_completed_records_with_an_outbox_are_planned() {
     ] {
         let record: EventRecord =
             serde_json::from_value(stream_record(1, name, "k", status, Some(&outbox))).unwrap();
-        assert_eq!(plan_record(&record).ignored, ignored, "{name} {status}");
+        assert_eq!(plan_record(&record, &open()).ignored, ignored, "{name} {status}");
     }
     let record: EventRecord =
         serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", None)).unwrap();
-    assert_eq!(plan_record(&record).ignored, Some("no outbox"));
+    assert_eq!(plan_record(&record, &open()).ignored, Some("no outbox"));
 }
 
 #[test]
@@ -224,7 +230,7 @@ fn a_modify_that_keeps_a_published_outbox_is_ignored() {
     raw["dynamodb"]["OldImage"] = raw["dynamodb"]["NewImage"].clone();
     raw["dynamodb"]["StreamViewType"] = json!("NEW_AND_OLD_IMAGES");
     let record: EventRecord = serde_json::from_value(raw).unwrap();
-    assert!(plan_record(&record).ignored.is_some());
+    assert!(plan_record(&record, &open()).ignored.is_some());
 }
 
 #[test]
@@ -243,12 +249,12 @@ fn poison_entries_are_named_and_the_rest_kept() {
     let record: EventRecord =
         serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)))
             .unwrap();
-    let plan = plan_record(&record);
+    let plan = plan_record(&record, &open());
     let kept: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(kept, [stable_id("k", 0), stable_id("k", 6)]);
     let reasons: Vec<&str> = plan.poison.iter().map(|(_, r)| r.as_str()).collect();
     assert_eq!(reasons.len(), 5, "{reasons:?}");
-    assert!(reasons[0].contains("no group_id"), "{reasons:?}");
+    assert!(reasons[0].contains("no group id"), "{reasons:?}");
     assert!(reasons[1].contains("not an outbox entry"), "{reasons:?}");
     assert!(reasons[2].contains("64 lowercase hex"), "{reasons:?}");
     assert!(reasons[3].contains("not a JSON object"), "{reasons:?}");
@@ -257,7 +263,7 @@ fn poison_entries_are_named_and_the_rest_kept() {
     for bad in ["{not json", "{\"a\":1}"] {
         let mut raw = stream_record(1, "INSERT", "k", "COMPLETED", None);
         raw["dynamodb"]["NewImage"]["outbox"] = json!({ "S": bad });
-        let plan = plan_record(&serde_json::from_value(raw).unwrap());
+        let plan = plan_record(&serde_json::from_value(raw).unwrap(), &open());
         assert!(plan.entries.is_empty());
         assert_eq!(plan.poison.len(), 1, "{bad}");
     }
@@ -304,12 +310,13 @@ fn requests_carry_the_stable_id() {
 
 #[test]
 fn chunks_hold_ten_entries_and_fit_the_size_limit() {
-    let ranges = chunks(&[1; 25]);
+    const MAX: usize = MAX_SQS_BATCH_BYTES;
+    let ranges = chunks(&[1; 25], MAX);
     assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
-    assert_eq!(chunks(&[]), Vec::<std::ops::Range<usize>>::new());
-    let big = MAX_BATCH_BYTES / 2;
+    assert_eq!(chunks(&[], MAX), Vec::<std::ops::Range<usize>>::new());
+    let big = MAX / 2;
     assert_eq!(
-        chunks(&[big, big, 1, MAX_BATCH_BYTES * 2, 1]),
+        chunks(&[big, big, 1, MAX * 2, 1], MAX),
         vec![0..2, 2..3, 3..4, 4..5]
     );
 }
@@ -337,7 +344,7 @@ fn many(records: usize, per_record: usize, url: &str) -> Value {
 #[tokio::test]
 async fn messages_are_batched_ten_per_request_in_stream_order() {
     let fake = Fake::default();
-    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
+    let report = relay(&many(25, 1, FIFO), &fake, &open()).await.unwrap();
     assert_eq!(report.published, 25);
     assert_eq!(report.requests, 3);
     assert!(failures(&report).is_empty());
@@ -361,7 +368,7 @@ async fn messages_are_batched_ten_per_request_in_stream_order() {
 async fn queues_and_buses_get_their_own_requests() {
     let fake = Fake::default();
     let raw: Value = serde_json::from_str(SAMPLE).unwrap();
-    let report = relay(&raw, &fake).await.unwrap();
+    let report = relay(&raw, &fake, &open()).await.unwrap();
     assert_eq!(
         (report.published, report.requests, report.poison),
         (3, 3, 0)
@@ -373,23 +380,153 @@ async fn queues_and_buses_get_their_own_requests() {
 #[tokio::test]
 async fn the_first_record_with_an_unpublished_message_is_reported() {
     // 25 records, one message each: the second request has entry 3 failing
-    // (record 13): records 13.. are retried; the third request still goes
-    // (standard queue).
+    // (record 13): records 13.. are retried, so the third request (records
+    // 20..25, which the stream sends again from record 13) is not sent, on
+    // a standard queue as on a FIFO one.
+    for queue in [STANDARD, FIFO] {
+        let mut answer = vec![Delivery::Published; 10];
+        answer[3] = Delivery::Retry("throttled".into());
+        let fake = Fake::scripted(vec![None, Some(answer)]);
+        let report = relay(&many(25, 1, queue), &fake, &open()).await.unwrap();
+        assert_eq!(failures(&report), [format!("{:024}", 14)], "{queue}");
+        assert_eq!(
+            (report.published, report.unpublished, report.requests),
+            (19, 6, 2),
+            "{queue}"
+        );
+        assert_eq!(fake.calls().len(), 2);
+    }
+}
+
+#[tokio::test]
+async fn a_failure_on_one_target_holds_the_later_records_of_the_others() {
+    // Records 1-10 to the standard queue, 11-30 to the FIFO queue: the
+    // standard queue's only request fails at record 4; the FIFO queue's
+    // requests (records 11.., all after it) are not sent, but for one that
+    // may start before the failure is known (targets run concurrently).
+    let mut records: Vec<Value> = Vec::new();
+    for r in 0..30usize {
+        let key = format!("k{r}");
+        let (url, group) = if r < 10 {
+            (STANDARD, None)
+        } else {
+            (FIFO, Some("g"))
+        };
+        let outbox = json!([sqs_entry(&key, 0, url, group)]);
+        records.push(stream_record(
+            r as u64 + 1,
+            "INSERT",
+            &key,
+            "COMPLETED",
+            Some(&outbox),
+        ));
+    }
     let mut answer = vec![Delivery::Published; 10];
     answer[3] = Delivery::Retry("throttled".into());
-    let fake = Fake::scripted(vec![None, Some(answer)]);
-    let report = relay(&many(25, 1, STANDARD), &fake).await.unwrap();
-    assert_eq!(failures(&report), [format!("{:024}", 14)]);
-    assert_eq!(
-        (report.published, report.unpublished, report.requests),
-        (24, 1, 3)
-    );
+    let fake = Fake::scripted(vec![Some(answer)]);
+    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    assert_eq!(failures(&report), [format!("{:024}", 4)]);
+    let targets: Vec<String> = fake.calls().into_iter().map(|(t, _)| t).collect();
+    assert!(targets.len() <= 2, "{targets:?}");
+    assert_eq!(targets[0], STANDARD);
+    assert_eq!(report.published + report.unpublished, 30);
+    assert!(report.unpublished >= 11, "{report:?}");
+}
+
+#[tokio::test]
+async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
+    let allowlist = Allowlist::parse(&format!(
+        r#"{{"orders.record": ["{FIFO}"], "payments.credit": ["{STANDARD}", "default"]}}"#
+    ))
+    .unwrap();
+    let policy = Policy::new(allowlist);
+    let event_entry = |record: &str| {
+        json!({
+            "id": stable_id(record, 1),
+            "destination": {"eventbridge": {"bus": "default", "source": "s", "detail_type": "d"}},
+            "body": "{}",
+        })
+    };
+    let rec = |seq: u64, key: &str, outbox: Value| {
+        stream_record(seq, "INSERT", key, "COMPLETED", Some(&outbox))
+    };
+    let records = vec![
+        // Allowed: orders to the FIFO queue.
+        rec(1, "orders.record#aa", json!([sqs_entry("orders.record#aa", 0, FIFO, Some("g"))])),
+        // orders to the standard queue and the default bus: refused; its
+        // FIFO entry still goes.
+        rec(
+            2,
+            "orders.record#bb",
+            json!([
+                sqs_entry("orders.record#bb", 0, STANDARD, None),
+                event_entry("orders.record#bb"),
+                sqs_entry("orders.record#bb", 2, FIFO, Some("g"))
+            ]),
+        ),
+        // A prefix the allowlist does not name, and a lookalike.
+        rec(3, "inventory.reserve#cc", json!([sqs_entry("inventory.reserve#cc", 0, FIFO, Some("g"))])),
+        rec(4, "orders.recordx#dd", json!([sqs_entry("orders.recordx#dd", 0, FIFO, Some("g"))])),
+        // payments to its own queue and bus.
+        rec(
+            5,
+            "payments.credit#ee",
+            json!([sqs_entry("payments.credit#ee", 0, STANDARD, None), event_entry("payments.credit#ee")]),
+        ),
+    ];
+    let fake = Fake::default();
+    let report = relay(&event(records), &fake, &policy).await.unwrap();
+    assert_eq!(report.refused, 4);
+    assert_eq!(report.published, 4);
+    assert_eq!((report.poison, report.unpublished), (0, 0));
+    assert!(failures(&report).is_empty(), "refused entries are never retried");
+    let sent: BTreeSet<String> = fake
+        .calls()
+        .iter()
+        .flat_map(|(_, entries)| entries.iter().map(|e| e.to_string()))
+        .collect();
+    for refused in [
+        stable_id("orders.record#bb", 0),
+        stable_id("orders.record#bb", 1),
+        stable_id("inventory.reserve#cc", 0),
+        stable_id("orders.recordx#dd", 0),
+    ] {
+        assert!(!sent.iter().any(|e| e.contains(&refused)), "{refused} was sent");
+    }
+    let line: Value = serde_json::from_str(&emf_line(&report, "relay".into())).unwrap();
+    assert_eq!(line["OutboxRefused"], 4);
+}
+
+#[tokio::test]
+async fn entries_that_break_the_library_check_are_poison() {
+    // Staged by an older version or another writer: what the library now
+    // refuses at staging is poison here, by the same check.
+    let bad = |i: usize, message: Value| {
+        let mut e = json!({"id": stable_id("w#1", i)});
+        e.as_object_mut()
+            .unwrap()
+            .extend(message.as_object().unwrap().clone());
+        e
+    };
+    let q = json!({"sqs": {"queue_url": STANDARD}});
+    let outbox = json!([
+        bad(0, json!({"destination": q, "body": ""})),
+        bad(1, json!({"destination": {"sqs": {"queue_url": FIFO}}, "body": "b", "group_id": "has space"})),
+        bad(2, json!({"destination": q, "body": "b", "attributes": {"AWS.x": "v"}})),
+        bad(3, json!({"destination": q, "body": "a\u{FFFF}"})),
+        bad(4, json!({"destination": {"eventbridge": {"bus": "b", "source": "", "detail_type": "d"}}, "body": "{}"})),
+        bad(5, json!({"destination": q, "body": "fine"})),
+    ]);
+    let records = vec![stream_record(1, "INSERT", "w#1", "COMPLETED", Some(&outbox))];
+    let fake = Fake::default();
+    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    assert_eq!((report.poison, report.published), (5, 1));
 }
 
 #[tokio::test]
 async fn a_fifo_queue_stops_after_a_failed_request() {
     let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("500".into()); 10])]);
-    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
+    let report = relay(&many(25, 1, FIFO), &fake, &open()).await.unwrap();
     assert_eq!(report.requests, 2, "the third request is not sent");
     assert_eq!((report.published, report.unpublished), (10, 15));
     assert_eq!(failures(&report), [format!("{:024}", 11)]);
@@ -422,7 +559,7 @@ async fn the_earliest_failure_across_targets_wins() {
         ),
     ];
     let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("reset".into())])]);
-    let report = relay(&event(records), &fake).await.unwrap();
+    let report = relay(&event(records), &fake, &open()).await.unwrap();
     assert_eq!(failures(&report), [format!("{:024}", 2)]);
 }
 
@@ -446,7 +583,7 @@ async fn poison_is_skipped_not_retried() {
         json!({"eventID": "broken", "dynamodb": {"SequenceNumber": "3"}}),
     ];
     let fake = Fake::scripted(vec![Some(vec![Delivery::Poison("too large".into())])]);
-    let report = relay(&event(records), &fake).await.unwrap();
+    let report = relay(&event(records), &fake, &open()).await.unwrap();
     assert!(failures(&report).is_empty());
     assert_eq!((report.published, report.poison), (0, 3));
 }
@@ -455,10 +592,10 @@ async fn poison_is_skipped_not_retried() {
 async fn nothing_to_publish_sends_nothing() {
     let fake = Fake::default();
     let records = vec![stream_record(1, "INSERT", "a", "INPROGRESS", None)];
-    let report = relay(&event(records), &fake).await.unwrap();
+    let report = relay(&event(records), &fake, &open()).await.unwrap();
     assert_eq!(report.requests, 0);
     assert!(fake.calls().is_empty());
-    assert!(relay(&json!({"nope": 1}), &fake).await.is_err());
+    assert!(relay(&json!({"nope": 1}), &fake, &open()).await.is_err());
 }
 
 #[test]
@@ -486,14 +623,14 @@ fn the_request_window_keeps_time_in_hand() {
 async fn no_request_starts_after_the_cutoff() {
     let fake = Fake::default();
     let past = Instant::now();
-    let report = relay_until(&many(25, 1, STANDARD), &fake, Some(past))
+    let report = relay_until(&many(25, 1, STANDARD), &fake, &open(), Some(past))
         .await
         .unwrap();
     assert_eq!(report.requests, 0);
     assert_eq!(report.unpublished, 25);
     assert_eq!(failures(&report), [format!("{:024}", 1)]);
     let later = Instant::now() + Duration::from_secs(60);
-    let report = relay_until(&many(25, 1, FIFO), &fake, Some(later))
+    let report = relay_until(&many(25, 1, FIFO), &fake, &open(), Some(later))
         .await
         .unwrap();
     assert_eq!((report.requests, report.published), (3, 25));

@@ -59,6 +59,7 @@ async fn a_wrong_event_is_an_invalid_event() {
             ("AWS_REGION", "us-east-1"),
             ("AWS_ACCESS_KEY_ID", "test"),
             ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("OUTBOX_ALLOWLIST", "{}"),
         ];
         let body = error_of(binary, &env, event(file)).await;
         assert_eq!(

@@ -19,7 +19,7 @@ use integration_tests::{
 };
 use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
-use outbox_relay::{Relay, aws::AwsPublisher};
+use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,7 +114,11 @@ impl Setup<'_> {
     async fn relay(&self) {
         // The relay tests count SendMessageBatch requests on the shared moto.
         let _serial = crate::relay::SERIAL.lock().await;
-        let relay = Relay::new(Arc::new(AwsPublisher::new(&self.moto.sdk_config().await)));
+        let allowlist = json!({ orders::RECORD_PREFIX: [&self.notifications] }).to_string();
+        let relay = Relay::new(
+            Arc::new(AwsPublisher::new(&self.moto.sdk_config().await)),
+            Policy::new(Allowlist::parse(&allowlist).expect("an allowlist")),
+        );
         let streams = self.moto.dynamodbstreams().await;
         let stats = stream_esm::run(&streams, &self.stream_arn, &Options::default(), |event| {
             relay.handle(LambdaEvent::new(event, Context::default()))
@@ -156,7 +160,7 @@ impl Setup<'_> {
                 let attr = |name| attrs.get(&name).map(String::as_str);
                 assert_eq!(
                     attr(MessageSystemAttributeName::MessageGroupId),
-                    body["order_id"].as_str()
+                    body["order_id"].as_str().map(orders::group_id).as_deref()
                 );
                 assert_eq!(
                     attr(MessageSystemAttributeName::MessageDeduplicationId),

@@ -12,7 +12,7 @@ use integration_tests::{
     Fault, FaultPlan, create_idempotency_table_with_stream, moto, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};
-use outbox_relay::{Relay, aws::AwsPublisher, stable_id};
+use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher, stable_id};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -80,8 +80,20 @@ async fn put_record(table: &str, key: &str, status: &str, outbox: Option<&Value>
     put.send().await.expect("put record");
 }
 
-async fn relay_with_moto() -> Relay {
-    Relay::new(Arc::new(AwsPublisher::new(&moto().sdk_config().await)))
+/// What the template gives the relay for these tests' writer: records under
+/// `orders.confirm` may publish to the setup's two queues and `buses`.
+fn policy(s: &Setup, buses: &[&str]) -> Policy {
+    let mut allowed = vec![s.fifo.url.as_str(), s.standard.url.as_str()];
+    allowed.extend(buses);
+    let json = json!({ "orders.confirm": allowed }).to_string();
+    Policy::new(Allowlist::parse(&json).expect("an allowlist"))
+}
+
+async fn relay_with_moto(s: &Setup, buses: &[&str]) -> Relay {
+    Relay::new(
+        Arc::new(AwsPublisher::new(&moto().sdk_config().await)),
+        policy(s, buses),
+    )
 }
 
 async fn run_relay(s: &Setup, relay: &Relay, options: &Options) -> Stats {
@@ -361,7 +373,7 @@ async fn the_relay_publishes_every_message_once_per_stable_id() {
     let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     let (fifo_ids, standard_ids) = write_records(&s, 60).await;
-    let relay = relay_with_moto().await;
+    let relay = relay_with_moto(&s, &[]).await;
     let before = moto().request_counts().await;
     let stats = run_relay(&s, &relay, &Options::default()).await;
     let after = moto().request_counts().await;
@@ -407,7 +419,7 @@ async fn faults_on_sqs_and_stream_calls_lose_nothing() {
             .retry_config(RetryConfig::standard().with_max_attempts(attempts))
             .load()
             .await;
-        let relay = Relay::new(Arc::new(AwsPublisher::new(&config)));
+        let relay = Relay::new(Arc::new(AwsPublisher::new(&config)), policy(&s, &[]));
         moto()
             .inject(
                 &s.marker,
@@ -449,7 +461,7 @@ async fn failed_batch_entries_are_retried_not_lost() {
     let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
     let (fifo_ids, standard_ids) = write_records(&s, 60).await;
-    let relay = relay_with_moto().await;
+    let relay = relay_with_moto(&s, &[]).await;
     moto()
         .inject(&s.marker, &FaultPlan::partial_batches(0.3).seed(4))
         .await;
@@ -515,7 +527,7 @@ async fn events_go_through_a_bus_rule_to_a_queue() {
         expected.insert((stable_id(&key, 0), format!("o-{i}")));
         put_record(&s.table, &key, "COMPLETED", Some(&outbox)).await;
     }
-    let relay = relay_with_moto().await;
+    let relay = relay_with_moto(&s, &[&bus]).await;
     let before = moto().request_counts().await;
     let stats = run_relay(&s, &relay, &Options::default()).await;
     let after = moto().request_counts().await;
@@ -548,13 +560,13 @@ async fn events_go_through_a_bus_rule_to_a_queue() {
 async fn poison_outboxes_do_not_block_the_shard() {
     let _serial = SERIAL.lock().await;
     let s = setup(StreamViewType::NewImage).await;
-    put_record(&s.table, "bad-json", "COMPLETED", None).await;
+    put_record(&s.table, "orders.confirm#bad-json", "COMPLETED", None).await;
     moto()
         .dynamodb()
         .await
         .update_item()
         .table_name(&s.table)
-        .key("id", AttributeValue::S("bad-json".to_owned()))
+        .key("id", AttributeValue::S("orders.confirm#bad-json".to_owned()))
         .update_expression("SET outbox = :o")
         .expression_attribute_values(":o", AttributeValue::S("[{not json".to_owned()))
         .send()
@@ -562,19 +574,19 @@ async fn poison_outboxes_do_not_block_the_shard() {
         .unwrap();
     put_record(
         &s.table,
-        "no-group",
+        "orders.confirm#no-group",
         "COMPLETED",
-        Some(&json!([sqs_entry("no-group", 0, &s.fifo.url, None)])),
+        Some(&json!([sqs_entry("orders.confirm#no-group", 0, &s.fifo.url, None)])),
     )
     .await;
     put_record(
         &s.table,
-        "good",
+        "orders.confirm#good",
         "COMPLETED",
-        Some(&json!([sqs_entry("good", 0, &s.fifo.url, Some("g"))])),
+        Some(&json!([sqs_entry("orders.confirm#good", 0, &s.fifo.url, Some("g"))])),
     )
     .await;
-    let relay = relay_with_moto().await;
+    let relay = relay_with_moto(&s, &[]).await;
     let stats = run_relay(&s, &relay, &Options::default()).await;
     assert!(
         stats.skipped.is_empty() && stats.partial_failures == 0,
@@ -583,8 +595,68 @@ async fn poison_outboxes_do_not_block_the_shard() {
     let fifo = drain(&s.fifo.url).await;
     assert_eq!(
         check_ids(&fifo).into_keys().collect::<Vec<_>>(),
-        [stable_id("good", 0)]
+        [stable_id("orders.confirm#good", 0)]
     );
+}
+
+/// An entry whose writer (its record key's prefix) the allowlist does not
+/// give its destination is refused: not sent, not retried, the shard not
+/// held; the allowed writer's entries go out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_outside_the_allowlist_are_refused_not_sent() {
+    let _serial = SERIAL.lock().await;
+    let s = setup(StreamViewType::NewImage).await;
+    // Another function's prefix, and a lookalike, to the same queue.
+    for key in ["payments.credit#x", "orders.confirmx#y"] {
+        let outbox = json!([sqs_entry(key, 0, &s.fifo.url, Some("g"))]);
+        put_record(&s.table, key, "COMPLETED", Some(&outbox)).await;
+    }
+    let key = "orders.confirm#ok";
+    let outbox = json!([sqs_entry(key, 0, &s.fifo.url, Some("g"))]);
+    put_record(&s.table, key, "COMPLETED", Some(&outbox)).await;
+    let relay = relay_with_moto(&s, &[]).await;
+    let stats = run_relay(&s, &relay, &Options::default()).await;
+    assert!(
+        stats.skipped.is_empty() && stats.partial_failures == 0,
+        "{stats:?}"
+    );
+    let fifo = drain(&s.fifo.url).await;
+    assert_eq!(
+        check_ids(&fifo).into_keys().collect::<Vec<_>>(),
+        [stable_id(key, 0)]
+    );
+}
+
+/// Under Lambda the relay does not start without `OUTBOX_ALLOWLIST` (it
+/// never guesses who may publish where), and says why.
+#[tokio::test]
+async fn the_relay_does_not_start_without_its_allowlist() {
+    use integration_tests::runtime_api::{RuntimeApi, function_binary, lambda_command};
+    let api = RuntimeApi::start().await;
+    let mut command = lambda_command(&function_binary("outbox-relay"), "outbox-relay", &api);
+    moto().apply_env(&mut command);
+    command
+        .env_remove(outbox_relay::ALLOWLIST_ENV)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("start the outbox-relay binary");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the relay started without an allowlist");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert!(!status.success(), "{status:?}");
+    assert!(stderr.contains("OUTBOX_ALLOWLIST is not set"), "{stderr}");
+    assert!(api.first_poll().is_none(), "it never polled for an invocation");
 }
 
 /// `outbox-relay --event events/dynamodb-stream-outbox.json` prints the

@@ -20,11 +20,12 @@ use std::time::Duration;
 const RECORDS: usize = 12;
 const BATCH: usize = 5;
 
-fn spawn(api: &RuntimeApi) -> Child {
+fn spawn(api: &RuntimeApi, allowlist: &str) -> Child {
     let mut command = lambda_command(&function_binary("outbox-relay"), "outbox-relay", api);
     moto().apply_env(&mut command);
     command
         .env("RUST_LOG", "warn")
+        .env(outbox_relay::ALLOWLIST_ENV, allowlist)
         .spawn()
         .expect("start the outbox-relay binary")
 }
@@ -155,7 +156,8 @@ async fn trial(n: u32) -> bool {
     }
 
     let api = RuntimeApi::start().await;
-    let child = spawn(&api);
+    let allowlist = json!({"orders.confirm": [&fifo.url, &standard.url]}).to_string();
+    let child = spawn(&api, &allowlist);
     moto().kill_after(n, child.id(), &marker).await;
     let state = tokio::sync::Mutex::new(Proc {
         api,
@@ -171,6 +173,7 @@ async fn trial(n: u32) -> bool {
     let stats = stream_esm::run(&streams, &arn, &options, |event| {
         let state = &state;
         let marker = &marker;
+        let allowlist = &allowlist;
         async move {
             let mut p = state.lock().await;
             match invoke_watching(&mut p, event).await {
@@ -182,7 +185,7 @@ async fn trial(n: u32) -> bool {
                         p.kills += 1;
                         moto().kill_after(u32::MAX, 0, marker).await;
                         p.api = RuntimeApi::start().await;
-                        p.child = spawn(&p.api);
+                        p.child = spawn(&p.api, allowlist);
                     }
                     Err(format!("the relay did not answer: {other:?}").into())
                 }

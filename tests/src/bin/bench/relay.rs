@@ -89,7 +89,11 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     let api = RuntimeApi::start().await;
     let mut command = lambda_command(&binary, "outbox-relay", &api);
     moto().apply_env(&mut command);
-    let mut child = command.env("RUST_LOG", "warn").spawn()?;
+    let allowlist = serde_json::json!({"orders.confirm": [&fifo.url, &standard.url]}).to_string();
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .env(outbox_relay::ALLOWLIST_ENV, allowlist)
+        .spawn()?;
     api.wait_first_poll(Duration::from_secs(10)).await;
     let pid = child.id();
     let cpu0 = cpu_of(pid);
