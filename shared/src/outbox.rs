@@ -10,6 +10,12 @@
 //! it as the `outbox_id` attribute, an EventBridge event as
 //! `detail.outbox_id`, so a consumer recognises every re-publish.
 //!
+//! Every message is checked against the services' documented rules when a
+//! handler stages it ([`Message::check`], [`Refusal`]) and again by the
+//! relay: a message that SQS, EventBridge or the relay would refuse is a
+//! terminal error of the handler before anything commits, never a committed
+//! effect whose message is lost.
+//!
 //! Why in the record and not in an outbox table: the record is written
 //! anyway, so the entries add no item and no request to the commit (an
 //! outbox table adds one item per message to the transaction, 2 write units

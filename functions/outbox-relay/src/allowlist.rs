@@ -210,22 +210,39 @@ mod tests {
         .unwrap();
         let key = "orders.record#00ff";
         assert_eq!(list.permits(key, &sqs(URL)), Ok(()), "ARN matches URL");
-        assert_eq!(list.permits(key, &bus("shop")), Ok(()), "bus name matches ARN");
         assert_eq!(
-            list.permits(key, &bus("arn:aws:events:us-east-1:123456789012:event-bus/shop")),
+            list.permits(key, &bus("shop")),
+            Ok(()),
+            "bus name matches ARN"
+        );
+        assert_eq!(
+            list.permits(
+                key,
+                &bus("arn:aws:events:us-east-1:123456789012:event-bus/shop")
+            ),
             Ok(())
         );
         // Another queue, another bus, another writer's destination.
         let other = "https://sqs.us-east-1.amazonaws.com/123456789012/other.fifo";
-        assert!(list.permits(key, &sqs(other)).unwrap_err().contains("may not publish to"));
+        assert!(
+            list.permits(key, &sqs(other))
+                .unwrap_err()
+                .contains("may not publish to")
+        );
         assert!(list.permits(key, &bus("default")).is_err());
         assert!(
-            list.permits(key, &sqs("https://sqs.us-east-1.amazonaws.com/123456789012/ledger"))
-                .is_err()
+            list.permits(
+                key,
+                &sqs("https://sqs.us-east-1.amazonaws.com/123456789012/ledger")
+            )
+            .is_err()
         );
         assert!(
-            list.permits(key, &sqs("https://sqs.us-east-1.amazonaws.com/999999999999/notifications.fifo"))
-                .is_err(),
+            list.permits(
+                key,
+                &sqs("https://sqs.us-east-1.amazonaws.com/999999999999/notifications.fifo")
+            )
+            .is_err(),
             "another account"
         );
         assert_eq!(list.permits("payments.credit#ab", &bus("default")), Ok(()));
@@ -252,7 +269,9 @@ mod tests {
             assert!(Allowlist::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(
-            Allowlist::parse("{}").unwrap().permits("p#a", &bus("default")),
+            Allowlist::parse("{}")
+                .unwrap()
+                .permits("p#a", &bus("default")),
             Err("the prefix \"p\" may not publish anything (OUTBOX_ALLOWLIST)".to_owned())
         );
         assert_eq!(Allowlist::everything().permits("x", &bus("any")), Ok(()));

@@ -77,7 +77,11 @@ impl Publisher for AwsPublisher {
         if sent == 0 {
             return entries
                 .iter()
-                .map(|e| refused.remove(e.id.as_str()).unwrap_or(Delivery::Retry("not sent".into())))
+                .map(|e| {
+                    refused
+                        .remove(e.id.as_str())
+                        .unwrap_or(Delivery::Retry("not sent".into()))
+                })
                 .collect();
         }
         let out = match request.send().await {

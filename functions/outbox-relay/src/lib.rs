@@ -13,6 +13,8 @@
 //! - EventBridge, one `PutEvents` per ≤ 10 events: the detail (the entry's
 //!   body, a JSON object) gets `"outbox_id"`.
 //!
+//! The attribute names are the library's [`shared::Attributes`] ([`Policy`]).
+//!
 //! # Delivery
 //! At least once, under the stable id. The relay answers with the DynamoDB
 //! streams partial batch response naming the **first** record (in stream
@@ -21,10 +23,22 @@
 //! published again, under the same ids; a FIFO queue drops those repeats for
 //! 5 minutes, a standard-queue consumer deduplicates on `outbox_id`).
 //!
+//! # Who may publish where: the allowlist
+//! Each writer function may write records under its own key prefix only (the
+//! template scopes each role with `dynamodb:LeadingKeys`), so a record's
+//! prefix names its writer. [`Allowlist`] (`OUTBOX_ALLOWLIST`, from the
+//! template) lists the destinations each prefix may publish to; an entry
+//! whose destination is not listed for its record's prefix is **refused**:
+//! not sent, an `ERROR` log line with the record key and entry id, the
+//! `OutboxRefused` metric (alarmed), never retried. Under Lambda the relay
+//! does not start without the allowlist.
+//!
 //! # Poison entries: skipped, logged, counted
 //! An entry that can never be published as written (an `outbox` that is not
-//! a JSON array of entries, an unknown destination, a FIFO message without
-//! `group_id`, an event detail that is not a JSON object, a message SQS
+//! a JSON array of entries, an unknown destination, an id that is not a
+//! stable id, a message that breaks [`shared::outbox::Message::check`] —
+//! the library's own check when a handler stages it, so only entries staged
+//! by an older version or by another writer get here —, a message SQS
 //! refuses as the sender's fault, ...) is **skipped**: an `ERROR` log line
 //! naming the record's sequence number, key and the entry id, and the
 //! `OutboxPoison` metric (alarm on it). The rest of the record and of the
@@ -43,13 +57,18 @@
 //! and it must be seen (the mapping's iterator age and the on-failure queue
 //! alarm) rather than silently dropped.
 //!
-//! # Order
-//! Messages of one queue leave in stream order, 10 per request. On a FIFO
-//! queue a request with a retryable failure stops the queue's later requests
-//! in this invocation, so a message cannot overtake a failed one of its group
-//! by more than the rest of its own request (SQS does not say whether it
-//! accepts the entries after a failed one in a FIFO batch; those that it
-//! accepted are sent again on the retry and deduplicated by their id).
+//! # Order, and what a failure holds back
+//! Messages of one queue leave in stream order, 10 per request. After a
+//! request with a retryable failure, no request whose messages all belong
+//! to that record or later ones is sent, on any queue or bus of the
+//! invocation: the stream retries from that record and would send them
+//! again (on a standard queue each would reach the consumer twice). So on a
+//! FIFO queue a message cannot overtake a failed one of its group by more
+//! than the rest of its own request (SQS does not say whether it accepts
+//! the entries after a failed one in a FIFO batch; those that it accepted
+//! are sent again on the retry and deduplicated by their id). Targets are
+//! published concurrently, so another target's request already under way
+//! when a failure is seen still completes.
 
 use async_trait::async_trait;
 use aws_lambda_events::dynamodb::EventRecord;

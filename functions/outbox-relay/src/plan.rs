@@ -100,7 +100,11 @@ pub fn validate(entry: &OutboxEntry) -> Option<String> {
             entry.id
         ));
     }
-    entry.message.check().err().map(|refusal| refusal.to_string())
+    entry
+        .message
+        .check()
+        .err()
+        .map(|refusal| refusal.to_string())
 }
 
 /// What one stream record asks for.
@@ -204,10 +208,10 @@ pub fn plan_record(record: &EventRecord, policy: &Policy) -> RecordPlan {
                 } else if !seen.insert(entry.id.clone()) {
                     plan.poison
                         .push((Some(entry.id), "a second entry with this id".to_owned()));
-                } else if let Err(reason) = policy
-                    .allowlist
-                    .permits(plan.key.as_deref().unwrap_or(""), &entry.message.destination)
-                {
+                } else if let Err(reason) = policy.allowlist.permits(
+                    plan.key.as_deref().unwrap_or(""),
+                    &entry.message.destination,
+                ) {
                     plan.refused.push((entry.id, reason));
                 } else {
                     plan.entries.push(entry);

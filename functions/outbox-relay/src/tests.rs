@@ -184,7 +184,11 @@ fn the_sample_round_trips_through_the_event_type() {
 #[test]
 fn only_completed_records_with_an_outbox_are_planned() {
     let parsed: Event = serde_json::from_str(SAMPLE).unwrap();
-    let plans: Vec<RecordPlan> = parsed.records.iter().map(|r| plan_record(r, &open())).collect();
+    let plans: Vec<RecordPlan> = parsed
+        .records
+        .iter()
+        .map(|r| plan_record(r, &open()))
+        .collect();
     assert_eq!(plans[0].ignored, Some("not COMPLETED"));
     assert!(plans[0].entries.is_empty());
     assert_eq!(plans[1].entries.len(), 2);
@@ -216,7 +220,11 @@ fn only_completed_records_with_an_outbox_are_planned() {
     ] {
         let record: EventRecord =
             serde_json::from_value(stream_record(1, name, "k", status, Some(&outbox))).unwrap();
-        assert_eq!(plan_record(&record, &open()).ignored, ignored, "{name} {status}");
+        assert_eq!(
+            plan_record(&record, &open()).ignored,
+            ignored,
+            "{name} {status}"
+        );
     }
     let record: EventRecord =
         serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", None)).unwrap();
@@ -452,7 +460,11 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
     };
     let records = vec![
         // Allowed: orders to the FIFO queue.
-        rec(1, "orders.record#aa", json!([sqs_entry("orders.record#aa", 0, FIFO, Some("g"))])),
+        rec(
+            1,
+            "orders.record#aa",
+            json!([sqs_entry("orders.record#aa", 0, FIFO, Some("g"))]),
+        ),
         // orders to the standard queue and the default bus: refused; its
         // FIFO entry still goes.
         rec(
@@ -465,13 +477,24 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
             ]),
         ),
         // A prefix the allowlist does not name, and a lookalike.
-        rec(3, "inventory.reserve#cc", json!([sqs_entry("inventory.reserve#cc", 0, FIFO, Some("g"))])),
-        rec(4, "orders.recordx#dd", json!([sqs_entry("orders.recordx#dd", 0, FIFO, Some("g"))])),
+        rec(
+            3,
+            "inventory.reserve#cc",
+            json!([sqs_entry("inventory.reserve#cc", 0, FIFO, Some("g"))]),
+        ),
+        rec(
+            4,
+            "orders.recordx#dd",
+            json!([sqs_entry("orders.recordx#dd", 0, FIFO, Some("g"))]),
+        ),
         // payments to its own queue and bus.
         rec(
             5,
             "payments.credit#ee",
-            json!([sqs_entry("payments.credit#ee", 0, STANDARD, None), event_entry("payments.credit#ee")]),
+            json!([
+                sqs_entry("payments.credit#ee", 0, STANDARD, None),
+                event_entry("payments.credit#ee")
+            ]),
         ),
     ];
     let fake = Fake::default();
@@ -479,7 +502,10 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
     assert_eq!(report.refused, 4);
     assert_eq!(report.published, 4);
     assert_eq!((report.poison, report.unpublished), (0, 0));
-    assert!(failures(&report).is_empty(), "refused entries are never retried");
+    assert!(
+        failures(&report).is_empty(),
+        "refused entries are never retried"
+    );
     let sent: BTreeSet<String> = fake
         .calls()
         .iter()
@@ -491,7 +517,10 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
         stable_id("inventory.reserve#cc", 0),
         stable_id("orders.recordx#dd", 0),
     ] {
-        assert!(!sent.iter().any(|e| e.contains(&refused)), "{refused} was sent");
+        assert!(
+            !sent.iter().any(|e| e.contains(&refused)),
+            "{refused} was sent"
+        );
     }
     let line: Value = serde_json::from_str(&emf_line(&report, "relay".into())).unwrap();
     assert_eq!(line["OutboxRefused"], 4);
@@ -511,13 +540,28 @@ async fn entries_that_break_the_library_check_are_poison() {
     let q = json!({"sqs": {"queue_url": STANDARD}});
     let outbox = json!([
         bad(0, json!({"destination": q, "body": ""})),
-        bad(1, json!({"destination": {"sqs": {"queue_url": FIFO}}, "body": "b", "group_id": "has space"})),
-        bad(2, json!({"destination": q, "body": "b", "attributes": {"AWS.x": "v"}})),
+        bad(
+            1,
+            json!({"destination": {"sqs": {"queue_url": FIFO}}, "body": "b", "group_id": "has space"})
+        ),
+        bad(
+            2,
+            json!({"destination": q, "body": "b", "attributes": {"AWS.x": "v"}})
+        ),
         bad(3, json!({"destination": q, "body": "a\u{FFFF}"})),
-        bad(4, json!({"destination": {"eventbridge": {"bus": "b", "source": "", "detail_type": "d"}}, "body": "{}"})),
+        bad(
+            4,
+            json!({"destination": {"eventbridge": {"bus": "b", "source": "", "detail_type": "d"}}, "body": "{}"})
+        ),
         bad(5, json!({"destination": q, "body": "fine"})),
     ]);
-    let records = vec![stream_record(1, "INSERT", "w#1", "COMPLETED", Some(&outbox))];
+    let records = vec![stream_record(
+        1,
+        "INSERT",
+        "w#1",
+        "COMPLETED",
+        Some(&outbox),
+    )];
     let fake = Fake::default();
     let report = relay(&event(records), &fake, &open()).await.unwrap();
     assert_eq!((report.poison, report.published), (5, 1));
