@@ -9,7 +9,7 @@
 //!
 //! | request | answer |
 //! | --- | --- |
-//! | first with a key | the handler's, kept with the key (2xx and 4xx) |
+//! | first with a key | the handler's, kept with the key (2xx and 4xx but 408, 425, 429) |
 //! | same key, same method, path and body | the kept answer, byte for byte, with `Idempotent-Replayed: true` |
 //! | same key, another request | **422** `key-reused` |
 //! | same key while the first is in flight | **409** `in-progress` with `Retry-After` |

@@ -247,7 +247,7 @@ impl HttpRequest {
                 (Some(iss), Some(sub)) => Ok(Some(format!("jwt:{}", Value::from(vec![iss, sub])))),
                 _ => Err(
                     "the JWT authorizer's claims lack `iss` or `sub` (a caller is \
-                          its issuer and subject together)"
+                     its issuer and subject together)"
                         .to_owned(),
                 ),
             };
@@ -272,7 +272,7 @@ impl HttpRequest {
         }
         principal_id.map(|id| Some(principal(id))).ok_or_else(|| {
             "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
-                 authorizer context or principalId)"
+             authorizer context or principalId)"
                 .to_owned()
         })
     }
