@@ -37,7 +37,8 @@ pub enum Caller {
     /// | none, REST API with IAM | `identity.userArn` |
     ///
     /// An authorizer block that names no caller this way is never treated
-    /// as "no authorizer": the request is refused (401 `no-caller`).
+    /// as "no authorizer", nor passed on to the sources after this one: the
+    /// request is refused (401 `no-caller`).
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,
@@ -200,15 +201,13 @@ impl HttpRequest {
     /// `lambda_principal` is the JSON pointer into an HTTP API Lambda
     /// authorizer's context that names the caller.
     pub(crate) fn identity(&self, callers: &[Caller], lambda_principal: &str) -> Identity {
-        let mut unresolved = None;
         for caller in callers {
             let scope = match caller {
+                // An authorizer ran and names no caller: refused, never
+                // scoped by a weaker source after it.
                 Caller::Principal => match self.principal(lambda_principal) {
                     Ok(scope) => scope,
-                    Err(why) => {
-                        unresolved.get_or_insert(why);
-                        None
-                    }
+                    Err(why) => return Identity::Unresolved(why),
                 },
                 Caller::ApiKeyId => self.api_key_id.as_ref().map(|k| format!("api-key:{k}")),
                 Caller::Header(name) => self
@@ -220,10 +219,9 @@ impl HttpRequest {
                 return Identity::Caller(scope);
             }
         }
-        match (&self.authorizer, unresolved) {
-            (None, _) => Identity::Anonymous,
-            (Some(_), Some(why)) => Identity::Unresolved(why),
-            (Some(_), None) => Identity::Unresolved(
+        match &self.authorizer {
+            None => Identity::Anonymous,
+            Some(_) => Identity::Unresolved(
                 "the event carries an authorizer block, and the configured caller sources \
                  (without Caller::Principal) name no caller"
                     .to_owned(),

@@ -489,6 +489,13 @@ async fn jwt_callers_are_scoped_by_issuer_and_subject() {
         .await;
     assert_eq!(r.header_value(REPLAYED_HEADER), None);
     assert_eq!(f.runs(), 4);
+    // Claims without an issuer: refused, not scoped by the API key after.
+    let mut no_iss = rest("");
+    no_iss["requestContext"]["identity"] = json!({"apiKeyId": "key-1"});
+    let r = f.call(no_iss, 201).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(problem(&r).kind, Problem::NO_CALLER);
+    assert_eq!(f.runs(), 4);
 }
 
 /// Before: a handler's 408, 425 and 429 were kept (they are below 500), so
