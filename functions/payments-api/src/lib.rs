@@ -4,9 +4,9 @@
 //! The credit is the `payments` function's: the same validation, the same
 //! staged `ADD balance_cents`, committed in one `TransactWriteItems` with
 //! the key's record ([`payments::stage_payment`]). The HTTP side is the
-//! library's adapter ([`shared::http`]): the key scoped to the caller, the
-//! first answer replayed to retries, 409 while in flight, 422 for a key
-//! reused with another body.
+//! library's adapter ([`shared::http`]): the key scoped to the caller (a
+//! request without one is refused 401), the first answer replayed to
+//! retries, 409 while in flight, 422 for a key reused with another body.
 //!
 //! | request | answer | kept with the key |
 //! | --- | --- | --- |
@@ -114,11 +114,21 @@ impl App {
 
     /// From the environment, as `payments` does: DynamoDB when
     /// `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` are set, the embedded memory
-    /// store otherwise (local runs); `PAYMENTS_COMMIT_MODE` picks the mode.
+    /// store otherwise (local runs); `PAYMENTS_COMMIT_MODE` picks the mode;
+    /// who the caller is per [`HttpProcessor::callers_from_env`] (requests
+    /// without one are refused unless `IDEMPOTENCY_ANONYMOUS_CALLERS` is
+    /// `share-one-scope`).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = payments::backend::mode_from_env(Self::config().expires_after_from_env()?)?;
         let (engine, accounts) = payments::backend::from_env(config).await?;
-        Ok(Self::new(engine, accounts))
+        let http = HttpProcessor::new(engine).callers_from_env()?;
+        Ok(Self::with_http(http, accounts))
+    }
+
+    /// The function over an adapter configured by the caller (its engine
+    /// as in [`App::new`]).
+    pub fn with_http(http: HttpProcessor, accounts: Accounts) -> Self {
+        Self { http, accounts }
     }
 
     /// The HTTP adapter.

@@ -1,11 +1,29 @@
 use super::*;
 use shared::MemoryStore;
+use shared::http::Problem;
 use std::time::Duration;
 
 fn app() -> App {
+    configured(|http| http)
+}
+
+/// The app with its adapter set up by `configure`.
+fn configured(configure: impl FnOnce(HttpProcessor) -> HttpProcessor) -> App {
     let store = MemoryStore::new();
     let engine = Idempotency::new(store.clone(), App::config().disabled(false));
-    App::new(engine, Accounts::memory(store, "accounts"))
+    App::with_http(
+        configure(HttpProcessor::new(engine)),
+        Accounts::memory(store, "accounts"),
+    )
+}
+
+fn problem_type(response: &Value) -> String {
+    assert_eq!(
+        response["headers"]["content-type"],
+        "application/problem+json"
+    );
+    let body: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
+    body["type"].as_str().unwrap().to_owned()
 }
 
 async fn invoke(app: &App, event: &Value) -> Value {
@@ -59,4 +77,57 @@ async fn routes_and_bodies() {
     event["rawPath"] = serde_json::json!("/payments");
     event["requestContext"]["http"]["method"] = serde_json::json!("GET");
     assert_eq!(invoke(&app, &event).await["statusCode"], 405);
+}
+
+/// The Lambda authorizer sample (simple responses: the caller in
+/// `authorizer.lambda`, no `principalId`) is refused by default, and runs
+/// once per caller when the context key that names the caller is set.
+#[tokio::test]
+async fn a_lambda_authorizer_caller_is_refused_until_its_context_key_is_set() {
+    let event = sample(include_str!(
+        "../../../events/payments-api-lambda-authorizer.json"
+    ));
+    let app = app();
+    let r = invoke(&app, &event).await;
+    assert_eq!(r["statusCode"], 401, "{r}");
+    assert_eq!(problem_type(&r), Problem::NO_CALLER);
+    assert_eq!(app.accounts().balance("acct-9").await.unwrap(), None);
+
+    let app = configured(|http| http.lambda_principal("/userId"));
+    let first = invoke(&app, &event).await;
+    assert_eq!(first["statusCode"], 201, "{first}");
+    assert_eq!(
+        invoke(&app, &event).await["headers"]["idempotent-replayed"],
+        "true"
+    );
+    let mut other = event.clone();
+    other["requestContext"]["authorizer"]["lambda"]["userId"] = serde_json::json!("user-7");
+    let r = invoke(&app, &other).await;
+    assert_eq!(r["statusCode"], 201);
+    assert_eq!(
+        r["headers"].get("idempotent-replayed"),
+        None,
+        "another caller"
+    );
+    assert_eq!(app.accounts().balance("acct-9").await.unwrap(), Some(2400));
+}
+
+/// A request without any caller identity (no authorizer) is refused; the
+/// shared scope is there only when chosen.
+#[tokio::test]
+async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
+    let mut event = sample(include_str!("../../../events/payments-api-http.json"));
+    event["requestContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("authorizer");
+    let r = invoke(&app(), &event).await;
+    assert_eq!(r["statusCode"], 401, "{r}");
+    assert_eq!(problem_type(&r), Problem::NO_CALLER);
+    let app = configured(|http| http.anonymous(shared::http::Anonymous::ShareOneScope));
+    assert_eq!(invoke(&app, &event).await["statusCode"], 201);
+    assert_eq!(
+        invoke(&app, &event).await["headers"]["idempotent-replayed"],
+        "true"
+    );
 }

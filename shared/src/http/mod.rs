@@ -9,18 +9,21 @@
 //!
 //! | request | answer |
 //! | --- | --- |
-//! | first with a key | the handler's, kept with the key (2xx and 4xx) |
+//! | first with a key | the handler's, kept with the key (2xx and 4xx but 408, 425, 429) |
 //! | same key, same method, path and body | the kept answer, byte for byte, with `Idempotent-Replayed: true` |
 //! | same key, another request | **422** `key-reused` |
 //! | same key while the first is in flight | **409** `in-progress` with `Retry-After` |
 //! | a required key missing | **400** `key-missing` |
-//! | a key empty, too long or sent twice | **400** `key-invalid` |
-//! | the handler answers 5xx, fails or crashes | its 5xx (or **500** / **503**); the key is released: a retry runs again |
+//! | a key empty, too long, with a comma, or sent twice | **400** `key-invalid` |
+//! | no caller identity ([`Caller`], [`Anonymous`]) | **401** `no-caller` |
+//! | the handler answers 5xx, 408, 425 or 429, fails or crashes | its answer (or **500** / **503**); the key is released: a retry runs again |
 //!
 //! Error answers of the adapter are RFC 9457 `application/problem+json`
 //! ([`Problem`]). Keys are scoped to the caller ([`Caller`]): the same key
-//! from two callers is two keys. Requests without a caller identity share
-//! one scope, or are refused ([`Anonymous`]).
+//! from two callers is two keys. A request whose event carries an
+//! authorizer block naming no caller is always refused (401); one without
+//! any caller identity is refused too, unless every such request is
+//! explicitly one caller ([`Anonymous::ShareOneScope`]).
 //!
 //! A request the handler never starts on (its body does not parse: the
 //! `parse` step of [`HttpProcessor::process`]) is answered without touching
@@ -33,6 +36,7 @@ mod response;
 mod tests;
 
 pub use problem::{PROBLEM_JSON, Problem};
+use request::Identity;
 pub use request::{Caller, EventFormat, HttpRequest};
 pub use response::{HttpEventResponse, HttpResponse};
 
@@ -74,13 +78,31 @@ pub const DEFAULT_REPLAY_HEADERS: [&str; 8] = [
     "link",
 ];
 
+/// The answers that ask the client to send the same request again later
+/// (408 Request Timeout, 425 Too Early, 429 Too Many Requests): never kept
+/// with the key under any [`Keep`], or the retry they ask for would only
+/// replay them.
+pub const RETRY_LATER_STATUSES: [u16; 3] = [408, 425, 429];
+
+/// The environment variable [`HttpProcessor::callers_from_env`] reads for
+/// [`Anonymous`]: `refuse` or `share-one-scope`.
+pub const ANONYMOUS_ENV: &str = "IDEMPOTENCY_ANONYMOUS_CALLERS";
+/// The environment variable [`HttpProcessor::callers_from_env`] reads for
+/// [`HttpProcessor::lambda_principal`]: a JSON pointer.
+pub const LAMBDA_PRINCIPAL_ENV: &str = "IDEMPOTENCY_LAMBDA_AUTHORIZER_PRINCIPAL";
+/// Where an HTTP API Lambda authorizer's context names the caller by
+/// default: its `principalId` key.
+pub const DEFAULT_LAMBDA_PRINCIPAL: &str = "/principalId";
+
 /// Which of the handler's answers are kept with the key (replayed to
 /// retries); the others release it, so a retry runs the handler again.
+/// [`RETRY_LATER_STATUSES`] are never kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Keep {
-    /// Everything but 5xx: successes and business refusals (4xx) are
-    /// answers; a 5xx is a failure to answer.
+    /// Everything but 5xx and [`RETRY_LATER_STATUSES`]: successes and
+    /// business refusals (4xx) are answers; a 5xx is a failure to answer,
+    /// and a 408, 425 or 429 asks for the same request again.
     #[default]
     NotServerErrors,
     /// Only 1xx-3xx: a 4xx releases the key too.
@@ -88,7 +110,11 @@ pub enum Keep {
 }
 
 impl Keep {
-    fn keeps(self, status: u16) -> bool {
+    /// Whether an answer of `status` is kept with the key (the one rule).
+    pub fn keeps(self, status: u16) -> bool {
+        if RETRY_LATER_STATUSES.contains(&status) {
+            return false;
+        }
         match self {
             Keep::NotServerErrors => status < 500,
             Keep::SuccessOnly => status < 400,
@@ -96,16 +122,34 @@ impl Keep {
     }
 }
 
-/// What to do with a request that carries no caller identity.
+/// What to do with a request that carries no caller identity at all: no
+/// authorizer block, and no other [`Caller`] source names one. (A request
+/// whose authorizer block names no caller is always refused.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Anonymous {
-    /// All such requests share one key scope (fine behind an API without
-    /// authorization, where every client is the same caller anyway).
+    /// Answer 401 `no-caller` without running the handler (the default).
     #[default]
-    SharedScope,
-    /// Answer 401 `no-caller` without running the handler.
     Refuse,
+    /// Every such request is one and the same caller: they all share one
+    /// key scope, so any client that sends another's key and body gets
+    /// that client's kept answer. Only for an API without authorization
+    /// whose clients may read each other's answers.
+    ShareOneScope,
+}
+
+impl std::str::FromStr for Anonymous {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "refuse" => Ok(Anonymous::Refuse),
+            "share-one-scope" => Ok(Anonymous::ShareOneScope),
+            other => Err(format!(
+                "{ANONYMOUS_ENV}={other:?} is neither `refuse` nor `share-one-scope`"
+            )),
+        }
+    }
 }
 
 /// Runs HTTP requests through the engine, keyed by their `Idempotency-Key`.
@@ -116,6 +160,7 @@ pub struct HttpProcessor {
     missing_key: MissingKey,
     max_key_length: usize,
     callers: Vec<Caller>,
+    lambda_principal: String,
     anonymous: Anonymous,
     keep: Keep,
     replay_headers: Vec<String>,
@@ -142,8 +187,10 @@ struct Seen {
 impl HttpProcessor {
     /// A processor over `engine` (see [`config`]) with the defaults: key
     /// from `Idempotency-Key`, required, at most 255 characters, scoped by
-    /// [`Caller::Principal`] then [`Caller::ApiKeyId`], anonymous callers
-    /// sharing a scope, [`Keep::NotServerErrors`], `Retry-After: 1`.
+    /// [`Caller::Principal`] (a Lambda authorizer's context read at
+    /// [`DEFAULT_LAMBDA_PRINCIPAL`]) then [`Caller::ApiKeyId`], requests
+    /// without a caller refused ([`Anonymous::Refuse`]),
+    /// [`Keep::NotServerErrors`], `Retry-After: 1`.
     pub fn new(engine: Idempotency) -> Self {
         Self {
             engine,
@@ -151,6 +198,7 @@ impl HttpProcessor {
             missing_key: MissingKey::Fail,
             max_key_length: DEFAULT_MAX_KEY_LENGTH,
             callers: vec![Caller::Principal, Caller::ApiKeyId],
+            lambda_principal: DEFAULT_LAMBDA_PRINCIPAL.to_owned(),
             anonymous: Anonymous::default(),
             keep: Keep::default(),
             replay_headers: DEFAULT_REPLAY_HEADERS.map(str::to_owned).to_vec(),
@@ -183,10 +231,44 @@ impl HttpProcessor {
         self
     }
 
-    /// What to do without a caller identity.
+    /// Where an HTTP API Lambda authorizer's context
+    /// (`requestContext.authorizer.lambda`: what a simple response returns
+    /// as `context`) names the caller: a JSON pointer such as `/userId`
+    /// (a leading `/` is added when missing). Default
+    /// [`DEFAULT_LAMBDA_PRINCIPAL`]. Without a value there (nor a
+    /// `principalId` beside the context), the request is refused 401.
+    pub fn lambda_principal(mut self, pointer: &str) -> Self {
+        self.lambda_principal = if pointer.starts_with('/') {
+            pointer.to_owned()
+        } else {
+            format!("/{pointer}")
+        };
+        self
+    }
+
+    /// What to do without any caller identity (default
+    /// [`Anonymous::Refuse`]).
     pub fn anonymous(mut self, policy: Anonymous) -> Self {
         self.anonymous = policy;
         self
+    }
+
+    /// [`anonymous`](Self::anonymous) from [`ANONYMOUS_ENV`] and
+    /// [`lambda_principal`](Self::lambda_principal) from
+    /// [`LAMBDA_PRINCIPAL_ENV`], each when set; an unknown value is an
+    /// error (the function does not start).
+    pub fn callers_from_env(self) -> Result<Self, String> {
+        let this = match std::env::var(ANONYMOUS_ENV) {
+            Ok(v) => self.anonymous(v.parse()?),
+            Err(_) => self,
+        };
+        Ok(match std::env::var(LAMBDA_PRINCIPAL_ENV) {
+            Ok(v) if v.trim().is_empty() => {
+                return Err(format!("{LAMBDA_PRINCIPAL_ENV} is set but empty"));
+            }
+            Ok(v) => this.lambda_principal(v.trim()),
+            Err(_) => this,
+        })
     }
 
     /// Which answers are kept.
@@ -326,6 +408,14 @@ impl HttpProcessor {
         let text = std::str::from_utf8(value.as_bytes())
             .map_err(|_| invalid(format!("the {header} header is not UTF-8")))?
             .trim();
+        // One key, never a list: HTTP APIs (2.0) and function URLs join a
+        // header sent twice into one value with commas.
+        if text.contains(',') {
+            return Err(invalid(format!(
+                "the {header} header holds a comma: one key is expected (a header sent twice \
+                 arrives joined with commas)"
+            )));
+        }
         // The IETF draft sends the key as a structured-field string ("...").
         let key = text
             .strip_prefix('"')
@@ -341,13 +431,24 @@ impl HttpProcessor {
                 self.max_key_length
             )));
         }
-        let scope = match (request.scope(&self.callers), self.anonymous) {
-            (Some(scope), _) => scope,
-            (None, Anonymous::SharedScope) => "anonymous".to_owned(),
-            (None, Anonymous::Refuse) => {
-                return Err(Problem::new(401, Problem::NO_CALLER, "Caller not identified")
-                    .detail("idempotency keys are scoped to the caller, and this request has no caller identity"));
+        let no_caller = |why: &str| {
+            Problem::new(401, Problem::NO_CALLER, "Caller not identified").detail(format!(
+                "idempotency keys are scoped to the caller, and {why}"
+            ))
+        };
+        let scope = match request.identity(&self.callers, &self.lambda_principal) {
+            Identity::Caller(scope) => scope,
+            Identity::Unresolved(why) => {
+                return Err(no_caller(&format!(
+                    "this request's authorizer names none: {why}"
+                )));
             }
+            Identity::Anonymous => match self.anonymous {
+                Anonymous::ShareOneScope => "anonymous".to_owned(),
+                Anonymous::Refuse => {
+                    return Err(no_caller("this request carries no caller identity"));
+                }
+            },
         };
         self.engine
             .key(&json!({ "caller": scope, "key": key }))
@@ -485,7 +586,7 @@ impl HttpProcessor {
             Err(Error::Handler(e)) => match seen.unkept {
                 Some(response) => {
                     let status = response.status;
-                    (response, Err(Refused::new(status, Some(e.to_string()))))
+                    (response, Err(Refused::released(status, e.to_string())))
                 }
                 None if e.kind() == ErrorKind::Terminal => Refused::answer(
                     Problem::new(422, Problem::REJECTED, "Request rejected").detail(e.to_string()),
@@ -522,16 +623,31 @@ fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
 }
 
 /// A request answered without a kept outcome: refused before the handler
-/// (a bad key, a malformed body) or failed (a 5xx, the key released).
+/// (a bad key, a malformed body) or failed (a 5xx, the key released), or
+/// answered with what is not kept (the key released).
 #[derive(Debug)]
 struct Refused {
     status: u16,
     error: Option<String>,
+    released: bool,
 }
 
 impl Refused {
     fn new(status: u16, error: Option<String>) -> Self {
-        Self { status, error }
+        Self {
+            status,
+            error,
+            released: status >= 500,
+        }
+    }
+
+    /// The handler's own answer, not kept: the key was released.
+    fn released(status: u16, error: String) -> Self {
+        Self {
+            status,
+            error: Some(error),
+            released: true,
+        }
     }
 
     fn answer(
@@ -554,12 +670,14 @@ impl Failure for Refused {
     }
 
     fn retryable(&self) -> Option<bool> {
-        Some(self.status >= 500)
+        Some(self.released)
     }
 
     fn next(&self) -> &'static str {
         if self.status >= 500 {
             "answered with a server error; the key is free for a retry"
+        } else if self.released {
+            "answered with a status that is not kept; the key is free for a retry"
         } else {
             "answered with a client error; the key was not used"
         }

@@ -31,14 +31,16 @@ pub struct Problem {
 impl Problem {
     /// A required `Idempotency-Key` header is missing (400).
     pub const KEY_MISSING: &'static str = "urn:idempotency:problem:key-missing";
-    /// The key is empty, too long or given twice (400).
+    /// The key is empty, too long, holds a comma (a header sent twice, as
+    /// HTTP APIs and function URLs fold it) or is given twice (400).
     pub const KEY_INVALID: &'static str = "urn:idempotency:problem:key-invalid";
     /// The key was used with another request (method, path or body) (422).
     pub const KEY_REUSED: &'static str = "urn:idempotency:problem:key-reused";
     /// A request with the same key is still being processed (409).
     pub const IN_PROGRESS: &'static str = "urn:idempotency:problem:in-progress";
-    /// The request came without a caller identity and the adapter refuses
-    /// those (401).
+    /// No caller identified: the event's authorizer block names none, or
+    /// the request carries no identity and anonymous callers are refused
+    /// (401).
     pub const NO_CALLER: &'static str = "urn:idempotency:problem:no-caller";
     /// A duplicate of a request whose response was not kept (409).
     pub const RESPONSE_NOT_KEPT: &'static str = "urn:idempotency:problem:response-not-kept";

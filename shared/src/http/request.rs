@@ -25,10 +25,20 @@ pub enum EventFormat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Caller {
-    /// The authorizer's principal: a JWT authorizer's `sub` claim, an IAM
-    /// caller's `userArn` (HTTP API, function URL with `AWS_IAM`, REST
-    /// API), a Lambda authorizer's `principalId`, a Cognito user pool
-    /// authorizer's `sub` (REST API).
+    /// The principal the event's authorizer names, read by the authorizer's
+    /// kind (see [`HttpRequest::authorizer`]):
+    ///
+    /// | authorizer | the caller |
+    /// | --- | --- |
+    /// | JWT (HTTP API), Cognito user pool (REST API) | the `iss` and `sub` claims together |
+    /// | IAM (HTTP API, function URL `AWS_IAM`) | `iam.userArn` |
+    /// | Lambda, HTTP API (`authorizer.lambda`) | the context value at [`HttpProcessor::lambda_principal`](super::HttpProcessor::lambda_principal), else `principalId` |
+    /// | Lambda, REST API | `principalId` |
+    /// | none, REST API with IAM | `identity.userArn` |
+    ///
+    /// An authorizer block that names no caller this way is never treated
+    /// as "no authorizer", nor passed on to the sources after this one: the
+    /// request is refused (401 `no-caller`).
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,
@@ -36,6 +46,19 @@ pub enum Caller {
     /// proxy that authenticates the caller). Never a header the client
     /// chooses freely: whoever can set it can read others' responses.
     Header(String),
+}
+
+/// Who sent a request, as far as its event and the configured [`Caller`]
+/// sources tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Identity {
+    /// A caller: its key scope (`source:identity`).
+    Caller(String),
+    /// The event carries an authorizer block, and none of the sources names
+    /// a caller in it: why not.
+    Unresolved(String),
+    /// No authorizer block, and no other source names a caller.
+    Anonymous,
 }
 
 /// One HTTP request, whatever event brought it: method, path, headers, the
@@ -55,21 +78,16 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
     /// API Gateway's request id, if any.
     pub request_id: Option<String>,
-    /// The authorizer's principal, if any (see [`Caller::Principal`]).
-    pub principal: Option<String>,
+    /// The event's `requestContext.authorizer` block as API Gateway or the
+    /// function URL sent it (`None` when absent or `null`: no authorizer
+    /// ran). Its principal is read per [`Caller::Principal`].
+    pub authorizer: Option<Value>,
+    /// A REST API's `requestContext.identity.userArn` (IAM authorization),
+    /// if any.
+    pub user_arn: Option<String>,
     /// The REST API key id, if any.
     pub api_key_id: Option<String>,
 }
-
-/// Where the authorizer puts the principal, by payload format, first found wins.
-const PRINCIPAL_POINTERS: [&str; 6] = [
-    "/requestContext/authorizer/jwt/claims/sub",
-    "/requestContext/authorizer/iam/userArn",
-    "/requestContext/authorizer/lambda/principalId",
-    "/requestContext/authorizer/principalId",
-    "/requestContext/authorizer/claims/sub",
-    "/requestContext/identity/userArn",
-];
 
 fn string_at(event: &Value, pointer: &str) -> Option<String> {
     event
@@ -108,7 +126,11 @@ impl HttpRequest {
                 json_type(&event)
             )));
         }
-        let principal = PRINCIPAL_POINTERS.iter().find_map(|p| string_at(&event, p));
+        let authorizer = event
+            .pointer("/requestContext/authorizer")
+            .filter(|a| !a.is_null())
+            .cloned();
+        let user_arn = string_at(&event, "/requestContext/identity/userArn");
         let api_key_id = string_at(&event, "/requestContext/identity/apiKeyId");
         let is_v2 = event.pointer("/requestContext/http").is_some();
         if is_v2 {
@@ -126,7 +148,8 @@ impl HttpRequest {
                 headers: e.headers,
                 body: decode_body(e.body, e.is_base64_encoded)?,
                 request_id: e.request_context.request_id,
-                principal,
+                authorizer: authorizer.clone(),
+                user_arn: user_arn.clone(),
                 api_key_id,
             })
         } else if event.get("httpMethod").is_some() {
@@ -145,7 +168,8 @@ impl HttpRequest {
                 headers,
                 body: decode_body(e.body, e.is_base64_encoded)?,
                 request_id: e.request_context.request_id,
-                principal,
+                authorizer,
+                user_arn,
                 api_key_id,
             })
         } else {
@@ -173,16 +197,91 @@ impl HttpRequest {
             .map_err(|e| malformed(format!("the body is not the expected JSON: {e}")))
     }
 
-    /// The caller's scope under `callers` (the first that names one), as
-    /// `source:identity`; `None` when the request carries none.
-    pub(crate) fn scope(&self, callers: &[Caller]) -> Option<String> {
-        callers.iter().find_map(|caller| match caller {
-            Caller::Principal => self.principal.as_ref().map(|p| format!("principal:{p}")),
-            Caller::ApiKeyId => self.api_key_id.as_ref().map(|k| format!("api-key:{k}")),
-            Caller::Header(name) => self
-                .header(name)
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| format!("header:{}:{v}", name.to_ascii_lowercase())),
+    /// Who sent the request under `callers` (the first that names one);
+    /// `lambda_principal` is the JSON pointer into an HTTP API Lambda
+    /// authorizer's context that names the caller.
+    pub(crate) fn identity(&self, callers: &[Caller], lambda_principal: &str) -> Identity {
+        for caller in callers {
+            let scope = match caller {
+                // An authorizer ran and names no caller: refused, never
+                // scoped by a weaker source after it.
+                Caller::Principal => match self.principal(lambda_principal) {
+                    Ok(scope) => scope,
+                    Err(why) => return Identity::Unresolved(why),
+                },
+                Caller::ApiKeyId => self.api_key_id.as_ref().map(|k| format!("api-key:{k}")),
+                Caller::Header(name) => self
+                    .header(name)
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|v| format!("header:{}:{v}", name.to_ascii_lowercase())),
+            };
+            if let Some(scope) = scope {
+                return Identity::Caller(scope);
+            }
+        }
+        match &self.authorizer {
+            None => Identity::Anonymous,
+            Some(_) => Identity::Unresolved(
+                "the event carries an authorizer block, and the configured caller sources \
+                 (without Caller::Principal) name no caller"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// The scope of the principal the authorizer names (see
+    /// [`Caller::Principal`]); `Ok(None)` without an authorizer block or a
+    /// REST IAM caller; `Err` (why) when the block names no caller.
+    fn principal(&self, lambda_principal: &str) -> Result<Option<String>, String> {
+        let principal = |id: String| format!("principal:{id}");
+        let Some(authorizer) = &self.authorizer else {
+            return Ok(self.user_arn.clone().map(principal));
+        };
+        let claims = authorizer
+            .pointer("/jwt/claims")
+            .or_else(|| authorizer.get("claims").filter(|c| c.is_object()));
+        if let Some(claims) = claims {
+            return match (text_at(claims, "/iss"), text_at(claims, "/sub")) {
+                (Some(iss), Some(sub)) => Ok(Some(format!("jwt:{}", Value::from(vec![iss, sub])))),
+                _ => Err(
+                    "the JWT authorizer's claims lack `iss` or `sub` (a caller is \
+                     its issuer and subject together)"
+                        .to_owned(),
+                ),
+            };
+        }
+        if let Some(iam) = authorizer.get("iam") {
+            return text_at(iam, "/userArn")
+                .map(|arn| Some(principal(arn)))
+                .ok_or_else(|| "the IAM authorizer block has no `userArn`".to_owned());
+        }
+        let principal_id = text_at(authorizer, "/principalId");
+        if let Some(context) = authorizer.get("lambda") {
+            return text_at(context, lambda_principal)
+                .or(principal_id)
+                .map(|id| Some(principal(id)))
+                .ok_or_else(|| {
+                    format!(
+                        "the Lambda authorizer's context (requestContext.authorizer.lambda) \
+                         has no caller id at {lambda_principal:?} (HttpProcessor::\
+                         lambda_principal names where it is)"
+                    )
+                });
+        }
+        principal_id.map(|id| Some(principal(id))).ok_or_else(|| {
+            "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
+             authorizer context or principalId)"
+                .to_owned()
         })
+    }
+}
+
+/// The text at `pointer` in `value`: a non-blank string, or a number's
+/// digits (a Lambda authorizer's context may hold numbers).
+fn text_at(value: &Value, pointer: &str) -> Option<String> {
+    match value.pointer(pointer)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }

@@ -8,8 +8,19 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// An HTTP API (2.0) event.
+/// An HTTP API (2.0) event from an IAM caller (`AWS_IAM`).
 pub(crate) fn event(method: &str, path: &str, key: Option<&str>, body: &str) -> Value {
+    let mut event = bare_event(method, path, key, body);
+    event["requestContext"]["authorizer"] = json!({"iam": {
+        "accessKey": "AKIAIOSFODNN7EXAMPLE", "accountId": "123456789012",
+        "callerId": "AIDACKCEVSQ6C2EXAMPLE", "cognitoIdentity": null, "principalOrgId": null,
+        "userArn": "arn:aws:iam::123456789012:user/tests", "userId": "AIDACKCEVSQ6C2EXAMPLE"
+    }});
+    event
+}
+
+/// An HTTP API (2.0) event without an authorizer.
+fn bare_event(method: &str, path: &str, key: Option<&str>, body: &str) -> Value {
     let mut headers = serde_json::Map::new();
     headers.insert("content-type".into(), json!("application/json"));
     if let Some(key) = key {
@@ -31,8 +42,9 @@ pub(crate) fn event(method: &str, path: &str, key: Option<&str>, body: &str) -> 
 }
 
 fn with_principal(mut event: Value, sub: &str) -> Value {
-    event["requestContext"]["authorizer"] =
-        json!({"jwt": {"claims": {"sub": sub}, "scopes": null}});
+    event["requestContext"]["authorizer"] = json!({"jwt": {
+        "claims": {"iss": "https://issuer.example", "sub": sub}, "scopes": null
+    }});
     event
 }
 
@@ -286,29 +298,236 @@ async fn a_parse_problem_does_not_touch_the_key() {
 #[tokio::test]
 async fn keys_are_scoped_to_the_caller() {
     let f = fixture();
-    let e = event("POST", "/t", Some("shared-key"), "{}");
+    let e = bare_event("POST", "/t", Some("shared-key"), "{}");
     let alice = f.call(with_principal(e.clone(), "alice"), 201).await;
     let bob = f.call(with_principal(e.clone(), "bob"), 201).await;
-    let anonymous = f.call(e.clone(), 201).await;
-    assert_eq!(f.runs(), 3, "three callers, three keys");
+    assert_eq!(f.runs(), 2, "two callers, two keys");
     assert_ne!(alice.body, bob.body);
-    assert_ne!(bob.body, anonymous.body);
     let alice_again = f.call(with_principal(e.clone(), "alice"), 201).await;
     assert_eq!(alice_again.body, alice.body);
-    assert_eq!(f.runs(), 3);
-    // A configured header, and refusing anonymous callers.
+    assert_eq!(f.runs(), 2);
+    // A configured header.
     let mut f2 = fixture();
     f2.processor = f2
         .processor
         .clone()
-        .callers([Caller::Header("x-tenant".into())])
-        .anonymous(Anonymous::Refuse);
+        .callers([Caller::Header("x-tenant".into())]);
     let r = f2.call(e.clone(), 201).await;
     assert_eq!(r.status, 401);
     assert_eq!(problem(&r).kind, Problem::NO_CALLER);
     let mut tenant = e;
     tenant["headers"]["x-tenant"] = json!("t-1");
     assert_eq!(f2.call(tenant, 201).await.status, 201);
+}
+
+/// An HTTP API event behind a Lambda authorizer with simple responses: the
+/// authorizer's `context` under `requestContext.authorizer.lambda`, no
+/// `principalId`.
+fn with_lambda_context(mut event: Value, context: Value) -> Value {
+    event["requestContext"]["authorizer"] = json!({ "lambda": context });
+    event
+}
+
+/// Before: no principal pointer matched a simple-response context, and the
+/// default shared scope gave Bob Alice's kept answer.
+#[tokio::test]
+async fn a_lambda_authorizer_naming_no_caller_is_401_never_a_shared_scope() {
+    let f = fixture();
+    let e = event("POST", "/t", Some("k-lambda"), r#"{"pay":1}"#);
+    let alice = with_lambda_context(e.clone(), json!({"userId": "alice"}));
+    let bob = with_lambda_context(e, json!({"userId": "bob"}));
+    for r in [f.call(alice, 201).await, f.call(bob, 201).await] {
+        assert_eq!(r.status, 401, "{}", r.body);
+        assert_eq!(problem(&r).kind, Problem::NO_CALLER);
+        assert_eq!(r.header_value(REPLAYED_HEADER), None);
+    }
+    assert_eq!(f.runs(), 0, "nobody ran, nobody read another's answer");
+}
+
+#[tokio::test]
+async fn a_lambda_authorizer_context_names_the_caller_where_configured() {
+    let mut f = fixture();
+    f.processor = f.processor.clone().lambda_principal("/userId");
+    let e = event("POST", "/t", Some("k-lambda"), "{}");
+    let as_user = |id: Value| with_lambda_context(e.clone(), json!({"userId": id, "tier": "gold"}));
+    let alice = f.call(as_user(json!("alice")), 201).await;
+    let bob = f.call(as_user(json!("bob")), 201).await;
+    assert_eq!((alice.status, bob.status), (201, 201));
+    assert_eq!(bob.header_value(REPLAYED_HEADER), None, "bob runs his own");
+    assert_eq!(f.runs(), 2);
+    let again = f.call(as_user(json!("alice")), 201).await;
+    assert_eq!(again.header_value(REPLAYED_HEADER), Some("true"));
+    assert_eq!(again.body, alice.body);
+    // A number is an id too; a context without the id is refused, even
+    // with the shared anonymous scope chosen.
+    assert_eq!(f.call(as_user(json!(42)), 201).await.status, 201);
+    f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+    let r = f
+        .call(with_lambda_context(e.clone(), json!({"tier": "gold"})), 201)
+        .await;
+    assert_eq!(r.status, 401);
+    assert_eq!(problem(&r).kind, Problem::NO_CALLER);
+    // The pointer may be given without its leading slash.
+    f.processor = f.processor.clone().lambda_principal("userId");
+    let r = f.call(as_user(json!("alice")), 201).await;
+    assert_eq!(r.header_value(REPLAYED_HEADER), Some("true"));
+    assert_eq!(f.runs(), 3);
+}
+
+/// Every shape of authorizer block that names no caller is refused, whatever
+/// the anonymous policy; the names it gives scope keys apart.
+#[tokio::test]
+async fn an_authorizer_block_without_a_caller_is_always_401() {
+    let mut f = fixture();
+    f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+    let e = bare_event("POST", "/t", Some("k-auth"), "{}");
+    for authorizer in [
+        json!({}),
+        json!({"jwt": {"claims": {"sub": "alice"}, "scopes": null}}),
+        json!({"jwt": {"claims": {"iss": "https://issuer.example"}}}),
+        json!({"jwt": {"claims": {"iss": " ", "sub": "alice"}}}),
+        json!({"iam": {"accountId": "123456789012", "userArn": null}}),
+        json!({"lambda": {}}),
+        json!({"lambda": {"principalId": ""}}),
+        json!({"something": "else"}),
+    ] {
+        let mut event = e.clone();
+        event["requestContext"]["authorizer"] = authorizer.clone();
+        let r = f.call(event, 201).await;
+        assert_eq!(r.status, 401, "{authorizer}");
+        assert_eq!(problem(&r).kind, Problem::NO_CALLER, "{authorizer}");
+    }
+    assert_eq!(f.runs(), 0);
+    // `null` is no authorizer: the shared scope chosen applies.
+    let mut event = e.clone();
+    event["requestContext"]["authorizer"] = Value::Null;
+    assert_eq!(f.call(event, 201).await.status, 201);
+    assert_eq!(
+        f.call(e, 201).await.header_value(REPLAYED_HEADER),
+        Some("true")
+    );
+}
+
+/// Before: requests without any caller identity shared one scope by default.
+#[tokio::test]
+async fn requests_without_a_caller_are_401_by_default() {
+    let f = fixture();
+    for _ in 0..2 {
+        let r = f
+            .call(bare_event("POST", "/t", Some("k-anon"), "{}"), 201)
+            .await;
+        assert_eq!(r.status, 401, "{}", r.body);
+        assert_eq!(problem(&r).kind, Problem::NO_CALLER);
+    }
+    assert_eq!(f.runs(), 0);
+}
+
+#[tokio::test]
+async fn one_shared_scope_for_anonymous_callers_only_when_chosen() {
+    let mut f = fixture();
+    f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+    let e = bare_event("POST", "/t", Some("k-anon"), "{}");
+    let first = f.call(e.clone(), 201).await;
+    let second = f.call(e.clone(), 201).await;
+    assert_eq!((first.status, f.runs()), (201, 1));
+    assert_eq!(second.header_value(REPLAYED_HEADER), Some("true"));
+    // An identified caller is not in that scope.
+    let alice = f.call(with_principal(e, "alice"), 201).await;
+    assert_eq!(alice.header_value(REPLAYED_HEADER), None);
+    assert_eq!(f.runs(), 2);
+}
+
+#[test]
+fn anonymous_policies_parse_by_name() {
+    assert_eq!("refuse".parse(), Ok(Anonymous::Refuse));
+    assert_eq!(" share-one-scope ".parse(), Ok(Anonymous::ShareOneScope));
+    let err = "shared".parse::<Anonymous>().unwrap_err();
+    assert!(err.contains(ANONYMOUS_ENV), "{err}");
+}
+
+fn with_claims(mut event: Value, claims: Value) -> Value {
+    event["requestContext"]["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
+    event
+}
+
+/// Before: `sub` alone scoped a JWT caller, so one subject of two issuers
+/// (two identity providers behind one API) shared answers.
+#[tokio::test]
+async fn jwt_callers_are_scoped_by_issuer_and_subject() {
+    let f = fixture();
+    let e = event("POST", "/t", Some("k-jwt"), "{}");
+    let a = json!({"iss": "https://idp-a.example", "sub": "user-1"});
+    let b = json!({"iss": "https://idp-b.example", "sub": "user-1"});
+    let first = f.call(with_claims(e.clone(), a.clone()), 201).await;
+    let other = f.call(with_claims(e.clone(), b), 201).await;
+    assert_eq!((first.status, other.status), (201, 201));
+    assert_eq!(other.header_value(REPLAYED_HEADER), None, "another issuer");
+    assert_eq!(f.runs(), 2);
+    let again = f.call(with_claims(e.clone(), a), 201).await;
+    assert_eq!(again.header_value(REPLAYED_HEADER), Some("true"));
+    // The same on a REST API's Cognito user pool authorizer (claims).
+    let rest = |iss: &str| {
+        json!({
+            "resource": "/t", "path": "/t", "httpMethod": "POST",
+            "headers": {"idempotency-key": "k-cognito"},
+            "multiValueHeaders": {"idempotency-key": ["k-cognito"]},
+            "requestContext": {"requestId": "r", "httpMethod": "POST",
+                "authorizer": {"claims": {"iss": iss, "sub": "user-1", "token_use": "id"}}},
+            "body": "{}", "isBase64Encoded": false
+        })
+    };
+    f.call(
+        rest("https://cognito-idp.us-east-1.amazonaws.com/pool-a"),
+        201,
+    )
+    .await;
+    let r = f
+        .call(
+            rest("https://cognito-idp.us-east-1.amazonaws.com/pool-b"),
+            201,
+        )
+        .await;
+    assert_eq!(r.header_value(REPLAYED_HEADER), None);
+    assert_eq!(f.runs(), 4);
+    // Claims without an issuer: refused, not scoped by the API key after.
+    let mut no_iss = rest("");
+    no_iss["requestContext"]["identity"] = json!({"apiKeyId": "key-1"});
+    let r = f.call(no_iss, 201).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(problem(&r).kind, Problem::NO_CALLER);
+    assert_eq!(f.runs(), 4);
+}
+
+/// Before: a handler's 408, 425 and 429 were kept (they are below 500), so
+/// the retry they ask for replayed them forever.
+#[tokio::test]
+async fn retry_later_answers_are_not_kept() {
+    for status in [408, 425, 429] {
+        let f = fixture();
+        let e = event("POST", "/t", Some("k-later"), "{}");
+        let r = f.call(e.clone(), status).await;
+        assert_eq!(r.status, status, "the handler's own answer");
+        let r = f.call(e.clone(), 201).await;
+        assert_eq!((r.status, f.runs()), (201, 2), "{status} released the key");
+        assert_eq!(r.header_value(REPLAYED_HEADER), None);
+        assert!(!Keep::SuccessOnly.keeps(status) && !Keep::NotServerErrors.keeps(status));
+    }
+}
+
+/// Before: HTTP APIs (2.0) and function URLs join a header sent twice into
+/// one comma-separated value, which was taken as one key.
+#[tokio::test]
+async fn a_key_with_a_comma_is_400() {
+    let f = fixture();
+    for key in ["k-1,k-2", "k-1, k-1", "\"k-1\", \"k-2\"", "\"a,b\"", ","] {
+        let e = event("POST", "/t", Some(key), "{}");
+        let r = f.call(e, 201).await;
+        assert_eq!(r.status, 400, "{key:?}");
+        let p = problem(&r);
+        assert_eq!(p.kind, Problem::KEY_INVALID, "{key:?}");
+        assert!(p.detail.unwrap_or_default().contains("comma"), "{key:?}");
+    }
+    assert_eq!(f.runs(), 0);
 }
 
 #[tokio::test]

@@ -717,3 +717,33 @@ fn payments_api_second_request_is_replayed() {
     assert_eq!(body["amount_cents"], 999);
     assert!(body["payment_id"].as_str().is_some_and(|id| !id.is_empty()));
 }
+
+/// payments-api's caller settings from the environment: an unknown
+/// anonymous policy stops it at start; the Lambda authorizer sample is 401
+/// until the context key that names the caller is set, then 201.
+#[test]
+fn payments_api_reads_its_caller_settings_from_the_environment() {
+    let lambda = "events/payments-api-lambda-authorizer.json";
+    let run = run_local(
+        "payments-api",
+        &[lambda],
+        &[(shared::http::ANONYMOUS_ENV, "shared".to_owned())],
+    );
+    assert!(!run.success, "{:?}", run.responses);
+    assert!(run.responses.is_empty());
+    assert!(
+        run.stderr.contains(shared::http::ANONYMOUS_ENV),
+        "{}",
+        run.stderr
+    );
+    let run = run_local("payments-api", &[lambda], &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses[0]["statusCode"], 401, "{:?}", run.responses);
+    let run = run_local(
+        "payments-api",
+        &[lambda],
+        &[(shared::http::LAMBDA_PRINCIPAL_ENV, "/userId".to_owned())],
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses[0]["statusCode"], 201, "{:?}", run.responses);
+}

@@ -11,23 +11,39 @@ use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
 use serde_json::{Value, json};
-use shared::http::{HttpProcessor, HttpRequest, Problem};
+use shared::http::{HttpProcessor, HttpRequest, HttpResponse, Problem};
 use shared::{DynamoDbStore, HandlerError, Idempotency, TableConfig};
 use std::process::Child;
 use std::time::Duration;
 
 /// The app over the test's tables on moto.
 pub(crate) async fn app(t: &PaymentTables) -> App {
+    app_with(t, |http| http).await
+}
+
+/// The app over the test's tables, its adapter set up by `configure`.
+async fn app_with(
+    t: &PaymentTables,
+    configure: impl FnOnce(HttpProcessor) -> HttpProcessor,
+) -> App {
     let ddb = moto().dynamodb().await;
     let engine = Idempotency::new(
         DynamoDbStore::new(ddb.clone(), TableConfig::new(&t.idempotency)),
         App::config().disabled(false),
     );
-    App::new(engine, Accounts::dynamodb(ddb, &t.accounts))
+    App::with_http(
+        configure(HttpProcessor::new(engine)),
+        Accounts::dynamodb(ddb, &t.accounts),
+    )
 }
 
 /// The `payments-api` binary as Lambda runs it, on the test's tables.
 pub(crate) fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
+    spawn_with(api, t, mode, &[])
+}
+
+/// [`spawn`] with more environment variables.
+fn spawn_with(api: &RuntimeApi, t: &PaymentTables, mode: &str, env: &[(&str, &str)]) -> Child {
     let mut command = lambda_command(&function_binary("payments-api"), "payments-api", api);
     moto().apply_env(&mut command);
     command
@@ -35,11 +51,13 @@ pub(crate) fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
         .env("ACCOUNTS_TABLE", &t.accounts)
         .env("PAYMENTS_COMMIT_MODE", mode)
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .spawn()
         .expect("start the payments-api binary")
 }
 
-/// An HTTP API (2.0) `POST /payments` with `key` and `body`.
+/// An HTTP API (2.0) `POST /payments` with `key` and `body`, from the
+/// sample's IAM caller.
 pub(crate) fn post(key: Option<&str>, body: &str) -> Value {
     let mut event = sample("payments-api-http.json");
     match key {
@@ -55,8 +73,34 @@ pub(crate) fn post(key: Option<&str>, body: &str) -> Value {
     event
 }
 
-fn as_caller(mut event: Value, sub: &str) -> Value {
-    event["requestContext"]["authorizer"] = json!({"jwt": {"claims": {"sub": sub}}});
+/// `event` from a JWT caller of the usual issuer.
+fn as_caller(event: Value, sub: &str) -> Value {
+    as_jwt(event, "https://issuer.example", sub)
+}
+
+/// `event` from the JWT caller `iss` + `sub`.
+fn as_jwt(mut event: Value, iss: &str, sub: &str) -> Value {
+    event["requestContext"]["authorizer"] =
+        json!({"jwt": {"claims": {"iss": iss, "sub": sub}, "scopes": null}});
+    event
+}
+
+/// `event` without any authorizer block.
+fn anonymous(mut event: Value) -> Value {
+    event["requestContext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("authorizer");
+    event
+}
+
+/// The Lambda authorizer sample (simple responses) with `key`, `body` and
+/// the caller `user` in its context.
+fn via_lambda_authorizer(key: &str, body: &str, user: &str) -> Value {
+    let mut event = sample("payments-api-lambda-authorizer.json");
+    event["headers"]["idempotency-key"] = json!(key);
+    event["body"] = json!(body);
+    event["requestContext"]["authorizer"]["lambda"]["userId"] = json!(user);
     event
 }
 
@@ -106,11 +150,20 @@ impl Drop for Driver {
 }
 
 async fn drivers() -> Vec<(Driver, PaymentTables)> {
+    drivers_with(|http| http, &[]).await
+}
+
+/// The two drivers, set up alike: in process by `configure`, the binary by
+/// the environment variables `env`.
+async fn drivers_with(
+    configure: impl FnOnce(HttpProcessor) -> HttpProcessor,
+    env: &[(&str, &str)],
+) -> Vec<(Driver, PaymentTables)> {
     let t1 = payment_tables("papi").await;
-    let in_process = Driver::InProcess(app(&t1).await);
+    let in_process = Driver::InProcess(app_with(&t1, configure).await);
     let t2 = payment_tables("papi").await;
     let api = RuntimeApi::start().await;
-    let child = spawn(&api, &t2, "fenced");
+    let child = spawn_with(&api, &t2, "fenced", env);
     vec![(in_process, t1), (Driver::Binary { api, child }, t2)]
 }
 
@@ -272,6 +325,128 @@ async fn empty_or_too_long_key_is_400() {
         // 255 characters is the limit, not over it.
         let r = d.call(&post(Some(&too_long[1..]), BODY)).await;
         assert_eq!(status(&r), 201, "{}", d.name());
+    }
+}
+
+/// HTTP APIs (2.0) and function URLs fold a header sent twice into one
+/// comma-joined value: a key with a comma is refused, never taken as a key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_sent_twice_folded_with_a_comma_is_400() {
+    for (d, t) in drivers().await {
+        for key in ["k-twice, k-twice", "k-one,k-two", "\"k-one\", \"k-two\""] {
+            let r = d.call(&post(Some(key), BODY)).await;
+            assert_eq!(status(&r), 400, "{}: {key:?} {r}", d.name());
+            assert_eq!(problem_type(&r), Problem::KEY_INVALID);
+        }
+        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+    }
+}
+
+/// A Lambda authorizer with simple responses puts the caller in its
+/// context (`authorizer.lambda`), with no `principalId`: by default nobody
+/// is identified, so every such request is 401, never one scope in which
+/// Bob, sending Alice's key and body, gets Alice's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lambda_authorizer_caller_is_401_by_default_never_a_shared_scope() {
+    for (d, t) in drivers().await {
+        let alice = d
+            .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
+            .await;
+        let bob = d
+            .call(&via_lambda_authorizer("k-lambda", BODY, "bob"))
+            .await;
+        for r in [&alice, &bob] {
+            assert_eq!(status(r), 401, "{}: {r}", d.name());
+            assert_eq!(problem_type(r), Problem::NO_CALLER);
+            assert!(!replayed(r), "{}", d.name());
+        }
+        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+    }
+}
+
+/// With the context key that names the caller set (in process:
+/// `lambda_principal`; the binary: `IDEMPOTENCY_LAMBDA_AUTHORIZER_PRINCIPAL`),
+/// each caller has its own keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lambda_authorizer_caller_is_named_by_the_context_key_set() {
+    let env = [(shared::http::LAMBDA_PRINCIPAL_ENV, "/userId")];
+    for (d, t) in drivers_with(|http| http.lambda_principal("/userId"), &env).await {
+        let alice = d
+            .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
+            .await;
+        let bob = d
+            .call(&via_lambda_authorizer("k-lambda", BODY, "bob"))
+            .await;
+        assert_eq!((status(&alice), status(&bob)), (201, 201), "{}", d.name());
+        assert!(!replayed(&bob), "{}: bob runs his own", d.name());
+        let again = d
+            .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
+            .await;
+        assert!(replayed(&again), "{}: {again}", d.name());
+        assert_eq!(again["body"], alice["body"]);
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(500),
+            "{}",
+            d.name()
+        );
+    }
+}
+
+/// No authorizer at all: refused by default; one scope for every such
+/// request only when chosen (`IDEMPOTENCY_ANONYMOUS_CALLERS`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
+    for (d, t) in drivers().await {
+        let r = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
+        assert_eq!(status(&r), 401, "{}: {r}", d.name());
+        assert_eq!(problem_type(&r), Problem::NO_CALLER);
+        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+    }
+    let env = [(shared::http::ANONYMOUS_ENV, "share-one-scope")];
+    let one_scope = |http: HttpProcessor| http.anonymous(shared::http::Anonymous::ShareOneScope);
+    for (d, t) in drivers_with(one_scope, &env).await {
+        let first = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
+        assert_eq!(status(&first), 201, "{}: {first}", d.name());
+        let again = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
+        assert!(replayed(&again), "{}: {again}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(250),
+            "{}",
+            d.name()
+        );
+    }
+}
+
+/// One subject at two issuers (two identity providers behind one API) is
+/// two callers: a JWT caller is `iss` + `sub`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_callers_are_scoped_by_issuer_and_subject() {
+    for (d, t) in drivers().await {
+        let event = post(Some("k-jwt"), BODY);
+        let a = d
+            .call(&as_jwt(event.clone(), "https://idp-a.example", "u-1"))
+            .await;
+        let b = d
+            .call(&as_jwt(event.clone(), "https://idp-b.example", "u-1"))
+            .await;
+        assert_eq!((status(&a), status(&b)), (201, 201), "{}", d.name());
+        assert!(!replayed(&b), "{}: another issuer's answer", d.name());
+        let no_issuer = d
+            .call(&{
+                let mut e = event.clone();
+                e["requestContext"]["authorizer"] = json!({"jwt": {"claims": {"sub": "u-1"}}});
+                e
+            })
+            .await;
+        assert_eq!(status(&no_issuer), 401, "{}: {no_issuer}", d.name());
+        assert_eq!(
+            balance(&t.accounts, "acct-1").await,
+            Some(500),
+            "{}",
+            d.name()
+        );
     }
 }
 
@@ -460,6 +635,38 @@ async fn bad_input_is_answered() {
         // Not an HTTP event at all: an HTTP 400 all the same.
         let r = d.call(&json!({"Records": []})).await;
         assert_eq!(status(&r), 400, "{name}: {r}");
+    }
+}
+
+/// A handler's 408, 425 and 429 ask for the same request again: they are
+/// answered, not kept, and the retry runs and credits once (in process:
+/// `payments-api` has no such answer of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_later_answers_release_the_key() {
+    let t = payment_tables("papi").await;
+    let app = app(&t).await;
+    let accounts = app.accounts().clone();
+    for (i, later) in [408, 425, 429].into_iter().enumerate() {
+        let request = HttpRequest::from_event(post(Some(&format!("k-{later}")), BODY)).unwrap();
+        let r = app
+            .http()
+            .process(&request, None, payments_api::parse, |_| async move {
+                Ok::<_, HandlerError>(HttpResponse::new(later).header("retry-after", "1"))
+            })
+            .await;
+        assert_eq!(r.status, later);
+        assert_eq!(r.header_value("retry-after"), Some("1"));
+        let accounts = accounts.clone();
+        let r = app
+            .http()
+            .process(&request, None, payments_api::parse, |p| async move {
+                payments_api::create(&accounts, p)
+            })
+            .await;
+        assert_eq!(r.status, 201, "{later} released the key: {}", r.body);
+        assert_eq!(r.header_value("idempotent-replayed"), None);
+        let credited = 250 * (i64::try_from(i).unwrap() + 1);
+        assert_eq!(balance(&t.accounts, "acct-1").await, Some(credited));
     }
 }
 
