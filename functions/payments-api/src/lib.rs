@@ -104,7 +104,8 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under `payments-api.create`, kept 24 h
+    /// Engine configuration: keys under `payments-api.create` (`from_env`:
+    /// the deployment's `IDEMPOTENCY_KEY_PREFIX` when set), kept 24 h
     /// (`IDEMPOTENCY_EXPIRES_AFTER_SECONDS` overrides), lease 60 s, fenced
     /// commits (a claim, then one `TransactWriteItems` with the credit and
     /// the answer), so a retry while the first is in flight gets a 409.
@@ -116,7 +117,9 @@ impl App {
     /// `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` are set, the embedded memory
     /// store otherwise (local runs); `PAYMENTS_COMMIT_MODE` picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = payments::backend::mode_from_env(Self::config().expires_after_from_env()?)?;
+        let config = payments::backend::mode_from_env(
+            Self::config().prefix_from_env()?.expires_after_from_env()?,
+        )?;
         let (engine, accounts) = payments::backend::from_env(config).await?;
         Ok(Self::new(engine, accounts))
     }
