@@ -10,6 +10,73 @@ pub const DISABLED_ENV: &str = "IDEMPOTENCY_DISABLED";
 /// [`Config::expires_after_from_env`]).
 pub const EXPIRES_AFTER_ENV: &str = "IDEMPOTENCY_EXPIRES_AFTER_SECONDS";
 
+/// Environment variable holding the function's record id prefix (see
+/// [`Config::prefix_from_env`]). The template sets it from the same value
+/// that scopes the function's role on the idempotency table to ids
+/// `<prefix>#*` (`dynamodb:LeadingKeys`).
+pub const PREFIX_ENV: &str = "IDEMPOTENCY_KEY_PREFIX";
+
+/// The longest record id prefix: a record id is `<prefix>#<64 hex digits>`
+/// and DynamoDB's partition key values hold at most 2048 bytes.
+pub const MAX_PREFIX_BYTES: usize = 2048 - 1 - 64;
+
+/// A record id prefix that cannot scope a function's records.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrefixError {
+    /// The prefix is empty.
+    #[error("{PREFIX_ENV}: the key prefix is empty")]
+    Empty,
+    /// The prefix is longer than [`MAX_PREFIX_BYTES`].
+    #[error("{PREFIX_ENV}: the key prefix is {0} bytes, more than {MAX_PREFIX_BYTES}")]
+    TooLong(usize),
+    /// The prefix holds a character outside ASCII letters, digits, `.`, `-`
+    /// and `_`.
+    #[error(
+        "{PREFIX_ENV}={prefix:?}: {character:?} is not allowed in a key prefix (ASCII letters, \
+         digits, '.', '-', '_')"
+    )]
+    Character {
+        /// The prefix.
+        prefix: String,
+        /// The first character refused.
+        character: char,
+    },
+    /// The function keys its records under a fixed prefix, and the
+    /// environment names another.
+    #[error("{PREFIX_ENV}={set:?}: this function keys its records under {fixed:?} only")]
+    Fixed {
+        /// The prefix the environment names.
+        set: String,
+        /// The function's own.
+        fixed: String,
+    },
+}
+
+/// Checks a record id prefix: 1 to [`MAX_PREFIX_BYTES`] ASCII letters,
+/// digits, `.`, `-` or `_`. Refused, among others: `#` (the separator: the
+/// records of a prefix `a#b` would fall inside the scope `a#*` of prefix
+/// `a`), `*` and `?` (wildcards of the IAM condition `StringLike`), `$`,
+/// `{` and `}` (IAM policy variables).
+pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
+    if prefix.is_empty() {
+        return Err(PrefixError::Empty);
+    }
+    if prefix.len() > MAX_PREFIX_BYTES {
+        return Err(PrefixError::TooLong(prefix.len()));
+    }
+    match prefix
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+    {
+        Some(character) => Err(PrefixError::Character {
+            prefix: prefix.to_owned(),
+            character,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The item size DynamoDB accepts (400 KB), kept a little under: AWS counts
 /// 409,600 bytes, some emulators fewer.
 pub const DEFAULT_MAX_ITEM_BYTES: usize = 400_000;
@@ -186,6 +253,38 @@ impl Config {
         }
     }
 
+    /// Sets [`Config::prefix`] from [`PREFIX_ENV`] when it is set: the
+    /// deployment names the prefix its role may write (the template derives
+    /// both from one value). Unset (a local run, a test), the prefix stays
+    /// the code's. A prefix [`check_prefix`] refuses is an error, not a
+    /// silent default.
+    pub fn prefix_from_env(self) -> Result<Self, PrefixError> {
+        self.prefix_from(std::env::var(PREFIX_ENV).ok().as_deref())
+    }
+
+    /// [`Config::prefix_from_env`] with the variable's value given.
+    pub fn prefix_from(mut self, value: Option<&str>) -> Result<Self, PrefixError> {
+        if let Some(prefix) = value {
+            check_prefix(prefix)?;
+            self.prefix = prefix.to_owned();
+        }
+        Ok(self)
+    }
+
+    /// Refuses a prefix other than `fixed`: for a function that derives
+    /// more than its record ids from its prefix (e.g. the stable ids of its
+    /// outbox messages, announced in its response).
+    pub fn require_prefix(self, fixed: &str) -> Result<Self, PrefixError> {
+        if self.prefix == fixed {
+            Ok(self)
+        } else {
+            Err(PrefixError::Fixed {
+                set: self.prefix,
+                fixed: fixed.to_owned(),
+            })
+        }
+    }
+
     /// Sets [`Config::lease`].
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
@@ -342,6 +441,55 @@ mod tests {
         assert_eq!(c.expires_after, Duration::from_secs(7));
         assert!(!c.store_responses);
         assert!(c.disabled);
+    }
+
+    #[test]
+    fn the_environment_names_the_prefix_or_the_code_keeps_its_own() {
+        let code = Config::with_prefix("payments.credit");
+        assert_eq!(
+            code.clone().prefix_from(None).unwrap().prefix,
+            "payments.credit"
+        );
+        let set = code.clone().prefix_from(Some("payments.v2")).unwrap();
+        assert_eq!(set.prefix, "payments.v2");
+        assert_eq!(
+            code.clone().prefix_from(Some("")).unwrap_err(),
+            PrefixError::Empty
+        );
+        for bad in [
+            "orders#x",
+            "a*",
+            "a?",
+            "${aws:userid}",
+            "a b",
+            "caf\u{e9}",
+            "a/b",
+        ] {
+            let err = code.clone().prefix_from(Some(bad)).unwrap_err();
+            assert!(matches!(err, PrefixError::Character { .. }), "{bad}: {err}");
+        }
+        let long = "p".repeat(MAX_PREFIX_BYTES + 1);
+        assert_eq!(
+            code.clone().prefix_from(Some(&long)).unwrap_err(),
+            PrefixError::TooLong(MAX_PREFIX_BYTES + 1)
+        );
+        // The longest prefix still makes a partition key DynamoDB accepts.
+        let longest = "p".repeat(MAX_PREFIX_BYTES);
+        let key = crate::IdempotencyKey::new(&longest, &serde_json::json!("k")).unwrap();
+        assert_eq!(key.as_str().len(), 2048);
+    }
+
+    #[test]
+    fn a_fixed_prefix_refuses_another() {
+        let c = Config::with_prefix("orders.record");
+        assert!(c.clone().require_prefix("orders.record").is_ok());
+        let err = c
+            .prefix_from(Some("orders.other"))
+            .unwrap()
+            .require_prefix("orders.record")
+            .unwrap_err();
+        assert!(err.to_string().contains("orders.record"), "{err}");
+        assert!(err.to_string().contains(PREFIX_ENV), "{err}");
     }
 
     #[test]

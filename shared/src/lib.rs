@@ -74,7 +74,8 @@ pub use adapter::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
-    OversizedResponse, TABLE_ENV, TableConfig, TerminalErrors,
+    MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TABLE_ENV, TableConfig,
+    TerminalErrors, check_prefix,
 };
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};

@@ -186,7 +186,8 @@ impl App {
         self
     }
 
-    /// Engine configuration: keys under `inventory.reserve`, kept
+    /// Engine configuration: keys under `inventory.reserve` (`from_env`: the
+    /// deployment's `IDEMPOTENCY_KEY_PREFIX` when set), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), terminal errors recorded.
     pub fn config() -> Config {
@@ -207,7 +208,7 @@ impl App {
     /// Valkey and the stock in DynamoDB ([`STOCK_TABLE_ENV`]; in memory with
     /// sample levels when unset): see [`VALKEY_COMMIT_MODE`].
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config().expires_after_from_env()?;
+        let config = Self::config().prefix_from_env()?.expires_after_from_env()?;
         let stock = std::env::var(STOCK_TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty());

@@ -202,7 +202,8 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under [`RECORD_PREFIX`], kept
+    /// Engine configuration: keys under [`RECORD_PREFIX`] (fixed: `from_env`
+    /// refuses another `IDEMPOTENCY_KEY_PREFIX`), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), optimistic commits (one
     /// `TransactWriteItems` per new order).
@@ -220,7 +221,11 @@ impl App {
     /// names another queue). One without the other is an error.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let config = Self::config().expires_after_from_env()?;
+        // The prefix is fixed: `Recorded::notification_id` derives from it.
+        let config = Self::config()
+            .prefix_from_env()?
+            .require_prefix(RECORD_PREFIX)?
+            .expires_after_from_env()?;
         shared::StoreChoice::transactional_from_env("orders")?;
         let idempotency = shared::TableConfig::from_env();
         let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);

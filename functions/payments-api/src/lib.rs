@@ -104,7 +104,8 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under `payments-api.create`, kept 24 h
+    /// Engine configuration: keys under `payments-api.create` (`from_env`:
+    /// the deployment's `IDEMPOTENCY_KEY_PREFIX` when set), kept 24 h
     /// (`IDEMPOTENCY_EXPIRES_AFTER_SECONDS` overrides), lease 60 s, fenced
     /// commits (a claim, then one `TransactWriteItems` with the credit and
     /// the answer), so a retry while the first is in flight gets a 409.
@@ -119,7 +120,9 @@ impl App {
     /// without one are refused unless `IDEMPOTENCY_ANONYMOUS_CALLERS` is
     /// `share-one-scope`).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = payments::backend::mode_from_env(Self::config().expires_after_from_env()?)?;
+        let config = payments::backend::mode_from_env(
+            Self::config().prefix_from_env()?.expires_after_from_env()?,
+        )?;
         let (engine, accounts) = payments::backend::from_env(config).await?;
         let http = HttpProcessor::new(engine).callers_from_env()?;
         Ok(Self::with_http(http, accounts))

@@ -114,7 +114,8 @@ impl App {
         }
     }
 
-    /// Engine configuration: keys under `payments.credit`, kept
+    /// Engine configuration: keys under `payments.credit` (`from_env`: the
+    /// deployment's `IDEMPOTENCY_KEY_PREFIX` when set), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), lease 60 s (2 x the function
     /// timeout), optimistic commits (one request per new payment).
@@ -128,7 +129,8 @@ impl App {
     /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
     /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = backend::mode_from_env(Self::config().expires_after_from_env()?)?;
+        let config =
+            backend::mode_from_env(Self::config().prefix_from_env()?.expires_after_from_env()?)?;
         let (engine, accounts) = backend::from_env(config).await?;
         let app = Self::new(engine, accounts);
         Ok(match shared::Verifier::from_lambda_env().await? {

@@ -2,6 +2,7 @@
 //! idempotency records outlive every message that can still reach it.
 
 use serde_yaml::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// SQS's default `MessageRetentionPeriod` (4 days).
@@ -908,4 +909,811 @@ fn samconfig_builds_and_deploys_one_architecture() {
         envs += 1;
     }
     assert!(envs >= 2, "default and arm64");
+}
+
+// ------------------------------------------------------------------------
+// Key scopes: each function reads and writes only its own records.
+
+/// The variable the relay reads its allowlist from.
+const OUTBOX_ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
+
+/// Item actions whose request always carries the items' partition keys, so
+/// that `ForAllValues` on `dynamodb:LeadingKeys` checks every one of them
+/// (a request without keys, e.g. a `Scan`, satisfies `ForAllValues`
+/// vacuously).
+const KEYED_ACTIONS: [&str; 8] = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:Query",
+];
+
+/// What the relay's stream mapping calls on the table's stream.
+const STREAM_ACTIONS: [&str; 4] = [
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+];
+
+/// A template value as text: a literal as it is, `!Ref X` as `ref:X`,
+/// `!GetAtt X.Y` as `getatt:X.Y`, `!FindInMap` looked up in `Mappings`,
+/// `!Sub` with its variables (then `${X}` and `${X.Y}` as above) and
+/// `!Join` resolved. `None` for anything else.
+fn resolve(template: &Value, value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Tagged(_) => {
+            let (name, args) = intrinsic(value)?;
+            match name.as_str() {
+                "Ref" => Some(format!("ref:{}", args.as_str()?)),
+                "GetAtt" => Some(format!(
+                    "getatt:{}",
+                    match args {
+                        Value::String(s) => s.clone(),
+                        Value::Sequence(parts) => parts
+                            .iter()
+                            .map(Value::as_str)
+                            .collect::<Option<Vec<_>>>()?
+                            .join("."),
+                        _ => return None,
+                    }
+                )),
+                "FindInMap" => {
+                    let [map, top, second] = args.as_sequence()?.as_slice() else {
+                        return None;
+                    };
+                    let (map, top, second) = (
+                        resolve(template, map)?,
+                        resolve(template, top)?,
+                        resolve(template, second)?,
+                    );
+                    template["Mappings"][map.as_str()][top.as_str()][second.as_str()]
+                        .as_str()
+                        .map(str::to_owned)
+                }
+                "Sub" => {
+                    let (text, vars) = match args {
+                        Value::String(s) => (s.as_str(), None),
+                        Value::Sequence(parts) => (parts.first()?.as_str()?, parts.get(1)),
+                        _ => return None,
+                    };
+                    let mut out = String::new();
+                    let mut rest = text;
+                    while let Some(start) = rest.find("${") {
+                        out.push_str(&rest[..start]);
+                        let end = rest[start..].find('}')? + start;
+                        let name = &rest[start + 2..end];
+                        match vars.and_then(|v| v.get(name)) {
+                            Some(var) => out.push_str(&resolve(template, var)?),
+                            None if name.contains('.') => out.push_str(&format!("getatt:{name}")),
+                            None => out.push_str(&format!("ref:{name}")),
+                        }
+                        rest = &rest[end + 1..];
+                    }
+                    out.push_str(rest);
+                    Some(out)
+                }
+                "Join" => {
+                    let [separator, items] = args.as_sequence()?.as_slice() else {
+                        return None;
+                    };
+                    let items = items
+                        .as_sequence()?
+                        .iter()
+                        .map(|item| resolve(template, item))
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(items.join(separator.as_str()?))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// One value or a list of them, as a list.
+fn one_or_many(value: &Value) -> Vec<&Value> {
+    match value {
+        Value::Sequence(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+/// The functions whose execution role is `role`.
+fn functions_of_role<'a>(template: &'a Value, role: &str) -> Vec<(&'a str, &'a Value)> {
+    resources_of(template, "AWS::Serverless::Function")
+        .into_iter()
+        .filter(|(_, f)| target(&f["Properties"]["Role"]).as_deref() == Some(role))
+        .collect()
+}
+
+/// The key prefix a function is given (its `IDEMPOTENCY_KEY_PREFIX`).
+fn function_prefix(template: &Value, function: &Value) -> Option<String> {
+    function["Properties"]["Environment"]["Variables"]
+        .get(shared::PREFIX_ENV)
+        .and_then(|v| resolve(template, v))
+}
+
+/// Every grant on the idempotency table that is not scoped to the record
+/// ids of the role's function (`ForAllValues:StringLike` on
+/// `dynamodb:LeadingKeys` = `["<its prefix>#*"]`), every action on it whose
+/// request may carry no key, every stream grant beyond reading it, and every
+/// business-table grant scoped as if its keys were record ids.
+fn key_scope_problems(template: &Value) -> Vec<String> {
+    let ledger = ledger(template);
+    let table = [format!("getatt:{ledger}.Arn"), format!("ref:{ledger}")];
+    let stream = format!("getatt:{ledger}.StreamArn");
+    let mut problems = Vec::new();
+    for (role, _, statement) in statements(template) {
+        if statement["Effect"].as_str() != Some("Allow") {
+            continue;
+        }
+        let sid = statement["Sid"].as_str().unwrap_or("(no Sid)");
+        let resources: Vec<String> = one_or_many(&statement["Resource"])
+            .into_iter()
+            .map(|r| resolve(template, r).unwrap_or_else(|| format!("{r:?}")))
+            .collect();
+        let acts = actions(statement);
+        let dynamodb: Vec<&str> = acts
+            .iter()
+            .copied()
+            .filter(|a| a.starts_with("dynamodb:") || *a == "*")
+            .collect();
+        let on_table = |r: &String| r == "*" || table.iter().any(|t| r.starts_with(t.as_str()));
+        let scoped = statement["Condition"]["ForAllValues:StringLike"].get("dynamodb:LeadingKeys");
+        if dynamodb.is_empty() {
+            continue;
+        }
+        if resources.contains(&stream) {
+            for action in &dynamodb {
+                if !STREAM_ACTIONS.contains(action) {
+                    problems.push(format!("{role}/{sid}: {action} on the table's stream"));
+                }
+            }
+        }
+        if !resources.iter().any(on_table) {
+            if scoped.is_some() && resources.iter().any(|r| *r != stream) {
+                problems.push(format!(
+                    "{role}/{sid}: a business table scoped by dynamodb:LeadingKeys: {resources:?}"
+                ));
+            }
+            continue;
+        }
+        if resources.iter().any(|r| !on_table(r)) {
+            problems.push(format!(
+                "{role}/{sid}: the idempotency table granted together with {resources:?}: one \
+                 scope cannot fit both"
+            ));
+        }
+        for action in &dynamodb {
+            if !KEYED_ACTIONS.contains(action) {
+                problems.push(format!(
+                    "{role}/{sid}: {action} on the idempotency table: a request without keys \
+                     passes ForAllValues on dynamodb:LeadingKeys"
+                ));
+            }
+        }
+        let prefixes: Vec<Option<String>> = functions_of_role(template, role)
+            .into_iter()
+            .map(|(_, f)| function_prefix(template, f))
+            .collect();
+        let prefix = match prefixes.as_slice() {
+            [Some(prefix)] => prefix,
+            [None] => {
+                problems.push(format!(
+                    "{role}/{sid}: its function has no {} to scope the table by",
+                    shared::PREFIX_ENV
+                ));
+                continue;
+            }
+            other => {
+                problems.push(format!(
+                    "{role}/{sid}: grants the idempotency table to {} functions",
+                    other.len()
+                ));
+                continue;
+            }
+        };
+        let Some(scope) = scoped else {
+            problems.push(format!(
+                "{role}/{sid}: {dynamodb:?} on the idempotency table not scoped by \
+                 ForAllValues:StringLike dynamodb:LeadingKeys"
+            ));
+            continue;
+        };
+        let scope: Vec<Option<String>> = one_or_many(scope)
+            .into_iter()
+            .map(|v| resolve(template, v))
+            .collect();
+        let expected = format!("{prefix}#*");
+        if scope != [Some(expected.clone())] {
+            problems.push(format!(
+                "{role}/{sid}: scoped to {scope:?}, but its function's prefix is {prefix:?} \
+                 (scope {expected:?})"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
+    let template = template();
+    assert_eq!(
+        key_scope_problems(&template),
+        Vec::<String>::new(),
+        "grants on the idempotency table"
+    );
+    // Each writer's prefix is valid and is its code's own: a new prefix
+    // would forget every record (messages in flight would apply again).
+    let own = [
+        ("PaymentsFunction", payments::App::config().prefix),
+        ("OrdersFunction", orders::RECORD_PREFIX.to_owned()),
+        ("InventoryFunction", inventory::App::config().prefix),
+        ("PaymentsApiFunction", payments_api::App::config().prefix),
+    ];
+    let mut prefixes = Vec::new();
+    for (id, function) in resources_of(&template, "AWS::Serverless::Function") {
+        let Some(prefix) = function_prefix(&template, function) else {
+            // Only the relay has no records of its own.
+            assert_eq!(id, "OutboxRelayFunction", "{id} has no key prefix");
+            continue;
+        };
+        shared::check_prefix(&prefix).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let (_, code) = own
+            .iter()
+            .find(|(f, _)| *f == id)
+            .unwrap_or_else(|| panic!("{id}: a function this test does not know"));
+        assert_eq!(
+            &prefix, code,
+            "{id}: the template's prefix is not its code's"
+        );
+        prefixes.push(prefix);
+    }
+    assert_eq!(prefixes.len(), own.len(), "every writer has its prefix");
+    prefixes.sort();
+    prefixes.dedup();
+    assert_eq!(prefixes.len(), own.len(), "no two writers share a prefix");
+
+    // Every writer's role has grants on the table, and all are scoped
+    // (counted: the check above did not pass by finding none).
+    let ledger = ledger(&template);
+    let mut scoped_roles: Vec<&str> = statements(&template)
+        .into_iter()
+        .filter(|(_, _, s)| {
+            one_or_many(&s["Resource"])
+                .into_iter()
+                .any(|r| resolve(&template, r) == Some(format!("getatt:{ledger}.Arn")))
+        })
+        .map(|(role, _, s)| {
+            assert!(
+                s["Condition"]["ForAllValues:StringLike"]
+                    .get("dynamodb:LeadingKeys")
+                    .is_some(),
+                "{role}"
+            );
+            role
+        })
+        .collect();
+    scoped_roles.sort_unstable();
+    scoped_roles.dedup();
+    assert_eq!(
+        scoped_roles,
+        [
+            "InventoryRole",
+            "OrdersRole",
+            "PaymentsApiRole",
+            "PaymentsRole"
+        ]
+    );
+    // The relay only reads the stream: no grant on the table itself.
+    for (role, _, statement) in statements(&template) {
+        if role == "OutboxRelayRole" {
+            for r in one_or_many(&statement["Resource"]) {
+                assert_ne!(
+                    resolve(&template, r),
+                    Some(format!("getatt:{ledger}.Arn")),
+                    "the relay may not touch records"
+                );
+            }
+        }
+    }
+}
+
+/// The check itself: a grant without the scope, a scope of another
+/// function's prefix, an unkeyed action, a grant on the stream beyond
+/// reading it and a scoped business table are caught; the scoped grant is
+/// not.
+#[test]
+fn an_unscoped_or_misscoped_grant_is_caught() {
+    let text = r##"
+Mappings:
+  KeyPrefixes:
+    A: {Prefix: a.handler}
+    B: {Prefix: b.handler}
+Globals:
+  Function:
+    Environment:
+      Variables:
+        IDEMPOTENCY_TABLE: !Ref Ledger
+Resources:
+  Ledger:
+    Type: AWS::DynamoDB::Table
+  Accounts:
+    Type: AWS::DynamoDB::Table
+  FnA:
+    Type: AWS::Serverless::Function
+    Properties:
+      Role: !GetAtt RoleA.Arn
+      Environment:
+        Variables:
+          IDEMPOTENCY_KEY_PREFIX: !FindInMap [KeyPrefixes, A, Prefix]
+  RoleA:
+    Type: AWS::IAM::Role
+    Properties:
+      Policies:
+        - PolicyDocument:
+            Statement:
+              - Sid: Scoped
+                Effect: Allow
+                Action: [dynamodb:PutItem, dynamodb:BatchGetItem]
+                Resource: !GetAtt Ledger.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys:
+                      - !Sub ["${P}#*", {P: !FindInMap [KeyPrefixes, A, Prefix]}]
+              - Sid: Unscoped
+                Effect: Allow
+                Action: dynamodb:DeleteItem
+                Resource: !GetAtt Ledger.Arn
+              - !If
+                - SomeMode
+                - Sid: OtherPrefix
+                  Effect: Allow
+                  Action: dynamodb:UpdateItem
+                  Resource: !GetAtt Ledger.Arn
+                  Condition:
+                    ForAllValues:StringLike:
+                      dynamodb:LeadingKeys:
+                        - !Sub ["${P}#*", {P: !FindInMap [KeyPrefixes, B, Prefix]}]
+                - !Ref AWS::NoValue
+              - Sid: NoSeparator
+                Effect: Allow
+                Action: dynamodb:GetItem
+                Resource: !GetAtt Ledger.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys: [a.handler*]
+              - Sid: Unkeyed
+                Effect: Allow
+                Action: dynamodb:Scan
+                Resource: !GetAtt Ledger.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys: ["a.handler#*"]
+              - Sid: StreamWrite
+                Effect: Allow
+                Action: [dynamodb:GetRecords, dynamodb:PutItem]
+                Resource: !GetAtt Ledger.StreamArn
+              - Sid: ScopedBusiness
+                Effect: Allow
+                Action: dynamodb:UpdateItem
+                Resource: !GetAtt Accounts.Arn
+                Condition:
+                  ForAllValues:StringLike:
+                    dynamodb:LeadingKeys: ["a.handler#*"]
+              - Sid: Business
+                Effect: Allow
+                Action: dynamodb:UpdateItem
+                Resource: !GetAtt Accounts.Arn
+"##;
+    let t: Value = serde_yaml::from_str(text).unwrap();
+    let problems = key_scope_problems(&t);
+    let sids: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        sids,
+        [
+            "RoleA/Unscoped",
+            "RoleA/OtherPrefix",
+            "RoleA/NoSeparator",
+            "RoleA/Unkeyed",
+            "RoleA/StreamWrite",
+            "RoleA/ScopedBusiness",
+        ],
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].contains("\"b.handler#*\"") && problems[1].contains("\"a.handler\""),
+        "{}",
+        problems[1]
+    );
+
+    // The same two failure modes in the real template: a grant's scope
+    // removed, and a scope naming another function's prefix.
+    let mut real = template();
+    let statements = &mut real["Resources"]["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+        ["Statement"];
+    let records = statements
+        .as_sequence_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["Sid"].as_str() == Some("IdempotencyRecords"))
+        .unwrap();
+    let scope = records
+        .as_mapping_mut()
+        .unwrap()
+        .remove("Condition")
+        .unwrap();
+    let problems = key_scope_problems(&real);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].starts_with("PaymentsApiRole/IdempotencyRecords"));
+    assert!(problems[0].contains("not scoped"), "{}", problems[0]);
+
+    let mut other = scope;
+    let text = serde_yaml::to_string(&other)
+        .unwrap()
+        .replace("PaymentsApi", "Payments");
+    other = serde_yaml::from_str(&text).unwrap();
+    let statements = &mut real["Resources"]["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
+        ["Statement"];
+    let records = statements
+        .as_sequence_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["Sid"].as_str() == Some("IdempotencyRecords"))
+        .unwrap();
+    records
+        .as_mapping_mut()
+        .unwrap()
+        .insert("Condition".into(), other);
+    let problems = key_scope_problems(&real);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].contains("\"payments.credit#*\"")
+            && problems[0].contains("\"payments-api.create\""),
+        "{}",
+        problems[0]
+    );
+}
+
+// ------------------------------------------------------------------------
+// The relay's allowlist: each writer's prefix, to the destinations it is
+// configured to write into its outbox entries.
+
+/// The destinations (queues, buses) a function's environment names, as
+/// [`resolve`] writes them.
+fn destinations_of(template: &Value, function: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (name, value) in function["Properties"]["Environment"]["Variables"]
+        .as_mapping()
+        .into_iter()
+        .flatten()
+    {
+        if name.as_str() == Some(shared::PREFIX_ENV) {
+            continue;
+        }
+        let Some(id) = target(value) else { continue };
+        let kind = template["Resources"][id.as_str()]["Type"].as_str();
+        if matches!(kind, Some("AWS::SQS::Queue" | "AWS::Events::EventBus")) {
+            out.extend(resolve(template, value));
+        }
+    }
+    out
+}
+
+/// How the relay's `OUTBOX_ALLOWLIST` differs from what the writers are
+/// configured to publish: the value is a JSON object of key prefix to a
+/// list of destinations, each writer's prefix with exactly the queues and
+/// buses in its environment, every allowlisted destination one the relay's
+/// role may send to.
+fn allowlist_problems(template: &Value) -> Vec<String> {
+    let relays: Vec<_> = resources_of(template, "AWS::Serverless::Function")
+        .into_iter()
+        .filter(|(_, f)| {
+            f["Properties"]["Environment"]["Variables"]
+                .get(OUTBOX_ALLOWLIST_ENV)
+                .is_some()
+        })
+        .collect();
+    let [(relay_id, relay)] = relays.as_slice() else {
+        return vec![format!(
+            "{} relays set {OUTBOX_ALLOWLIST_ENV}",
+            relays.len()
+        )];
+    };
+    let Some(text) = resolve(
+        template,
+        &relay["Properties"]["Environment"]["Variables"][OUTBOX_ALLOWLIST_ENV],
+    ) else {
+        return vec![format!(
+            "{relay_id}: {OUTBOX_ALLOWLIST_ENV} does not resolve"
+        )];
+    };
+    let allowlist: BTreeMap<String, Vec<String>> = match serde_json::from_str(&text) {
+        Ok(a) => a,
+        Err(e) => {
+            return vec![format!(
+                "{relay_id}: {OUTBOX_ALLOWLIST_ENV} is not a JSON object of lists: {e}: {text}"
+            )];
+        }
+    };
+    let mut problems = Vec::new();
+    let mut expected: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (id, function) in resources_of(template, "AWS::Serverless::Function") {
+        let destinations = destinations_of(template, function);
+        match function_prefix(template, function) {
+            Some(prefix) if !destinations.is_empty() => {
+                expected.entry(prefix).or_default().extend(destinations);
+            }
+            None if !destinations.is_empty() && id != *relay_id => {
+                problems.push(format!("{id}: publishes without a key prefix"));
+            }
+            _ => {}
+        }
+    }
+    for (prefix, listed) in &allowlist {
+        let set: BTreeSet<String> = listed.iter().cloned().collect();
+        if set.len() != listed.len() {
+            problems.push(format!("{prefix}: a destination listed twice"));
+        }
+        match expected.get(prefix) {
+            None => problems.push(format!(
+                "{prefix}: allowed to publish, but no writer has this prefix and a destination"
+            )),
+            Some(wanted) if *wanted != set => problems.push(format!(
+                "{prefix}: allowed {set:?}, but its writer publishes to {wanted:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for prefix in expected.keys() {
+        if !allowlist.contains_key(prefix) {
+            problems.push(format!("{prefix}: a writer with destinations left out"));
+        }
+    }
+    // The relay's role may send to every allowlisted queue.
+    let role = target(&relay["Properties"]["Role"]).unwrap_or_default();
+    let sendable: BTreeSet<String> = statements(template)
+        .into_iter()
+        .filter(|(r, _, s)| *r == role && actions(s).contains(&"sqs:SendMessage"))
+        .flat_map(|(_, _, s)| one_or_many(&s["Resource"]).into_iter().filter_map(target))
+        .collect();
+    for destination in allowlist.values().flatten() {
+        if let Some(queue) = destination.strip_prefix("ref:")
+            && template["Resources"][queue]["Type"].as_str() == Some("AWS::SQS::Queue")
+            && !sendable.contains(queue)
+        {
+            problems.push(format!(
+                "{queue}: allowlisted, but the relay may not send to it"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_relay_allows_each_writer_exactly_its_destinations() {
+    let template = template();
+    assert_eq!(allowlist_problems(&template), Vec::<String>::new());
+    // Not vacuous: orders' notifications queue, under orders' prefix.
+    let orders = &template["Resources"]["OrdersFunction"];
+    let queue = resolve(
+        &template,
+        &orders["Properties"]["Environment"]["Variables"][orders::NOTIFICATIONS_QUEUE_URL_ENV],
+    )
+    .unwrap();
+    assert_eq!(queue, "ref:NotificationsQueue");
+    let text = resolve(
+        &template,
+        &template["Resources"]["OutboxRelayFunction"]["Properties"]["Environment"]["Variables"]
+            [OUTBOX_ALLOWLIST_ENV],
+    )
+    .unwrap();
+    let allowlist: BTreeMap<String, Vec<String>> = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        allowlist,
+        BTreeMap::from([(orders::RECORD_PREFIX.to_owned(), vec![queue])])
+    );
+    // Refused entries are alarmed like poison ones.
+    for metric in ["OutboxPoison", "OutboxRefused"] {
+        assert_eq!(
+            alarms_on(
+                &template,
+                shared::metrics::NAMESPACE,
+                metric,
+                "service",
+                "OutboxRelayFunction"
+            ),
+            1,
+            "{metric}"
+        );
+    }
+}
+
+/// The check itself: a prefix no writer has, a destination left out or
+/// added, a writer left out, and a value that is not JSON are caught.
+#[test]
+fn a_wrong_allowlist_is_caught() {
+    let base = r##"
+Mappings:
+  KeyPrefixes:
+    W: {Prefix: w.handler}
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Other:
+    Type: AWS::SQS::Queue
+  Writer:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment:
+        Variables:
+          IDEMPOTENCY_KEY_PREFIX: !FindInMap [KeyPrefixes, W, Prefix]
+          QUEUE_URL: !Ref Q
+  RelayRole:
+    Type: AWS::IAM::Role
+    Properties:
+      Policies:
+        - PolicyDocument:
+            Statement:
+              - Effect: Allow
+                Action: sqs:SendMessage
+                Resource: !GetAtt Q.Arn
+  Relay:
+    Type: AWS::Serverless::Function
+    Properties:
+      Role: !GetAtt RelayRole.Arn
+      Environment:
+        Variables:
+          OUTBOX_ALLOWLIST: @VALUE@
+"##;
+    let problems = |allowlist: &str| {
+        let t: Value = serde_yaml::from_str(&base.replace("@VALUE@", allowlist)).unwrap();
+        allowlist_problems(&t)
+    };
+    let good = r#"!Sub ['{"${W}": ["${Q}"]}', {W: !FindInMap [KeyPrefixes, W, Prefix]}]"#;
+    assert_eq!(problems(good), Vec::<String>::new());
+    let other_prefix = r#"!Sub '{"x.handler": ["${Q}"]}'"#;
+    let p = problems(other_prefix);
+    assert!(
+        p.iter()
+            .any(|p| p.starts_with("x.handler: allowed to publish")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter().any(|p| p.starts_with("w.handler: a writer")),
+        "{p:?}"
+    );
+    let missing = r#"!Sub ['{"${W}": []}', {W: !FindInMap [KeyPrefixes, W, Prefix]}]"#;
+    assert!(problems(missing)[0].contains("but its writer publishes to"));
+    let extra =
+        r#"!Sub ['{"${W}": ["${Q}", "${Other}"]}', {W: !FindInMap [KeyPrefixes, W, Prefix]}]"#;
+    let p = problems(extra);
+    assert!(
+        p.iter().any(|p| p.contains("but its writer publishes to")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.starts_with("Other: allowlisted, but the relay may not")),
+        "{p:?}"
+    );
+    let not_json = r#"!Sub ['{${W}: [${Q}]}', {W: !FindInMap [KeyPrefixes, W, Prefix]}]"#;
+    assert!(problems(not_json)[0].contains("is not a JSON object"));
+}
+
+// ------------------------------------------------------------------------
+// Encryption, access logs, the Valkey cache's capacity.
+
+#[test]
+fn every_queue_is_encrypted_at_rest() {
+    let template = template();
+    let queues = resources_of(&template, "AWS::SQS::Queue");
+    assert!(queues.len() >= 8);
+    for (id, queue) in queues {
+        let props = &queue["Properties"];
+        assert!(
+            props["SqsManagedSseEnabled"].as_bool() == Some(true)
+                || props.get("KmsMasterKeyId").is_some(),
+            "{id}: neither SSE-SQS nor a KMS key"
+        );
+    }
+}
+
+#[test]
+fn the_http_api_logs_every_request_to_a_retained_group() {
+    let template = template();
+    let settings = &template["Resources"]["PaymentsHttpApi"]["Properties"]["AccessLogSettings"];
+    let group = target(&settings["DestinationArn"]).expect("a log group's Arn");
+    let group = &template["Resources"][group.as_str()];
+    assert_eq!(group["Type"].as_str(), Some("AWS::Logs::LogGroup"));
+    assert!(
+        group["Properties"].get("RetentionInDays").is_some(),
+        "logs expire"
+    );
+    let format = settings["Format"].as_str().expect("a format");
+    let line: serde_json::Value = serde_json::from_str(format).expect("one JSON line");
+    for field in ["requestId", "caller", "routeKey", "status"] {
+        assert!(line.get(field).is_some(), "{field}");
+    }
+    assert!(
+        !format.to_ascii_lowercase().contains("idempotency-key"),
+        "the key stays out of the logs"
+    );
+}
+
+/// Any eviction, and data stored past 80 % of the cap the cache is created
+/// with (one parameter for both), alarm; both exist only with the cache.
+#[test]
+fn the_valkey_cache_alarms_before_it_loses_records() {
+    let template = template();
+    let cache = &template["Resources"]["IdempotencyCache"]["Properties"];
+    let cap = reference(&cache["CacheUsageLimits"]["DataStorage"]["Maximum"])
+        .expect("the cap is a parameter");
+    assert_eq!(template["Parameters"][cap]["Type"].as_str(), Some("Number"));
+    assert_eq!(
+        cache["CacheUsageLimits"]["DataStorage"]["Unit"].as_str(),
+        Some("GB")
+    );
+    assert_eq!(
+        alarms_on(
+            &template,
+            "AWS/ElastiCache",
+            "Evictions",
+            "clusterId",
+            "IdempotencyCache"
+        ),
+        1,
+        "one alarm on evictions"
+    );
+    let storage: Vec<_> = resources_of(&template, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, a)| {
+            a["Properties"]["Metrics"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .any(|m| {
+                    let metric = &m["MetricStat"]["Metric"];
+                    metric["MetricName"].as_str() == Some("BytesUsedForCache")
+                        && metric["Namespace"].as_str() == Some("AWS/ElastiCache")
+                        && metric["Dimensions"][0]["Name"].as_str() == Some("clusterId")
+                        && target(&metric["Dimensions"][0]["Value"]).as_deref()
+                            == Some("IdempotencyCache")
+                })
+        })
+        .collect();
+    let [(_, alarm)] = storage.as_slice() else {
+        panic!("one alarm on the bytes stored");
+    };
+    let expression = alarm["Properties"]["Metrics"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["ReturnData"].as_bool() == Some(true))
+        .and_then(|m| sub(&m["Expression"]))
+        .expect("a returned !Sub expression");
+    assert!(
+        expression.contains(&format!("${{{cap}}}")),
+        "{expression}: the cap the cache has"
+    );
+    let threshold = number(alarm["Properties"].get("Threshold"), 0);
+    assert!((1..100).contains(&threshold), "{threshold} %");
+    for (id, alarm) in resources_of(&template, "AWS::CloudWatch::Alarm") {
+        if alarm["Properties"]["Namespace"].as_str() == Some("AWS/ElastiCache")
+            || std::ptr::eq(alarm, storage[0].1)
+        {
+            assert_eq!(alarm["Condition"].as_str(), Some("UseValkey"), "{id}");
+        }
+    }
 }
