@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Variables the binaries read; removed so that the runs use in-memory
 /// stores (and are not pointed anywhere by the caller's environment).
-const CLEARED: [&str; 20] = [
+const CLEARED: [&str; 22] = [
     "MESSAGE_SIGNING_SECRET",
     "MESSAGE_SIGNING_SECRET_PARAMETER",
     "AWS_LAMBDA_RUNTIME_API",
@@ -28,6 +28,8 @@ const CLEARED: [&str; 20] = [
     "IDEMPOTENCY_TABLE",
     "IDEMPOTENCY_DISABLED",
     "IDEMPOTENCY_STORE",
+    "IDEMPOTENCY_KEY_PREFIX",
+    "OUTBOX_ALLOWLIST",
     "VALKEY_URL",
     "REDIS_URL",
     "VALKEY_KEY_PREFIX",
