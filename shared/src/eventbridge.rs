@@ -16,7 +16,11 @@
 //!   same way and the event ends in the DLQ.
 //!
 //! [`EventBridgeProcessor::handle`] takes the Lambda event and returns the
-//! [`EventResponse`], so a function's handler is one call.
+//! [`EventResponse`], so a function's handler is one call. Its payload is the
+//! invocation's text ([`EventPayload`]): keys and the `detail`'s payload hash
+//! read numbers from it by the rule SQS bodies follow, so a number past what
+//! `f64` holds (an order `12345678901234567890123`) keys as its exact text,
+//! and an event keys the same invoked directly as through a queue.
 //!
 //! EventBridge events delivered through an SQS queue are handled by the
 //! [`BatchProcessor`](crate::batch::BatchProcessor), with the same key rules.
