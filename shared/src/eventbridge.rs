@@ -16,7 +16,11 @@
 //!   same way and the event ends in the DLQ.
 //!
 //! [`EventBridgeProcessor::handle`] takes the Lambda event and returns the
-//! [`EventResponse`], so a function's handler is one call.
+//! [`EventResponse`], so a function's handler is one call. Its payload is the
+//! invocation's text ([`EventPayload`]): keys and the `detail`'s payload hash
+//! read numbers from it by the rule SQS bodies follow, so a number past what
+//! `f64` holds (an order `12345678901234567890123`) keys as its exact text,
+//! and an event keys the same invoked directly as through a queue.
 //!
 //! EventBridge events delivered through an SQS queue are handled by the
 //! [`BatchProcessor`](crate::batch::BatchProcessor), with the same key rules.
@@ -31,6 +35,7 @@ use lambda_runtime::LambdaEvent;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
@@ -230,9 +235,14 @@ impl Failure for EventError {
 /// Parses an invocation payload as an EventBridge event, rejecting other
 /// shapes (an SQS batch, garbage) with a clear error.
 pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> {
+    envelope_of(&value)
+}
+
+/// The EventBridge event `value` holds, or why it holds none.
+fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
     let wrong = |m: String| Err(EventError::NotAnEventBridgeEvent(m));
     let Some(object) = value.as_object() else {
-        return wrong(format!("expected a JSON object, got {}", json_type(&value)));
+        return wrong(format!("expected a JSON object, got {}", json_type(value)));
     };
     if object.contains_key("Records") {
         return wrong(
@@ -248,10 +258,90 @@ pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> 
     if !missing.is_empty() {
         return wrong(format!("missing {}", missing.join(", ")));
     }
-    if !looks_like_envelope(&value) {
+    if !looks_like_envelope(value) {
         return wrong("detail-type and source must be strings".to_owned());
     }
-    serde_json::from_value(value).or_else(|e| wrong(format!("malformed envelope: {e}")))
+    EventBridgeEvent::<Value>::deserialize(value)
+        .or_else(|e| wrong(format!("malformed envelope: {e}")))
+}
+
+/// An invocation payload as Lambda delivers it, kept as its JSON text: what
+/// [`EventBridgeProcessor::handle`] takes, so that keys and payload hashes
+/// see every number as written.
+///
+/// Parsed into a [`Value`] first, a number that an `f64` cannot hold
+/// exactly (an integer beyond `u64`/`i64`, a decimal of more than 15
+/// significant digits) would be rounded: two orders numbered
+/// `12345678901234567890123` and `12345678901234567890124` would share one
+/// key, and the second would be replayed instead of run. From the text,
+/// such a number keys as its exact text, by the rule SQS bodies follow (see
+/// [`KeySelector::Pointer`]): an event gets the same key invoking the
+/// function directly as delivered through a queue.
+///
+/// Under Lambda it deserializes from the invocation (`LambdaEvent<EventPayload>`);
+/// [`EventPayload::from_text`] reads an event file. `From<Value>` takes an
+/// event already parsed (tests, events built in code): its numbers are what
+/// that parse left.
+#[derive(Debug, Clone)]
+pub struct EventPayload(Payload);
+
+#[derive(Debug, Clone)]
+enum Payload {
+    Text(Box<RawValue>),
+    Parsed(Value),
+}
+
+impl EventPayload {
+    /// The payload of a JSON text; an error when it is not JSON.
+    pub fn from_text(text: impl Into<String>) -> Result<Self, serde_json::Error> {
+        RawValue::from_string(text.into()).map(|raw| Self(Payload::Text(raw)))
+    }
+
+    /// The event, checked ([`parse_event`]'s errors), and the key material:
+    /// the envelope as received, numbers that `f64` cannot hold as their
+    /// exact text.
+    fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
+        match &self.0 {
+            Payload::Text(raw) => {
+                let text = raw.get();
+                let value: Value = serde_json::from_str(text)
+                    .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+                let event = envelope_of(&value)?;
+                let material = crate::key::exact_material(text, &value).unwrap_or(value);
+                Ok((event, material))
+            }
+            Payload::Parsed(value) => Ok((envelope_of(value)?, value.clone())),
+        }
+    }
+
+    /// The JSON text, when the payload was received as text.
+    fn text(&self) -> Option<&str> {
+        match &self.0 {
+            Payload::Text(raw) => Some(raw.get()),
+            Payload::Parsed(_) => None,
+        }
+    }
+}
+
+impl From<Value> for EventPayload {
+    fn from(value: Value) -> Self {
+        Self(Payload::Parsed(value))
+    }
+}
+
+impl<'de> Deserialize<'de> for EventPayload {
+    fn deserialize<De: serde::Deserializer<'de>>(deserializer: De) -> Result<Self, De::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(|raw| Self(Payload::Text(raw)))
+    }
+}
+
+/// An event to run: the envelope (the accept check, the log), the key
+/// material (the envelope the keys and the payload hash read), and the text
+/// the handler's typed event is parsed from, when there is one.
+struct Invocation<'a> {
+    event: EventBridgeEvent<Value>,
+    material: Value,
+    text: Option<&'a str>,
 }
 
 /// Runs EventBridge events through the engine.
@@ -309,16 +399,19 @@ impl EventBridgeProcessor {
     }
 
     /// Handles one invocation: parses the EventBridge event, runs
-    /// [`process`] with the invocation's remaining time, and returns the
-    /// response for a done event. An `Err` (an [`EventError`]) fails the
+    /// [`process_payload`] with the invocation's remaining time, and returns
+    /// the response for a done event. An `Err` (an [`EventError`]) fails the
     /// invocation: Lambda delivers the event again, then sends it to the
     /// on-failure destination or DLQ.
     ///
-    /// [`process`]: EventBridgeProcessor::process
+    /// The payload is the invocation's text ([`EventPayload`]): numbers in
+    /// keys and payload hashes stay exact.
+    ///
+    /// [`process_payload`]: EventBridgeProcessor::process_payload
     #[cfg(feature = "lambda")]
     pub async fn handle<D, T, R, H, Fut>(
         &self,
-        event: LambdaEvent<Value>,
+        event: LambdaEvent<EventPayload>,
         handler: H,
     ) -> Result<EventResponse<T>, lambda_runtime::Error>
     where
@@ -329,8 +422,9 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (payload, ctx) = event.into_parts();
-        let event = parse_event(payload)?;
-        let outcome = self.process(event, remaining_now(&ctx), handler).await?;
+        let outcome = self
+            .process_payload(&payload, remaining_now(&ctx), handler)
+            .await?;
         Ok(match outcome {
             Outcome::Rejected { error, .. } => EventResponse::Rejected { rejected: error },
             Outcome::Replayed(None) => EventResponse::Duplicate { duplicate: true },
@@ -345,6 +439,10 @@ impl EventBridgeProcessor {
     /// `handler` run through the engine. See the module docs for what is
     /// `Ok` and what is `Err`; an engine `InProgress` or `PayloadMismatch` is
     /// an `Err` ([`EventError::InProgress`], [`EventError::PayloadMismatch`]).
+    ///
+    /// The key and the payload hash read the event as parsed; an invocation's
+    /// text goes through [`process_payload`](Self::process_payload), which
+    /// keeps its numbers exact.
     pub async fn process<D, T, R, H, Fut>(
         &self,
         event: EventBridgeEvent<Value>,
@@ -358,14 +456,67 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
+        let material = serde_json::to_value(&event)
+            .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+        let invocation = Invocation {
+            event,
+            material,
+            text: None,
+        };
+        self.process_invocation(invocation, remaining, handler)
+            .await
+    }
+
+    /// [`process`](Self::process) for an invocation payload: checks that it
+    /// is an EventBridge event ([`parse_event`]'s errors), then runs it. The
+    /// key and the payload hash (the `detail`) read the envelope as
+    /// received, numbers that `f64` cannot hold as their exact text (see
+    /// [`EventPayload`]); `D` is parsed from the text.
+    pub async fn process_payload<D, T, R, H, Fut>(
+        &self,
+        payload: &EventPayload,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (event, material) = payload.parse()?;
+        let invocation = Invocation {
+            event,
+            material,
+            text: payload.text(),
+        };
+        self.process_invocation(invocation, remaining, handler)
+            .await
+    }
+
+    /// Runs an event and logs and counts its outcome.
+    async fn process_invocation<D, T, R, H, Fut>(
+        &self,
+        invocation: Invocation<'_>,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
         let start = Instant::now();
-        let event_id = match event.id.as_deref() {
+        let event_id = match invocation.event.id.as_deref() {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => "(no id)".to_owned(),
         };
         let mut key = None;
         let result = self
-            .run(&event_id, event, remaining, handler, &mut key)
+            .run(&event_id, invocation, remaining, handler, &mut key)
             .await;
         let unit = Unit {
             noun: "event",
@@ -388,7 +539,7 @@ impl EventBridgeProcessor {
     async fn run<D, T, R, H, Fut>(
         &self,
         event_id: &str,
-        event: EventBridgeEvent<Value>,
+        invocation: Invocation<'_>,
         remaining: Option<Duration>,
         handler: H,
         key: &mut Option<IdempotencyKey>,
@@ -401,6 +552,11 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let id = || event_id.to_owned();
+        let Invocation {
+            event,
+            material,
+            text,
+        } = invocation;
         if let Some((source, detail_type)) = &self.accept
             && (event.source != *source || event.detail_type != *detail_type)
         {
@@ -412,16 +568,17 @@ impl EventBridgeProcessor {
                 expected_detail_type: detail_type.clone(),
             });
         }
-        let envelope = serde_json::to_value(&event)
-            .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
-        let typed: EventBridgeEvent<D> =
-            serde_json::from_value(envelope.clone()).map_err(|e| EventError::BadDetail {
-                event_id: id(),
-                expected: std::any::type_name::<D>(),
-                error: e.to_string(),
-            })?;
+        let typed: Result<EventBridgeEvent<D>, _> = match text {
+            Some(text) => serde_json::from_str(text),
+            None => EventBridgeEvent::<D>::deserialize(&material),
+        };
+        let typed = typed.map_err(|e| EventError::BadDetail {
+            event_id: id(),
+            expected: std::any::type_name::<D>(),
+            error: e.to_string(),
+        })?;
         let input = KeyInput {
-            value: &envelope,
+            value: &material,
             message: None,
         };
         let unit = Unit {
@@ -442,7 +599,7 @@ impl EventBridgeProcessor {
             },
         )?;
         let payload = match self.payload {
-            PayloadScope::Body => Some(event.detail),
+            PayloadScope::Body => material.get("detail").cloned(),
             PayloadScope::None => None,
         };
         let result = self

@@ -3,7 +3,7 @@
 
 use lambda_runtime::{Context, LambdaEvent, service_fn};
 use serde::Serialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -146,13 +146,19 @@ pub fn local_context(n: usize, timeout: Duration) -> Context {
 /// Runs `handler` under Lambda, or locally on the event files named on the
 /// command line, printing each response as one JSON line on stdout.
 ///
+/// The handler's payload type `E` is deserialized from the invocation's
+/// text, under Lambda and from a file alike: a `Value`, a typed event, or
+/// an [`EventPayload`](crate::eventbridge::EventPayload) that keeps the
+/// text itself (exact numbers).
+///
 /// An invocation error is answered with the [`diagnostic`] of the error
 /// (an `errorType` naming what failed, the chain of causes as the message);
 /// locally it is printed as `{"errorType":..,"errorMessage":..}` (what Lambda
 /// returns) and the process exits non-zero at the end.
-pub async fn run<H, Fut, R>(handler: H) -> Result<(), lambda_runtime::Error>
+pub async fn run<E, H, Fut, R>(handler: H) -> Result<(), lambda_runtime::Error>
 where
-    H: Fn(LambdaEvent<Value>) -> Fut,
+    E: DeserializeOwned,
+    H: Fn(LambdaEvent<E>) -> Fut,
     Fut: Future<Output = Result<R, lambda_runtime::Error>>,
     R: Serialize,
 {
@@ -176,7 +182,7 @@ where
     for (n, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let event: Value = serde_json::from_str(&text)
+        let event: E = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
         let ctx = local_context(n + 1, Duration::from_secs(30));
         let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());

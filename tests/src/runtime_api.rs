@@ -48,7 +48,8 @@ pub struct Watched {
 
 struct Pending {
     id: String,
-    event: Value,
+    /// The invocation payload's text.
+    event: String,
     deadline_ms: u64,
     done: oneshot::Sender<Invocation>,
 }
@@ -127,6 +128,18 @@ impl RuntimeApi {
     pub async fn invoke(
         &self,
         event: Value,
+        deadline_ms: u64,
+        limit: Duration,
+    ) -> Option<Invocation> {
+        self.invoke_text(event.to_string(), deadline_ms, limit)
+            .await
+    }
+
+    /// [`RuntimeApi::invoke`] with the payload's text as sent, byte for
+    /// byte (numbers a `Value` would round, say).
+    pub async fn invoke_text(
+        &self,
+        event: String,
         deadline_ms: u64,
         limit: Duration,
     ) -> Option<Invocation> {
@@ -236,7 +249,7 @@ async fn serve(
                 .expect("state")
                 .waiting
                 .insert(next.id.clone(), next.done);
-            let body = next.event.to_string();
+            let body = next.event;
             format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
                  Lambda-Runtime-Aws-Request-Id: {}\r\nLambda-Runtime-Deadline-Ms: {}\r\n\

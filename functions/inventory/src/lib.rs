@@ -28,8 +28,7 @@ pub mod stock;
 use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
-use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventResponse};
+use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventPayload, EventResponse};
 use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -291,9 +290,12 @@ impl App {
     /// again (a retryable failure, an event in progress elsewhere) or, for
     /// a malformed event, to send it to the on-failure destination after the
     /// retries. The error is a [`shared::eventbridge::EventError`].
+    ///
+    /// The payload is the invocation's text ([`EventPayload`]), so a number
+    /// in the `detail` is hashed for payload validation as written.
     pub async fn handle(
         &self,
-        event: LambdaEvent<Value>,
+        event: LambdaEvent<EventPayload>,
     ) -> Result<Response, lambda_runtime::Error> {
         let stock = &self.stock;
         self.processor
@@ -308,7 +310,7 @@ impl App {
 mod tests {
     use super::*;
     use async_trait::async_trait;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use shared::eventbridge::EventError;
     use shared::{
         Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,
@@ -349,7 +351,9 @@ mod tests {
 
     async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
         let ctx = shared::runtime::local_context(1, Duration::from_secs(30));
-        app.handle(LambdaEvent::new(event, ctx)).await
+        // As Lambda delivers it: the payload's text.
+        let payload = EventPayload::from_text(event.to_string()).unwrap();
+        app.handle(LambdaEvent::new(payload, ctx)).await
     }
 
     fn reserved(order_id: &str, reserved: u32) -> Response {

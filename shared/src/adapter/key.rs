@@ -25,7 +25,9 @@ pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sy
 #[non_exhaustive]
 pub struct KeyInput<'a> {
     /// The parsed SQS body, or the EventBridge envelope (`detail` included)
-    /// of an event invoking the function or delivered in an SQS body.
+    /// of an event invoking the function or delivered in an SQS body. A
+    /// number that `f64` cannot hold exactly, read from the body's or the
+    /// invocation's text, is a string of that text.
     pub value: &'a Value,
     /// The SQS message, for a record of an SQS batch; `None` for an
     /// EventBridge event invoking the function directly.

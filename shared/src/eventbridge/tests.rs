@@ -327,3 +327,220 @@ fn process_future_is_send() {
         |e: EventBridgeEvent<Value>| async move { Ok::<_, HandlerError>(e.detail) },
     ));
 }
+
+/// Invocations through `handle`, the entry a function calls.
+#[cfg(feature = "lambda")]
+mod invocations {
+    use super::*;
+
+    /// An invocation as the Lambda runtime hands it to `handle`: the payload
+    /// text deserialized into the type `handle` takes.
+    fn invocation<P: DeserializeOwned>(text: &str) -> LambdaEvent<P> {
+        let payload = serde_json::from_str(text).expect("invocation payload");
+        LambdaEvent::new(
+            payload,
+            crate::runtime::local_context(1, Duration::from_secs(30)),
+        )
+    }
+
+    /// An `OrderPlaced` envelope whose `detail.order_id` is the JSON number
+    /// `order_id` (its text as written).
+    fn numeric_order(event_id: &str, order_id: &str) -> String {
+        format!(
+            r#"{{"version":"0","id":"{event_id}","detail-type":"OrderPlaced","source":"shop.orders",
+            "account":"123456789012","time":"2026-11-29T10:00:00Z","region":"us-east-1","resources":[],
+            "detail":{{"order_id":{order_id},"sku":"SKU-RED-MUG","quantity":2}}}}"#
+        )
+    }
+
+    /// Two orders whose numeric ids differ past what `f64` holds are two keys
+    /// through the function's entry (`handle`): both run. The first order
+    /// published again (a new event id) is still one key: it replays.
+    #[tokio::test]
+    async fn numeric_keys_keep_their_exact_text() {
+        let (engine, store, _) = memory_engine();
+        let processor =
+            EventBridgeProcessor::new(engine).key(KeySelector::pointer("/detail/order_id"));
+        let runs = AtomicUsize::new(0);
+        let run = |e: EventBridgeEvent<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                Ok::<_, HandlerError>(json!({"event": e.id}))
+            }
+        };
+        let first = processor
+            .handle(
+                invocation(&numeric_order("e-1", "12345678901234567890123")),
+                run,
+            )
+            .await
+            .unwrap();
+        assert_eq!(first, EventResponse::Done(json!({"event": "e-1"})));
+        let second = processor
+            .handle(
+                invocation(&numeric_order("e-2", "12345678901234567890124")),
+                run,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            second,
+            EventResponse::Done(json!({"event": "e-2"})),
+            "another order: it runs"
+        );
+        let again = processor
+            .handle(
+                invocation(&numeric_order("e-3", "12345678901234567890123")),
+                run,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            again,
+            EventResponse::Done(json!({"event": "e-1"})),
+            "the first order again: replayed"
+        );
+        assert_eq!(runs.load(SeqCst), 2);
+        assert_eq!(store.len(), 2);
+    }
+
+    /// The `detail` hashed for payload validation keeps exact numbers too: the
+    /// same event id with a detail that differs only past `f64`'s precision is
+    /// a mismatch, not a replay.
+    #[tokio::test]
+    async fn payload_hash_keeps_exact_numbers() {
+        let (engine, _, _) = memory_engine();
+        let processor = EventBridgeProcessor::new(engine);
+        let runs = AtomicUsize::new(0);
+        let run = |_e: EventBridgeEvent<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                Ok::<_, HandlerError>(json!("done"))
+            }
+        };
+        processor
+            .handle(
+                invocation(&numeric_order("e-1", "12345678901234567890123")),
+                run,
+            )
+            .await
+            .unwrap();
+        let err = processor
+            .handle(
+                invocation(&numeric_order("e-1", "12345678901234567890124")),
+                run,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("different detail"), "{err}");
+        assert_eq!(runs.load(SeqCst), 1);
+    }
+
+    /// A number keys (and hashes into the payload) the same invoking the
+    /// function directly as in an SQS body, for every form it can be written in:
+    /// exponents, trailing zeros, past `u64`, past `f64`'s 15 digits. One rule,
+    /// whatever it decides for each form.
+    #[tokio::test]
+    async fn numbers_key_as_in_an_sqs_body() {
+        use crate::batch::{BatchProcessor, SqsRecord};
+        use crate::testkit::{batch, message};
+        use std::sync::{Arc, Mutex};
+
+        /// A selector keyed by `/detail/n`, keeping the material it saw.
+        fn seen() -> (KeySelector, Arc<Mutex<Option<Value>>>) {
+            let seen = Arc::new(Mutex::new(None));
+            let keep = seen.clone();
+            let selector = KeySelector::custom(move |input| {
+                let n = crate::adapter::key::pointer_key(input.value, "/detail/n")?;
+                *keep.lock().unwrap() = Some(n.clone());
+                Ok(n)
+            });
+            (selector, seen)
+        }
+
+        let numbers = [
+            "1000",
+            "1e3",
+            "1E+3",
+            "1000.0",
+            "1",
+            "1.0",
+            "-0",
+            "0.1",
+            "1.5",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "12345678901234567890123",
+            "12345678901234567890124",
+            "0.12345678901234567891",
+            "1.0000000000000000001",
+            "1234567890123456.7",
+            r#""12345678901234567890123""#,
+        ];
+        let mut keys = std::collections::HashMap::new();
+        for n in numbers {
+            let text = format!(
+                r#"{{"id":"e-1","detail-type":"OrderPlaced","source":"shop.orders",
+                "detail":{{"n":{n},"also":[{n}]}}}}"#
+            );
+            let (engine, direct_store, _) = memory_engine();
+            let (selector, direct) = seen();
+            let _: EventResponse<()> = EventBridgeProcessor::new(engine.clone())
+                .key(selector)
+                .handle(invocation(&text), |_e: EventBridgeEvent<Value>| async {
+                    Ok::<_, HandlerError>(())
+                })
+                .await
+                .unwrap();
+            let (queue_engine, queue_store, _) = memory_engine();
+            let (selector, queued) = seen();
+            let report = BatchProcessor::new(queue_engine, selector)
+                .process(
+                    batch(vec![message(Some("m-1"), &text)]),
+                    None,
+                    |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) },
+                )
+                .await;
+            assert!(report.is_success(), "{n}");
+            let direct = direct.lock().unwrap().clone().unwrap();
+            assert_eq!(direct, queued.lock().unwrap().clone().unwrap(), "{n}");
+            let key = engine.key(&direct).unwrap();
+            let record = |store: &crate::MemoryStore| {
+                let store = store.clone();
+                let id = key.as_str().to_owned();
+                async move { crate::Store::get(&store, &id).await.unwrap() }
+            };
+            let (direct_record, queued_record) = (
+                record(&direct_store).await.expect("direct record"),
+                record(&queue_store).await.expect("queued record"),
+            );
+            assert!(direct_record.validation.is_some(), "{n}");
+            assert_eq!(
+                direct_record.validation, queued_record.validation,
+                "{n}: the detail hashes the same"
+            );
+            keys.insert(n, key);
+        }
+        // What the rule decides, the same on both paths: a number `f64` holds
+        // keys as its JSON value (`1e3` is `1000.0`, not `1000`; `1.0` is not
+        // `1`); past that, as its text (the bare and the quoted
+        // 12345678901234567890123 are one key, its neighbour another).
+        let key = |n: &str| keys[n].clone();
+        assert_eq!(key("1e3"), key("1E+3"));
+        assert_eq!(key("1e3"), key("1000.0"));
+        assert_ne!(key("1e3"), key("1000"));
+        assert_ne!(key("1.0"), key("1"));
+        assert_eq!(
+            key("12345678901234567890123"),
+            key(r#""12345678901234567890123""#)
+        );
+        assert_ne!(
+            key("12345678901234567890123"),
+            key("12345678901234567890124")
+        );
+        assert_ne!(key("18446744073709551615"), key("18446744073709551616"));
+    }
+}

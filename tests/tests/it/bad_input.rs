@@ -845,7 +845,7 @@ async fn events_of_the_wrong_kind_fail_the_invocation_clearly() {
     ];
     for (event, why) in not_eventbridge {
         let err = inventory
-            .handle(LambdaEvent::new(event, context()))
+            .handle(LambdaEvent::new(event.into(), context()))
             .await
             .unwrap_err()
             .to_string();

@@ -73,7 +73,9 @@ async fn level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str) -> Option
 
 async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
     let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
-    app.handle(LambdaEvent::new(event, ctx)).await
+    // As Lambda delivers it: the payload's text.
+    let payload = shared::eventbridge::EventPayload::from_text(event.to_string()).unwrap();
+    app.handle(LambdaEvent::new(payload, ctx)).await
 }
 
 fn sample(name: &str) -> Value {
@@ -349,4 +351,53 @@ async fn new_event_costs_exactly_one_transact_write_items() {
     assert_eq!(invoke(&app, sample("insufficient")).await.unwrap(), refusal);
     assert_eq!(capture.operations(), ["TransactWriteItems"]);
     assert_eq!(level(&ddb, &stock_table, "SKU-RED-MUG").await, Some(98));
+}
+
+/// The `inventory` binary under the local Lambda Runtime API reads the
+/// invocation's text, not a `Value` parsed from it: two deliveries of one
+/// event id whose `detail`s differ only in a number past what `f64` holds
+/// (`12345678901234567890123` and `...124`) are told apart (the second is a
+/// `PayloadMismatch`, not a replay of the first's reservation), and the
+/// first delivered again, byte for byte, replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_hashes_the_detail_with_exact_numbers() {
+    use integration_tests::now_ms;
+    use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+
+    let s = setup().await;
+    let api = RuntimeApi::start().await;
+    let mut command = lambda_command(&function_binary("inventory"), "inventory", &api);
+    moto().apply_env(&mut command);
+    let mut child = command
+        .env("IDEMPOTENCY_TABLE", &s.idempotency_table)
+        .env("STOCK_TABLE", &s.stock_table)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start the inventory binary");
+    let event = |reference: &str| {
+        format!(
+            r#"{{"version":"0","id":"9b0e8e1c-5f43-4d1e-9a43-7c1f3f2b6a10","detail-type":"OrderPlaced",
+            "source":"shop.orders","account":"123456789012","time":"2026-11-29T10:00:00Z",
+            "region":"us-east-1","resources":[],
+            "detail":{{"order_id":"ord-7","sku":"SKU-RED-MUG","quantity":3,"reference":{reference}}}}}"#
+        )
+    };
+    let invoke = |text: String| api.invoke_text(text, now_ms() + 30_000, Duration::from_secs(20));
+    let first = invoke(event("12345678901234567890123")).await;
+    let reservation = json!({"order_id": "ord-7", "sku": "SKU-RED-MUG", "reserved": 3});
+    assert_eq!(first, Some(Invocation::Response(reservation.clone())));
+    let other = invoke(event("12345678901234567890124")).await;
+    let Some(Invocation::Error(error)) = &other else {
+        panic!("another detail must not replay the first's reservation: {other:?}");
+    };
+    assert_eq!(error["errorType"], "PayloadMismatch", "{error}");
+    let again = invoke(event("12345678901234567890123")).await;
+    assert_eq!(again, Some(Invocation::Response(reservation)));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        level(&s.ddb, &s.stock_table, "SKU-RED-MUG").await,
+        Some(97),
+        "reserved once"
+    );
 }
