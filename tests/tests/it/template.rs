@@ -915,7 +915,7 @@ fn samconfig_builds_and_deploys_one_architecture() {
 // Key scopes: each function reads and writes only its own records.
 
 /// The variable the relay reads its allowlist from.
-const OUTBOX_ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
+const OUTBOX_ALLOWLIST_ENV: &str = outbox_relay::ALLOWLIST_ENV;
 
 /// Item actions whose request always carries the items' partition keys, so
 /// that `ForAllValues` on `dynamodb:LeadingKeys` checks every one of them
@@ -1524,6 +1524,17 @@ fn the_relay_allows_each_writer_exactly_its_destinations() {
         allowlist,
         BTreeMap::from([(orders::RECORD_PREFIX.to_owned(), vec![queue])])
     );
+    // The relay's own parser takes it: with the queue's URL for its `Ref`,
+    // orders' entries to it are permitted, another writer's are not.
+    let url = "https://sqs.us-east-1.amazonaws.com/123456789012/s-NotificationsQueue-1.fifo";
+    let deployed = outbox_relay::Allowlist::parse(&text.replace("ref:NotificationsQueue", url))
+        .expect("the relay reads the template's allowlist");
+    let to_queue = outbox_relay::Destination::Sqs {
+        queue_url: url.to_owned(),
+    };
+    let orders_key = format!("{}#00", orders::RECORD_PREFIX);
+    assert_eq!(deployed.permits(&orders_key, &to_queue), Ok(()));
+    assert!(deployed.permits("payments.credit#00", &to_queue).is_err());
     // Refused entries are alarmed like poison ones.
     for metric in ["OutboxPoison", "OutboxRefused"] {
         assert_eq!(
