@@ -18,17 +18,29 @@
 //! | `StoreUnavailable` | the idempotency store did not answer (network, throttling, service error after the SDK's retries) | succeeds once the store is back |
 //! | `LeaseLost` | the lease lapsed and another invocation took the record over | replayed |
 //! | `RecordTooLarge`, `CorruptRecord`, `InvalidStoreRequest`, `Contention` | the other [`StoreError`]s and [`Error`]s | see their docs |
-//! | `UnreportableRecordFailure` | a failed SQS record has no `messageId`, so the whole batch fails | the batch is retried |
+//! | `UnreportableRecordFailure` | a failed record has no id (`messageId`, `sequenceNumber`), so the whole batch fails | the batch is retried |
 //! | `InvocationError` | anything else | – |
 
 use std::error::Error as StdError;
 
-use crate::batch::BatchError;
-use crate::error::{Error, ErrorKind, HandlerError, StoreError};
-use crate::eventbridge::EventError;
+use crate::error::{ErrorKind, HandlerError};
 
 /// The `errorType` of an error that none of this crate's types explains.
 pub const UNCLASSIFIED: &str = "InvocationError";
+
+/// An error that knows its `errorType`. Every adapter's error implements it
+/// next to its definition and is listed once in the adapter core's
+/// `ERROR_TYPES`; this module imports none of them.
+pub trait ErrorType: StdError + 'static {
+    /// The `errorType` Lambda reports for it (`InvalidEvent`,
+    /// `StoreUnavailable`, ...).
+    fn error_type(&self) -> &'static str;
+}
+
+/// The `errorType` of `err` when it is an `E`: one entry of the core's list.
+pub(crate) fn classify<E: ErrorType>(err: &(dyn StdError + 'static)) -> Option<&'static str> {
+    err.downcast_ref::<E>().map(ErrorType::error_type)
+}
 
 /// An invocation payload the function cannot handle (wrong trigger, wrong
 /// shape): `errorType` `InvalidEvent`. For functions whose own parsing
@@ -37,68 +49,25 @@ pub const UNCLASSIFIED: &str = "InvocationError";
 #[error("{0}")]
 pub struct InvalidEvent(pub String);
 
+impl ErrorType for InvalidEvent {
+    fn error_type(&self) -> &'static str {
+        "InvalidEvent"
+    }
+}
+
 /// The `errorType` for `err`: the first error of its chain (itself, then its
 /// sources) that this crate knows, else [`UNCLASSIFIED`].
 pub fn error_type(err: &(dyn StdError + 'static)) -> &'static str {
     std::iter::successors(Some(err), |e| (*e).source())
-        .find_map(known)
+        .find_map(|e| crate::adapter::ERROR_TYPES.iter().find_map(|known| known(e)))
         .unwrap_or(UNCLASSIFIED)
 }
 
-fn known(err: &(dyn StdError + 'static)) -> Option<&'static str> {
-    if let Some(e) = err.downcast_ref::<BatchError>() {
-        return Some(match e {
-            BatchError::NotAnSqsEvent(_) => "InvalidEvent",
-            BatchError::UnreportableFailure { .. } => "UnreportableRecordFailure",
-        });
-    }
-    if let Some(e) = err.downcast_ref::<EventError>() {
-        return Some(match e {
-            EventError::NotAnEventBridgeEvent(_)
-            | EventError::WrongEvent { .. }
-            | EventError::BadDetail { .. } => "InvalidEvent",
-            EventError::Key { .. } | EventError::KeyPanicked { .. } => "InvalidKey",
-            EventError::InProgress { .. } => "InProgress",
-            EventError::PayloadMismatch { .. } => "PayloadMismatch",
-            EventError::Handler { error, .. } => handler(error),
-            EventError::Idempotency { error, .. } => engine(error),
-        });
-    }
-    if let Some(e) = err.downcast_ref::<Error>() {
-        return Some(engine(e));
-    }
-    if let Some(e) = err.downcast_ref::<StoreError>() {
-        return Some(store(e));
-    }
-    if err.is::<InvalidEvent>() {
-        return Some("InvalidEvent");
-    }
-    None
-}
-
-fn handler(error: &HandlerError) -> &'static str {
+/// The `errorType` of a handler's error, by its kind.
+pub(crate) fn handler(error: &HandlerError) -> &'static str {
     match error.kind() {
         ErrorKind::Retryable => "HandlerFailed",
         ErrorKind::Terminal => "HandlerRejected",
-    }
-}
-
-fn engine(error: &Error) -> &'static str {
-    match error {
-        Error::Store(e) => store(e),
-        Error::Handler(e) => handler(e),
-        Error::LeaseLost { .. } => "LeaseLost",
-        Error::Contention { .. } => "Contention",
-    }
-}
-
-fn store(error: &StoreError) -> &'static str {
-    match error {
-        StoreError::Backend { .. } => "StoreUnavailable",
-        StoreError::LeaseLost { .. } => "LeaseLost",
-        StoreError::ItemTooLarge { .. } => "RecordTooLarge",
-        StoreError::Corrupt { .. } => "CorruptRecord",
-        StoreError::Invalid { .. } => "InvalidStoreRequest",
     }
 }
 
@@ -116,6 +85,9 @@ pub fn diagnostic(err: &(dyn StdError + 'static)) -> lambda_runtime::Diagnostic 
 mod tests {
     use super::*;
     use crate::KeyError;
+    use crate::batch::BatchError;
+    use crate::eventbridge::EventError;
+    use crate::error::{Error, StoreError};
 
     type Boxed = Box<dyn StdError + Send + Sync + 'static>;
 

@@ -201,6 +201,29 @@ pub fn report(err: &(dyn StdError + 'static)) -> String {
     out
 }
 
+impl crate::diagnostic::ErrorType for Error {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Error::Store(e) => crate::diagnostic::ErrorType::error_type(e),
+            Error::Handler(e) => crate::diagnostic::handler(e),
+            Error::LeaseLost { .. } => "LeaseLost",
+            Error::Contention { .. } => "Contention",
+        }
+    }
+}
+
+impl crate::diagnostic::ErrorType for StoreError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            StoreError::Backend { .. } => "StoreUnavailable",
+            StoreError::LeaseLost { .. } => "LeaseLost",
+            StoreError::ItemTooLarge { .. } => "RecordTooLarge",
+            StoreError::Corrupt { .. } => "CorruptRecord",
+            StoreError::Invalid { .. } => "InvalidStoreRequest",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,7 +40,7 @@ use serde_json::value::RawValue;
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 use crate::adapter::{
-    self, EngineFailure, Failure, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope,
+    self, EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope,
     Unit, json_type, key_for, log_outcome, looks_like_envelope, millis,
 };
 use crate::engine::{Idempotency, Outcome};
@@ -202,6 +202,21 @@ impl EventError {
             EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
             EngineFailure::Handler(error) => Self::Handler { event_id, error },
             EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
+        }
+    }
+}
+
+impl crate::diagnostic::ErrorType for EventError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Self::NotAnEventBridgeEvent(_) | Self::WrongEvent { .. } | Self::BadDetail { .. } => {
+                "InvalidEvent"
+            }
+            Self::Key { .. } | Self::KeyPanicked { .. } => "InvalidKey",
+            Self::InProgress { .. } => "InProgress",
+            Self::PayloadMismatch { .. } => "PayloadMismatch",
+            Self::Handler { error, .. } => crate::diagnostic::handler(error),
+            Self::Idempotency { error, .. } => error.error_type(),
         }
     }
 }
@@ -520,7 +535,8 @@ impl EventBridgeProcessor {
             .await;
         let unit = Unit {
             noun: "event",
-            event_id: Some(&event_id),
+            id: Some(&event_id),
+            id_field: IdField::EventId,
             key: key.as_ref().map(IdempotencyKey::hash),
             ..Unit::default()
         };
@@ -577,13 +593,11 @@ impl EventBridgeProcessor {
             expected: std::any::type_name::<D>(),
             error: e.to_string(),
         })?;
-        let input = KeyInput {
-            value: &material,
-            message: None,
-        };
+        let input = KeyInput::new(&material, None);
         let unit = Unit {
             noun: "event",
-            event_id: Some(event_id),
+            id: Some(event_id),
+            id_field: IdField::EventId,
             ..Unit::default()
         };
         *key = key_for(&self.engine, &self.key, self.missing_key, input, &unit).map_err(

@@ -5,37 +5,57 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use aws_lambda_events::sqs::SqsMessage;
 use serde_json::Value;
 
-use super::Unit;
+use super::{Attribute, Delivery, Unit};
 use crate::engine::{Idempotency, panic_message};
 use crate::error::KeyError;
 use crate::key::IdempotencyKey;
-
-/// The SQS system attribute holding a FIFO record's deduplication id.
-pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
 
 /// A key function: gets what the key is selected from and returns the key
 /// material.
 pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sync>;
 
 /// What a key is selected from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct KeyInput<'a> {
-    /// The parsed SQS body, or the EventBridge envelope (`detail` included)
-    /// of an event invoking the function or delivered in an SQS body. A
-    /// number that `f64` cannot hold exactly, read from the body's or the
-    /// invocation's text, is a string of that text.
+    /// The parsed body (an SQS body, a Kinesis record's decoded `data`), or
+    /// the EventBridge envelope (`detail` included) of an event invoking the
+    /// function or delivered in an SQS body. A number that `f64` cannot hold
+    /// exactly, read from the body's or the invocation's text, is a string
+    /// of that text.
     pub value: &'a Value,
-    /// The SQS message, for a record of an SQS batch; `None` for an
-    /// EventBridge event invoking the function directly.
-    pub message: Option<&'a SqsMessage>,
+    /// The delivered record (its id, lane, attributes), for a record of a
+    /// batch; `None` for an EventBridge event invoking the function
+    /// directly.
+    pub delivery: Option<&'a dyn Delivery>,
 }
 
-/// Where an idempotency key comes from, for SQS records and EventBridge
-/// events alike.
+impl<'a> KeyInput<'a> {
+    /// A key input (an adapter's, or a key function's unit test).
+    pub fn new(value: &'a Value, delivery: Option<&'a dyn Delivery>) -> Self {
+        Self { value, delivery }
+    }
+
+    /// The source's own record, when it is a `R`: `input.raw::<SqsMessage>()`
+    /// for an SQS record, `input.raw::<KinesisEventRecord>()` for a Kinesis
+    /// one.
+    pub fn raw<R: 'static>(&self) -> Option<&'a R> {
+        self.delivery.and_then(|d| d.as_any().downcast_ref::<R>())
+    }
+}
+
+impl fmt::Debug for KeyInput<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyInput")
+            .field("value", self.value)
+            .field("delivery", &self.delivery.map(Delivery::id))
+            .finish()
+    }
+}
+
+/// Where an idempotency key comes from, for every source alike.
 ///
 /// A key that is absent ([`KeyError::Missing`]), null or empty is *missing*
 /// and handled by [`MissingKey`]; any other error (wrong type, a panicking
@@ -44,21 +64,26 @@ pub struct KeyInput<'a> {
 #[non_exhaustive]
 pub enum KeySelector {
     /// An RFC 6901 JSON Pointer (`/event_id`, `/order/id`, `/items/0/sku`)
-    /// into the parsed body, or into the EventBridge envelope (`/id`,
-    /// `/detail/order_id`). The value found must be a string or a number;
-    /// `"1103"` and `1103` give the same key.
+    /// into the parsed body (an SQS body, a Kinesis record's `data`), or
+    /// into the EventBridge envelope (`/id`, `/detail/order_id`). The value
+    /// found must be a string or a number; `"1103"` and `1103` give the same
+    /// key.
     Pointer(String),
-    /// The `stringValue` of an SQS message attribute (SQS only).
+    /// A text attribute of the delivery ([`Delivery::attribute`]): the
+    /// `stringValue` of an SQS message attribute. Missing on sources
+    /// without attributes (Kinesis) and for EventBridge events.
     MessageAttribute(String),
-    /// The delivery's own id: the SQS `messageId` of a record (it changes
-    /// when a producer sends the same message twice, so it only catches
-    /// redeliveries of one send: prefer a business key), or the `id` of an
-    /// EventBridge event invoking the function (kept by EventBridge across
-    /// its retries). For an envelope delivered through SQS, see
-    /// [`KeySelector::event_id`].
+    /// The delivery's own id ([`Delivery::id`]): the SQS `messageId` of a
+    /// record (it changes when a producer sends the same message twice, so
+    /// it only catches redeliveries of one send: prefer a business key), the
+    /// Kinesis `sequenceNumber` (a producer's retry of `PutRecord` writes a
+    /// new one: the same caveat), or the `id` of an EventBridge event
+    /// invoking the function (kept by EventBridge across its retries). For
+    /// an envelope delivered through SQS, see [`KeySelector::event_id`].
     Id,
-    /// The FIFO `MessageDeduplicationId` attribute (missing on standard
-    /// queues and for EventBridge events).
+    /// The source's own deduplication id ([`Delivery::deduplication_id`]):
+    /// the SQS FIFO `MessageDeduplicationId` attribute (missing on standard
+    /// queues, on sources without one and for EventBridge events).
     DeduplicationId,
     /// A function of the [`KeyInput`]. It may return any non-empty JSON value
     /// (objects combine several fields; they are hashed in canonical form).
@@ -96,28 +121,25 @@ impl KeySelector {
     /// The key material in `input`. The outer `Err` is a panic of a custom
     /// key function.
     fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {
-        let message = input.message;
+        let delivery = input.delivery;
         Ok(match self {
             Self::Pointer(pointer) => pointer_key(input.value, pointer),
             Self::MessageAttribute(name) => {
                 let at = || format!("message attribute {name}");
-                match message.and_then(|m| m.message_attributes.get(name)) {
+                match delivery.and_then(|d| d.attribute(name)) {
                     None => Err(KeyError::Missing(at())),
-                    Some(attr) => match &attr.string_value {
-                        Some(s) => Ok(Value::String(s.clone())),
-                        None => Err(KeyError::WrongType {
-                            at: at(),
-                            found: "a binary attribute",
-                        }),
-                    },
+                    Some(Attribute::Text(s)) => Ok(Value::String(s.to_owned())),
+                    Some(Attribute::Binary) => Err(KeyError::WrongType {
+                        at: at(),
+                        found: "a binary attribute",
+                    }),
                 }
             }
-            Self::Id => match message {
-                Some(m) => m
-                    .message_id
-                    .clone()
-                    .map(Value::String)
-                    .ok_or_else(|| KeyError::Missing("messageId".to_owned())),
+            Self::Id => match delivery {
+                Some(d) => d
+                    .id()
+                    .map(|id| Value::String(id.to_owned()))
+                    .ok_or_else(|| KeyError::Missing(d.source().id.to_owned())),
                 None => input
                     .value
                     .get("id")
@@ -125,14 +147,17 @@ impl KeySelector {
                     .map(|id| Value::String(id.to_owned()))
                     .ok_or_else(|| KeyError::Missing("id".to_owned())),
             },
-            Self::DeduplicationId => message
-                .and_then(|m| m.attributes.get(MESSAGE_DEDUPLICATION_ID))
-                .cloned()
-                .map(Value::String)
+            Self::DeduplicationId => delivery
+                .and_then(|d| d.deduplication_id())
+                .map(|id| Value::String(id.to_owned()))
                 .ok_or_else(|| {
-                    KeyError::Missing(format!(
-                        "attribute {MESSAGE_DEDUPLICATION_ID} (FIFO queues only)"
-                    ))
+                    KeyError::Missing(
+                        delivery
+                            .map_or(super::delivery::SQS.deduplication_id, |d| {
+                                d.source().deduplication_id
+                            })
+                            .to_owned(),
+                    )
                 }),
             Self::Custom(f) => {
                 return catch_unwind(AssertUnwindSafe(|| f(input)))
@@ -187,9 +212,11 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
+            let (message_id, event_id, sequence_number) = unit.ids();
             tracing::warn!(
-                message_id = unit.message_id,
-                event_id = unit.event_id,
+                message_id,
+                event_id,
+                sequence_number,
                 error = %e,
                 "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
                 unit.noun

@@ -1,24 +1,117 @@
-//! The adapter core shared by the SQS ([`crate::batch`]) and EventBridge
-//! ([`crate::eventbridge`]) adapters: where the key comes from
-//! ([`KeySelector`], [`MissingKey`]), what payload validation hashes
-//! ([`PayloadScope`]), how the engine's answer splits into an outcome or a
-//! failure, the per-record (per-event) log line, and the metric counts.
+//! The adapter core: one delivery model and one pipeline for every source.
 //!
-//! Both adapters report the engine's [`Outcome`] for what is done
-//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`) and their own failure
+//! * [`Delivery`] is the source-neutral view of one delivered record: its
+//!   id in the partial batch response, its ordering lane (FIFO group,
+//!   shard, topic-partition), its position (sequence number, offset), its
+//!   body and attributes, its receive count.
+//! * [`KeySelector`] / [`KeyInput`] / [`MissingKey`] say where a record's
+//!   idempotency key comes from, for every source alike; [`PayloadScope`]
+//!   what payload validation hashes.
+//! * `pipeline::Pipeline` runs a batch: in-batch duplicates coalesced, the
+//!   batch pre-read ([`PreRead`](crate::batch::PreRead)), lanes cut by the
+//!   [`Ordering`] (unordered; ordered lanes that skip the lane; ordered
+//!   streams that stop the lane), bounded concurrency, panics isolated,
+//!   one log line per record, the batch line and the metric counts.
+//! * [`BatchReport`] holds every record's [`RecordResult`] (an
+//!   [`Outcome`] or a [`FailureReason`]) and builds any source's partial
+//!   batch response ([`PartialResponse`]).
+//!
+//! The sources: SQS ([`crate::batch`]), Kinesis Data Streams
+//! ([`crate::kinesis`], in `adapter/kinesis/`); EventBridge
+//! ([`crate::eventbridge`]) and HTTP ([`crate::http`]) are single-event
+//! sources that share the keys, the log line and the counts.
+//!
+//! # Adding a source
+//!
+//! A batch source is one folder `adapter/<source>/`, laid out like
+//! `adapter/kinesis/`:
+//!
+//! * `parse.rs`: `parse_<source>_event(Value) -> Result<Event, BatchError>`,
+//!   rejecting other payloads ([`BatchError::WrongEvent`]);
+//! * `record.rs`: `impl Delivery for <the raw record type>` (what `id`,
+//!   `lane`, `position`, `body` are) and the record the handler gets
+//!   (`<Source>Record<M>`: the parsed body, the raw record, the key);
+//! * `key.rs`: the default [`KeySelector`] and the per-record preparation
+//!   (decode and parse the body, [`Pipeline::key_of`](pipeline::Pipeline::key_of));
+//! * `response.rs`: `impl PartialResponse for <the response type>`;
+//! * `mod.rs`: the `<Source>Processor` (its builder methods), `process`
+//!   (prepare the slots, then `Pipeline::run`) and `handle(LambdaEvent,
+//!   handler)`; its errors implement [`ErrorType`](crate::diagnostic::ErrorType)
+//!   and are added to [`ERROR_TYPES`] (one line, outside the folder, with
+//!   `pub mod <source>;` here and its re-export in `lib.rs`).
+//!
+//! A minimal `process` (inside the crate; `Pipeline` and `Slot` are
+//! crate-private):
+//!
+//! ```ignore
+//! let pipeline = Pipeline {
+//!     engine: &self.engine,
+//!     key: &self.key,
+//!     missing_key: self.missing_key,
+//!     pre_read: self.pre_read,
+//!     concurrency: self.concurrency,
+//!     ordering: Ordering::StopLane, // or Unordered, SkipLane
+//!     names: &MY_SOURCE,            // a `SourceNames`
+//! };
+//! let started = Instant::now();
+//! let slots = event.records.into_iter().enumerate().map(|(index, raw)| {
+//!     let ids = Ids::of(&raw);                      // via `impl Delivery`
+//!     let ident = ids.ident(index, MY_SOURCE.id);
+//!     let prepared = guard(|| self.prepare::<M>(&pipeline, &ident, &raw))
+//!         .unwrap_or_else(|p| Err(FailureReason::Panic(p)))
+//!         .map(|(body, key, payload)| Prepared {
+//!             record: MyRecord { body, raw, key: key.clone() },
+//!             key,
+//!             payload,
+//!         });
+//!     Slot::new(index, ident, ids, prepared)
+//! });
+//! let mut slots: Vec<_> = slots.collect();
+//! lanes::fail_after_missing_lane(&mut slots, pipeline.ordering, FailureReason::NoLane);
+//! pipeline.run(slots, started, remaining, handler).await // a BatchReport<T>
+//! ```
+//!
+//! and `handle` returns `report.response_as::<MyResponse>()?`. The pipeline
+//! then gives the new source duplicates, pre-read, lanes, concurrency,
+//! panic isolation, the log line and the metrics; its unit tests run on the
+//! [`MemoryStore`](crate::MemoryStore) like `adapter/kinesis/tests.rs`.
+//!
+//! Every adapter reports the engine's [`Outcome`] for what is done
+//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`) and its own failure
 //! type for what must be delivered again or ends in the DLQ: an engine
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
+pub(crate) mod delivery;
 pub(crate) mod key;
+pub mod kinesis;
+pub(crate) mod lanes;
+pub(crate) mod pipeline;
+pub(crate) mod report;
 
+pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
+pub use lanes::Ordering;
+pub use pipeline::PreRead;
+pub use report::{BatchError, BatchReport, FailureReason, PartialResponse, RecordResult};
 
+use std::error::Error as StdError;
 use std::time::Duration;
 
+use crate::diagnostic::classify;
 use crate::engine::Outcome;
 use crate::error::{Error, HandlerError};
 use crate::metrics::Counts;
+
+/// Every error type that knows its `errorType`
+/// ([`crate::diagnostic::error_type`] searches them): one line per adapter.
+pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
+    classify::<BatchError>,
+    classify::<crate::eventbridge::EventError>,
+    classify::<crate::error::Error>,
+    classify::<crate::error::StoreError>,
+    classify::<crate::diagnostic::InvalidEvent>,
+];
 
 /// What is hashed for payload validation (same key, other payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -117,21 +210,43 @@ pub(crate) trait Failure {
     fn describe(&self) -> String;
 }
 
-/// One record or event, as its log line names it.
+/// One record, event or request, as its log line names it.
 #[derive(Debug, Default)]
 pub(crate) struct Unit<'a> {
-    /// `record` or `event`.
+    /// `record`, `event` or `request`.
     pub(crate) noun: &'static str,
-    /// The SQS message id (or a description of a record without one).
-    pub(crate) message_id: Option<&'a str>,
-    /// The EventBridge event id.
-    pub(crate) event_id: Option<&'a str>,
-    /// The FIFO message group.
-    pub(crate) group: Option<&'a str>,
+    /// Its id ([`Delivery::id`]; or a description of a record without one).
+    pub(crate) id: Option<&'a str>,
+    /// The log field of `id`.
+    pub(crate) id_field: IdField,
+    /// Its ordering lane ([`Delivery::lane`]).
+    pub(crate) lane: Option<&'a str>,
+    /// The log field of `lane`.
+    pub(crate) lane_field: LaneField,
     /// The key's hash (the key itself is never logged).
     pub(crate) key: Option<&'a str>,
     /// The first copy of an in-batch duplicate.
     pub(crate) duplicate_of: Option<&'a str>,
+}
+
+impl<'a> Unit<'a> {
+    /// The id as `(message_id, event_id, sequence_number)`: one of them set.
+    pub(crate) fn ids(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
+        match self.id_field {
+            IdField::MessageId => (self.id, None, None),
+            IdField::EventId => (None, self.id, None),
+            IdField::SequenceNumber => (None, None, self.id),
+        }
+    }
+
+    /// The lane as `(group, shard, partition)`: at most one of them set.
+    fn lanes(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
+        match self.lane_field {
+            LaneField::Group => (self.lane, None, None),
+            LaneField::Shard => (None, self.lane, None),
+            LaneField::Partition => (None, None, self.lane),
+        }
+    }
 }
 
 /// Adds one outcome to `counts`.
@@ -162,12 +277,12 @@ pub(crate) fn log_outcome<T, F: Failure>(
 ) {
     let Unit {
         noun,
-        message_id,
-        event_id,
-        group,
         key,
         duplicate_of,
+        ..
     } = *unit;
+    let (message_id, event_id, sequence_number) = unit.ids();
+    let (group, shard, partition) = unit.lanes();
     let label = match outcome {
         Ok(o) => o.label(),
         Err(_) => "failed",
@@ -176,7 +291,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Ok(Outcome::Executed(_)) => tracing::info!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             outcome = label,
             latency_ms,
@@ -185,7 +303,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Ok(Outcome::Replayed(_)) => tracing::info!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             duplicate_of,
             outcome = label,
@@ -195,7 +316,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Ok(Outcome::Rejected { error, replayed }) => tracing::warn!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             duplicate_of,
             outcome = label,
@@ -207,7 +331,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Ok(Outcome::Unprotected(_)) => tracing::warn!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             outcome = label,
             latency_ms,
             "{noun} executed without idempotency protection"
@@ -215,7 +342,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Ok(other) => tracing::warn!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             outcome = other.label(),
             latency_ms,
@@ -224,7 +354,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Err(failure) if failure.expected() => tracing::warn!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             duplicate_of,
             outcome = label,
@@ -237,7 +370,10 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Err(failure) => tracing::error!(
             message_id,
             event_id,
+            sequence_number,
             group,
+            shard,
+            partition,
             key,
             duplicate_of,
             outcome = label,

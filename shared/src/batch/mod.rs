@@ -67,11 +67,12 @@
 
 mod fifo;
 mod parse;
-mod pipeline;
 mod policy;
 mod prepare;
 mod record;
-mod report;
+#[cfg(test)]
+#[path = "pipeline/tests/mod.rs"]
+mod pipeline_tests;
 #[cfg(test)]
 mod tests;
 
@@ -79,32 +80,35 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use futures_util::stream::{FuturesUnordered, StreamExt};
 #[cfg(feature = "lambda")]
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
+pub use crate::adapter::{
+    BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
+};
 pub use parse::parse_sqs_event;
-pub use policy::{EnvelopeMode, FifoFailureMode, PreRead, QueueKind};
+pub use policy::{EnvelopeMode, FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
-pub use report::{BatchError, BatchReport, FailureReason, RecordResult};
 
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{KeySelector, MissingKey, PayloadScope, millis};
+use crate::adapter::delivery::SQS;
+use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::pipeline::Pipeline;
+use crate::adapter::{KeySelector, MissingKey, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::signature::Verifier;
 use crate::write::IntoStaged;
-use pipeline::{Run, Slot};
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
-pub use crate::adapter::key::MESSAGE_DEDUPLICATION_ID;
+/// The SQS system attribute holding a FIFO record's deduplication id.
+pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
 /// The SQS system attribute counting a record's deliveries.
 pub const APPROXIMATE_RECEIVE_COUNT: &str = "ApproximateReceiveCount";
 /// The default [`BatchProcessor::max_body_bytes`]: 256 KiB, SQS's default
@@ -263,68 +267,26 @@ impl BatchProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let started = Instant::now();
-        let fifo = fifo::is_fifo(self.queue_kind, &event);
-        let size = event.records.len();
-        let mut slots: Vec<Slot<M>> = event
+        let ordering = fifo::ordering(
+            fifo::is_fifo(self.queue_kind, &event),
+            self.fifo_failure_mode,
+        );
+        let pipeline = Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            ordering,
+            names: &SQS,
+        };
+        let mut slots: Vec<_> = event
             .records
             .into_iter()
             .enumerate()
-            .map(|(index, message)| self.prepare(index, message))
+            .map(|(index, message)| self.prepare(&pipeline, index, message))
             .collect();
-        if fifo {
-            fifo::fail_after_missing_group(&mut slots);
-        }
-        self.assign_duplicates(&mut slots);
-        let known = self.read_ahead(&slots).await;
-        let units = if fifo {
-            fifo::units(slots, self.fifo_failure_mode)
-        } else {
-            pipeline::units(slots)
-        };
-
-        let permits = Semaphore::new(
-            self.concurrency
-                .unwrap_or(size)
-                .clamp(1, Semaphore::MAX_PERMITS),
-        );
-        let run = Run {
-            handler: &handler,
-            known: &known,
-            permits: &permits,
-            started,
-            remaining,
-        };
-        let mut running: FuturesUnordered<_> = units
-            .into_iter()
-            .map(|unit| self.run_unit(unit, &run))
-            .collect();
-        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
-        while let Some(done) = running.next().await {
-            for result in done {
-                let position = result.position;
-                results[position] = Some(result);
-            }
-        }
-        let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
-        debug_assert_eq!(records.len(), size);
-
-        let count = |label: &str| records.iter().filter(|r| r.label() == label).count();
-        tracing::info!(
-            records = size,
-            fifo,
-            executed = count("executed"),
-            replayed = count("replayed"),
-            rejected = count("rejected"),
-            unprotected = count("unprotected"),
-            failed = count("failed"),
-            latency_ms = millis(started.elapsed()),
-            "batch processed"
-        );
-        let report = BatchReport { records, fifo };
-        crate::metrics::emit(&crate::metrics::Counts {
-            undecodable: self.engine.take_undecodable(),
-            ..report.counts()
-        });
-        report
+        fail_after_missing_lane(&mut slots, ordering, FailureReason::NoGroupId);
+        pipeline.run(slots, started, remaining, handler).await
     }
 }

@@ -1,5 +1,5 @@
 //! The batch processor's policies: queue kind, FIFO failure handling,
-//! EventBridge envelopes in bodies, reading records ahead.
+//! EventBridge envelopes in bodies.
 
 /// Standard or FIFO processing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,19 +38,4 @@ pub enum EnvelopeMode {
     Never,
     /// Bodies must be envelopes; any other body fails its record.
     Required,
-}
-
-/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
-/// per 100 keys, so completed duplicates are replayed without a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PreRead {
-    /// Never: every record claims (or commits) directly.
-    Never,
-    /// When the batch shows a redelivery (a record with
-    /// `ApproximateReceiveCount` > 1): the case where most records are
-    /// duplicates, at no cost for first deliveries.
-    #[default]
-    OnRedelivery,
-    /// Always: one extra request per batch; duplicates cost no write.
-    Always,
 }

@@ -1,9 +1,14 @@
-//! One record as the handler sees it.
+//! One record as the handler sees it, and an SQS message as the pipeline
+//! sees it ([`Delivery`]).
+
+use std::any::Any;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::SqsMessage;
 use serde_json::Value;
 
+use crate::adapter::delivery::SQS;
+use crate::adapter::{Attribute, Delivery, SourceNames};
 use crate::key::IdempotencyKey;
 
 use super::{APPROXIMATE_RECEIVE_COUNT, MESSAGE_DEDUPLICATION_ID, MESSAGE_GROUP_ID};
@@ -56,9 +61,55 @@ impl<M> SqsRecord<M> {
 
     /// `ApproximateReceiveCount`: 1 on the first delivery.
     pub fn receive_count(&self) -> Option<u32> {
-        self.message
-            .attributes
+        Delivery::receive_count(&self.message)
+    }
+}
+
+impl Delivery for SqsMessage {
+    fn id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+
+    /// The FIFO `MessageGroupId`.
+    fn lane(&self) -> Option<&str> {
+        self.attributes.get(MESSAGE_GROUP_ID).map(String::as_str)
+    }
+
+    /// The FIFO `SequenceNumber` attribute.
+    fn position(&self) -> Option<&str> {
+        self.attributes.get("SequenceNumber").map(String::as_str)
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        self.body.as_deref().map(str::as_bytes)
+    }
+
+    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
+        self.message_attributes
+            .get(name)
+            .map(|attr| match &attr.string_value {
+                Some(s) => Attribute::Text(s),
+                None => Attribute::Binary,
+            })
+    }
+
+    fn deduplication_id(&self) -> Option<&str> {
+        self.attributes
+            .get(MESSAGE_DEDUPLICATION_ID)
+            .map(String::as_str)
+    }
+
+    fn receive_count(&self) -> Option<u32> {
+        self.attributes
             .get(APPROXIMATE_RECEIVE_COUNT)
             .and_then(|c| c.parse().ok())
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SQS
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

@@ -358,7 +358,7 @@ impl HttpProcessor {
             .await;
         let unit = Unit {
             noun: "request",
-            message_id: request.request_id.as_deref(),
+            id: request.request_id.as_deref(),
             key: key.as_ref().map(IdempotencyKey::hash),
             ..Unit::default()
         };

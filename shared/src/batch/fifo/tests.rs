@@ -1,5 +1,5 @@
 use super::*;
-use crate::batch::{BatchProcessor, FifoFailureMode, QueueKind, SqsRecord};
+use crate::batch::{BatchProcessor, FailureReason, FifoFailureMode, QueueKind, SqsRecord};
 use crate::error::HandlerError;
 use crate::testkit::*;
 use crate::{KeySelector, Outcome};

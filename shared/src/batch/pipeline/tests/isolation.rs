@@ -133,7 +133,7 @@ async fn a_panicking_key_selector_fails_only_its_record() {
     let (engine, _, _) = memory_engine();
     let selector = KeySelector::custom(|input: KeyInput<'_>| {
         let body = input.value;
-        if input.message.and_then(|m| m.message_id.as_deref()) == Some("boom") {
+        if input.delivery.and_then(|d| d.id()) == Some("boom") {
             panic!("selector exploded");
         }
         Ok(json!({"account": body["account"], "n": body["n"]}))

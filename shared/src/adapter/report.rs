@@ -1,11 +1,14 @@
-//! What happened to each record of a batch, and the response for Lambda.
+//! What happened to each record of a batch, and the partial batch response
+//! for Lambda, for every source.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use aws_lambda_events::sqs::SqsBatchResponse;
 
+use super::lanes::Ordering;
 use crate::adapter::{self, EngineFailure, Failure};
+use crate::diagnostic::ErrorType;
 use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind, KeyError, report};
 use crate::signature::SignatureError;
@@ -21,7 +24,7 @@ pub enum FailureReason {
     Key(KeyError),
     /// A FIFO record without `MessageGroupId`: its order cannot be kept.
     NoGroupId,
-    /// The body is larger than [`BatchProcessor::max_body_bytes`](super::BatchProcessor::max_body_bytes); it was
+    /// The body is larger than [`BatchProcessor::max_body_bytes`](crate::batch::BatchProcessor::max_body_bytes); it was
     /// not parsed (permanent).
     BodyTooLarge {
         /// The body's size in bytes.
@@ -29,7 +32,7 @@ pub enum FailureReason {
         /// The limit in bytes.
         limit: usize,
     },
-    /// Signatures are verified ([`BatchProcessor::verify_signatures`](super::BatchProcessor::verify_signatures)) and
+    /// Signatures are verified ([`BatchProcessor::verify_signatures`](crate::batch::BatchProcessor::verify_signatures)) and
     /// this record's is missing, malformed or wrong; its body was not parsed
     /// (permanent).
     BadSignature(SignatureError),
@@ -53,7 +56,11 @@ pub enum FailureReason {
     Store(String),
     /// Another engine failure (lease lost, response too large, ...).
     Idempotency(String),
-    /// FIFO: not run because an earlier record it must follow failed.
+    /// A stream record (Kinesis, ...) whose lane (shard, partition) is
+    /// unknown: its order cannot be kept.
+    NoLane,
+    /// Ordered lanes (FIFO group, shard): not run because an earlier record
+    /// it must follow failed.
     Skipped {
         /// The record that failed first.
         after: String,
@@ -75,6 +82,10 @@ impl fmt::Display for FailureReason {
             Self::NoGroupId => f.write_str(
                 "FIFO record without a MessageGroupId attribute: its order cannot be kept, so it \
                  and every later record of the batch are failed (is the queue really FIFO?)",
+            ),
+            Self::NoLane => f.write_str(
+                "stream record without a shard (no eventID): its order cannot be kept, so it \
+                 and every later record of the batch are failed",
             ),
             Self::BodyTooLarge { size, limit } => write!(
                 f,
@@ -165,8 +176,11 @@ impl From<EngineFailure> for FailureReason {
 pub struct RecordResult<T> {
     /// Position in the batch.
     pub position: usize,
-    /// The SQS `messageId` as received.
+    /// Its id as received ([`Delivery::id`](crate::adapter::Delivery::id):
+    /// the SQS `messageId`, the Kinesis `sequenceNumber`).
     pub message_id: Option<String>,
+    /// Its ordering lane, when it has one (FIFO group, shard).
+    pub lane: Option<String>,
     /// The hash part of the idempotency key (safe to log), when there was one.
     pub key_hash: Option<String>,
     /// What happened: a done outcome (`Executed`, `Replayed`, `Rejected`,
@@ -198,11 +212,40 @@ impl<T> RecordResult<T> {
 pub struct BatchReport<T> {
     /// One result per record, in batch order.
     pub records: Vec<RecordResult<T>>,
-    /// Whether the batch was processed as FIFO.
+    /// Whether the batch was processed in order (FIFO, a stream).
     pub fifo: bool,
+    /// How it was processed.
+    ordering: Ordering,
+}
+
+/// A partial batch response (`{"batchItemFailures":[{"itemIdentifier":..}]}`)
+/// of one source: the SQS, Kinesis, DynamoDB Streams, Kafka shapes.
+pub trait PartialResponse: Default {
+    /// Names one record to deliver again.
+    fn add_item_failure(&mut self, id: &str);
+}
+
+impl PartialResponse for SqsBatchResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        self.add_failure(id);
+    }
 }
 
 impl<T> BatchReport<T> {
+    /// A report of `records` (in batch order) run under `ordering`.
+    pub(crate) fn new(records: Vec<RecordResult<T>>, ordering: Ordering) -> Self {
+        Self {
+            records,
+            fifo: ordering.is_ordered(),
+            ordering,
+        }
+    }
+
+    /// How the batch was processed.
+    pub fn ordering(&self) -> Ordering {
+        self.ordering
+    }
+
     /// The per-invocation metric counts of this batch.
     pub fn counts(&self) -> crate::metrics::Counts {
         let mut counts = crate::metrics::Counts::default();
@@ -222,23 +265,32 @@ impl<T> BatchReport<T> {
         self.failures().next().is_none()
     }
 
-    /// The response for Lambda: each failed `messageId` once, in batch order.
+    /// The ids the partial batch response names, in batch order, each once:
+    /// every failed record, or under [`Ordering::StopLane`] the first failed
+    /// record of each lane (the stream checkpoints before it; what follows
+    /// it in the lane was not run and is redelivered from there).
     ///
-    /// A failed record without a `messageId` cannot be reported; returning a
-    /// response would delete it. That is [`BatchError::UnreportableFailure`]:
+    /// A named record without an id cannot be reported; returning a
+    /// response would drop it. That is [`BatchError::UnreportableFailure`]:
     /// return it as the invocation's error so Lambda retries the whole batch
     /// (the records that succeeded replay).
-    pub fn response(&self) -> Result<SqsBatchResponse, BatchError> {
-        let mut response = SqsBatchResponse::default();
+    pub fn item_failures(&self) -> Result<Vec<&str>, BatchError> {
+        let mut ids = Vec::new();
         let mut seen = HashSet::new();
+        let mut stopped_lanes = HashSet::new();
         for record in self.records.iter() {
             let Err(reason) = &record.outcome else {
                 continue;
             };
+            if self.ordering == Ordering::StopLane
+                && !stopped_lanes.insert(record.lane.as_deref().unwrap_or_default())
+            {
+                continue;
+            }
             match record.message_id.as_deref() {
                 Some(id) if !id.is_empty() => {
                     if seen.insert(id) {
-                        response.add_failure(id);
+                        ids.push(id);
                     }
                 }
                 _ => {
@@ -251,7 +303,22 @@ impl<T> BatchReport<T> {
                 }
             }
         }
+        Ok(ids)
+    }
+
+    /// The partial batch response of type `P` ([`BatchReport::item_failures`]).
+    pub fn response_as<P: PartialResponse>(&self) -> Result<P, BatchError> {
+        let mut response = P::default();
+        for id in self.item_failures()? {
+            response.add_item_failure(id);
+        }
         Ok(response)
+    }
+
+    /// The SQS response for Lambda: each failed `messageId` once, in batch
+    /// order ([`BatchReport::response_as`]).
+    pub fn response(&self) -> Result<SqsBatchResponse, BatchError> {
+        self.response_as()
     }
 
     /// [`BatchReport::response`], consuming the report.
@@ -268,9 +335,19 @@ pub enum BatchError {
     /// trigger, or was invoked by hand with the wrong payload).
     #[error("not an SQS event: {0}")]
     NotAnSqsEvent(String),
-    /// A failed record has no `messageId`, so `batchItemFailures` cannot name it.
+    /// The event is not the processor's source's (a Kinesis processor given
+    /// another payload).
+    #[error("not {expected} event: {message}")]
+    WrongEvent {
+        /// The expected source, with its article (`a Kinesis`).
+        expected: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A failed record has no id (`messageId`, `sequenceNumber`), so
+    /// `batchItemFailures` cannot name it.
     #[error(
-        "record at position {position} failed ({reason}) but has no messageId, so it cannot be \
+        "record at position {position} failed ({reason}) but has no id (messageId, sequenceNumber), so it cannot be \
          listed in batchItemFailures; failing the invocation so that Lambda retries the whole \
          batch (idempotency makes the retry safe)"
     )]
@@ -280,4 +357,13 @@ pub enum BatchError {
         /// Why it failed.
         reason: FailureReason,
     },
+}
+
+impl ErrorType for BatchError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Self::NotAnSqsEvent(_) | Self::WrongEvent { .. } => "InvalidEvent",
+            Self::UnreportableFailure { .. } => "UnreportableRecordFailure",
+        }
+    }
 }

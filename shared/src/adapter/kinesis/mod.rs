@@ -1,0 +1,259 @@
+//! Kinesis Data Streams batches on the adapter core.
+//!
+//! A [`KinesisProcessor`] runs a [`KinesisEvent`]'s records through the
+//! core pipeline with [`Ordering::StopLane`]: the records of one shard run
+//! one after another in sequence order, shards in parallel; after a record
+//! fails, nothing later in its shard runs, and the partial batch response
+//! ([`KinesisEventResponse`], `ReportBatchItemFailures` on the event
+//! source mapping) names that first failed record. Lambda checkpoints just
+//! before the lowest sequence number listed and redelivers from there, so no
+//! effect of a record is applied before an earlier record of its shard.
+//!
+//! * `data` is base64-decoded and parsed as JSON into the handler's type;
+//!   a record that does not parse fails alone (and stops its shard).
+//! * The key is a business key by pointer into `data`
+//!   ([`KeySelector::pointer`]). Never the `sequenceNumber`: a producer's
+//!   retry of `PutRecord` writes the same data under a new one (see
+//!   `key.rs`).
+//! * In-batch duplicates (a producer's retry in the same batch) run once;
+//!   the copies replay the first one's outcome.
+//!
+//! ```
+//! use serde::Deserialize;
+//! use serde_json::json;
+//! use shared::kinesis::{KinesisProcessor, KinesisRecord, parse_kinesis_event};
+//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//!
+//! #[derive(Deserialize)]
+//! struct Reading { reading_id: String, celsius: f64 }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("readings.v1"));
+//! let processor = KinesisProcessor::new(engine, KeySelector::pointer("/reading_id"));
+//! use base64::Engine as _;
+//! let record = |seq: &str, data: &str| json!({
+//!     "eventSource": "aws:kinesis", "eventID": format!("shardId-000000000000:{seq}"),
+//!     "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/readings",
+//!     "kinesis": {
+//!         "partitionKey": "sensor-1", "sequenceNumber": seq,
+//!         "data": base64::engine::general_purpose::STANDARD.encode(data),
+//!         "approximateArrivalTimestamp": 1795946400.0,
+//!     },
+//! });
+//! let event = parse_kinesis_event(json!({"Records": [
+//!     record("101", r#"{"reading_id":"r-1","celsius":21.5}"#),
+//!     record("102", "not json"),                               // poison: stops the shard
+//!     record("103", r#"{"reading_id":"r-3","celsius":22.0}"#), // not run
+//! ]}))
+//! .expect("a Kinesis event");
+//!
+//! let report = processor
+//!     .process(event, None, |r: KinesisRecord<Reading>| async move {
+//!         Ok::<_, HandlerError>(json!({"stored": r.body.celsius}))
+//!     })
+//!     .await;
+//! let response: shared::kinesis::KinesisEventResponse =
+//!     report.response_as().expect("every failed record has a sequence number");
+//! let failed: Vec<_> = response.batch_item_failures.iter()
+//!     .map(|f| f.item_identifier.as_deref().unwrap_or_default()).collect();
+//! assert_eq!(failed, ["102"]);
+//! # }
+//! ```
+
+mod key;
+mod parse;
+mod record;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
+#[cfg(feature = "lambda")]
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+#[cfg(feature = "lambda")]
+use serde_json::Value;
+
+pub use parse::parse_kinesis_event;
+pub use record::KinesisRecord;
+pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
+
+#[cfg(feature = "lambda")]
+use crate::adapter::remaining_now;
+use crate::adapter::delivery::Ids;
+use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::{
+    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope,
+    PreRead,
+};
+use crate::engine::Idempotency;
+use crate::error::HandlerError;
+use crate::write::IntoStaged;
+use record::KINESIS;
+
+/// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
+/// record Kinesis Data Streams accepts.
+pub const DEFAULT_MAX_DATA_BYTES: usize = 10 * 1024 * 1024;
+
+/// Processes Kinesis Data Streams batches: the engine plus how keys and
+/// failures are handled. Build it once per execution environment; cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct KinesisProcessor {
+    engine: Idempotency,
+    key: KeySelector,
+    concurrency: Option<usize>,
+    missing_key: MissingKey,
+    payload: PayloadScope,
+    pre_read: PreRead,
+    max_data_bytes: usize,
+}
+
+impl KinesisProcessor {
+    /// A processor over `engine` taking each record's key from `key`: a
+    /// business key in `data` ([`KeySelector::pointer`]), not the sequence
+    /// number.
+    pub fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self {
+            engine,
+            key,
+            concurrency: None,
+            missing_key: MissingKey::default(),
+            payload: PayloadScope::default(),
+            pre_read: PreRead::default(),
+            max_data_bytes: DEFAULT_MAX_DATA_BYTES,
+        }
+    }
+
+    /// At most `n` records run at a time (0 counts as 1). Default: the batch
+    /// size. Records waiting for the earlier records of their shard, or for
+    /// an in-batch duplicate's first copy, do not count.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// What to do with records without a key. Default [`MissingKey::Fail`].
+    pub fn missing_key(mut self, policy: MissingKey) -> Self {
+        self.missing_key = policy;
+        self
+    }
+
+    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
+    /// parsed `data`).
+    pub fn payload(mut self, scope: PayloadScope) -> Self {
+        self.payload = scope;
+        self
+    }
+
+    /// When to read the batch's records ahead. Kinesis records carry no
+    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
+    /// reads ahead; [`PreRead::Always`] does, at one request per batch.
+    pub fn pre_read(mut self, policy: PreRead) -> Self {
+        self.pre_read = policy;
+        self
+    }
+
+    /// Records whose decoded `data` is over `bytes` fail without being
+    /// parsed. Default [`DEFAULT_MAX_DATA_BYTES`].
+    pub fn max_data_bytes(mut self, bytes: usize) -> Self {
+        self.max_data_bytes = bytes;
+        self
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.engine
+    }
+
+    /// Handles one invocation: parses the Kinesis event, runs [`process`]
+    /// with the invocation's remaining time, and returns the partial batch
+    /// response naming the first failed record of each shard. An `Err`
+    /// fails the whole invocation (Lambda retries the batch): the payload
+    /// is not a Kinesis event, or a failed record has no sequence number.
+    ///
+    /// [`process`]: KinesisProcessor::process
+    #[cfg(feature = "lambda")]
+    pub async fn handle<M, T, R, H, Fut>(
+        &self,
+        event: LambdaEvent<Value>,
+        handler: H,
+    ) -> Result<KinesisEventResponse, lambda_runtime::Error>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(KinesisRecord<M>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (payload, ctx) = event.into_parts();
+        let event = parse_kinesis_event(payload)?;
+        let report = self.process(event, remaining_now(&ctx), handler).await;
+        Ok(report.response_as::<KinesisEventResponse>()?)
+    }
+
+    /// Processes `event`: each record's `data` is parsed into `M`, its key
+    /// selected, and `handler` run through the engine, shard by shard.
+    /// Never fails as a whole: per-record failures are in the report.
+    ///
+    /// `remaining` is the invocation's remaining time at the call (`None`:
+    /// unknown); each record's lease is capped by what is left when it
+    /// starts. `T` is the response recorded and replayed to duplicates.
+    pub async fn process<M, T, R, H, Fut>(
+        &self,
+        event: KinesisEvent,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(KinesisRecord<M>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let started = Instant::now();
+        let pipeline = Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            ordering: Ordering::StopLane,
+            names: &KINESIS,
+        };
+        let mut slots: Vec<_> = event
+            .records
+            .into_iter()
+            .enumerate()
+            .map(|(index, record)| {
+                let ids = Ids::of(&record);
+                let ident = ids.ident(index, KINESIS.id);
+                let prepared = match guard(|| self.parse::<M>(&pipeline, &ident, &record)) {
+                    Ok(Ok(p)) => Ok(Prepared {
+                        record: KinesisRecord {
+                            body: p.body,
+                            record,
+                            key: p.key.clone(),
+                        },
+                        key: p.key,
+                        payload: p.payload,
+                    }),
+                    Ok(Err(reason)) => Err(reason),
+                    Err(panic) => Err(FailureReason::Panic(format!(
+                        "preparing record {ident} (data deserializer) panicked: {panic}"
+                    ))),
+                };
+                Slot::new(index, ident, ids, prepared)
+            })
+            .collect();
+        fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);
+        pipeline.run(slots, started, remaining, handler).await
+    }
+}

@@ -1,0 +1,16 @@
+//! The partial batch response of a Kinesis event source mapping
+//! (`ReportBatchItemFailures`): `{"batchItemFailures":[{"itemIdentifier":
+//! "<sequenceNumber>"}]}`. Lambda checkpoints at the lowest sequence number
+//! listed and redelivers from there; the pipeline's
+//! [`Ordering::StopLane`](crate::adapter::Ordering::StopLane) names the first
+//! failed record of each shard.
+
+pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+
+use crate::adapter::PartialResponse;
+
+impl PartialResponse for KinesisEventResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        self.add_failure(id);
+    }
+}

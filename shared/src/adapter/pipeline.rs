@@ -1,0 +1,543 @@
+//! The one pipeline every batch source runs through: link in-batch
+//! duplicates, read the batch's records ahead, cut the batch into lanes by
+//! the [`Ordering`], run each lane's records one after another (lanes
+//! concurrently, at most `concurrency` handlers at a time), share a first
+//! copy's outcome with its duplicates, isolate panics, log one line per
+//! record, and count. An adapter only turns its raw records into [`Slot`]s
+//! (parse, key) and the [`BatchReport`] into its response.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+
+use super::delivery::{Ids, SourceNames};
+use super::lanes::{self, Ordering};
+use super::report::{BatchReport, FailureReason, RecordResult};
+use super::{KeyFailure, KeyInput, KeySelector, MissingKey, Unit, key_for, log_outcome, millis};
+use crate::engine::{Idempotency, Outcome, Prefetched, panic_message};
+use crate::error::{HandlerError, report};
+use crate::key::{IdempotencyKey, payload_hash};
+use crate::write::IntoStaged;
+
+/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
+/// per 100 keys (every source), so completed duplicates are replayed without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreRead {
+    /// Never: every record claims (or commits) directly.
+    Never,
+    /// When the batch shows a redelivery (a record with
+    /// `ApproximateReceiveCount` > 1; a source without a receive count never
+    /// shows one): the case where most records are
+    /// duplicates, at no cost for first deliveries.
+    #[default]
+    OnRedelivery,
+    /// Always: one extra request per batch; duplicates cost no write.
+    Always,
+}
+
+/// How one batch runs: what every source's processor hands the pipeline.
+pub(crate) struct Pipeline<'a> {
+    /// The engine.
+    pub(crate) engine: &'a Idempotency,
+    /// Where keys come from.
+    pub(crate) key: &'a KeySelector,
+    /// What to do without a key.
+    pub(crate) missing_key: MissingKey,
+    /// When to read the batch's records ahead.
+    pub(crate) pre_read: PreRead,
+    /// At most this many handlers at a time (`None`: the batch size).
+    pub(crate) concurrency: Option<usize>,
+    /// How records are ordered and what a failure takes down.
+    pub(crate) ordering: Ordering,
+    /// The source's names, for messages and log lines.
+    pub(crate) names: &'static SourceNames,
+}
+
+/// One record on its way through the pipeline: `Rec` is what the handler
+/// gets (an `SqsRecord<M>`, a `KinesisRecord<M>`).
+pub(crate) struct Slot<Rec> {
+    pub(crate) index: usize,
+    /// The id, or a description of the record when it has none.
+    pub(crate) ident: String,
+    pub(crate) ids: Ids,
+    pub(crate) state: State<Rec>,
+    pub(crate) role: Role,
+}
+
+impl<Rec> Slot<Rec> {
+    /// The slot of the record at `index`, with its identifiers and what its
+    /// preparation (parse, key) gave.
+    pub(crate) fn new(
+        index: usize,
+        ident: String,
+        ids: Ids,
+        prepared: Result<Prepared<Rec>, FailureReason>,
+    ) -> Self {
+        let state = match prepared {
+            Ok(Prepared {
+                record,
+                key,
+                payload,
+            }) => State::Ready {
+                record: Box::new(record),
+                key,
+                payload,
+            },
+            Err(reason) => State::Failed(reason),
+        };
+        Self {
+            index,
+            ident,
+            ids,
+            state,
+            role: Role::Solo,
+        }
+    }
+}
+
+/// A record ready to run.
+pub(crate) struct Prepared<Rec> {
+    /// What the handler gets.
+    pub(crate) record: Rec,
+    /// `None`: run unprotected.
+    pub(crate) key: Option<IdempotencyKey>,
+    /// What payload validation hashes.
+    pub(crate) payload: Option<Value>,
+}
+
+pub(crate) enum State<Rec> {
+    Ready {
+        record: Box<Rec>,
+        /// `None`: run unprotected.
+        key: Option<IdempotencyKey>,
+        payload: Option<Value>,
+    },
+    Failed(FailureReason),
+}
+
+/// A record's part in in-batch deduplication.
+pub(crate) enum Role {
+    Solo,
+    /// The first record of its key, with later copies waiting for its outcome.
+    Leader(watch::Sender<Option<Shared>>),
+    /// A later copy: waits for the first one and takes its outcome.
+    Follower {
+        first: String,
+        outcome: watch::Receiver<Option<Shared>>,
+    },
+}
+
+/// A first copy's outcome as its in-batch duplicates receive it.
+#[derive(Clone)]
+pub(crate) enum Shared {
+    Done(Option<Value>),
+    Rejected(String),
+    Failed(FailureReason),
+}
+
+/// What every record of one batch shares.
+struct Run<'a, H> {
+    handler: &'a H,
+    /// Records read ahead ([`PreRead`]).
+    known: &'a Prefetched,
+    permits: &'a Semaphore,
+    started: Instant,
+    remaining: Option<Duration>,
+}
+
+/// A record's outcome: done, or why it failed.
+type RecordOutcome<T> = Result<Outcome<T>, FailureReason>;
+
+/// Runs `f`, turning a panic into its message.
+pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| panic_message(&*panic))
+}
+
+impl Pipeline<'_> {
+    /// The key of the record `ident` from `input`; `None` to run
+    /// unprotected.
+    pub(crate) fn key_of(
+        &self,
+        ident: &str,
+        input: KeyInput<'_>,
+    ) -> Result<Option<IdempotencyKey>, FailureReason> {
+        let unit = Unit {
+            noun: "record",
+            id: Some(ident),
+            id_field: self.names.id_field,
+            ..Unit::default()
+        };
+        key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
+            KeyFailure::Bad(e) => FailureReason::Key(e),
+            KeyFailure::Panic(panic) => {
+                FailureReason::Panic(format!("key selector panicked on message {ident}: {panic}"))
+            }
+        })
+    }
+
+    /// Runs a batch of prepared `slots` (in batch order) and reports every
+    /// record, logs the batch line and emits the metric counts.
+    ///
+    /// `remaining` is the invocation's remaining time at the call (`None`:
+    /// unknown); each record's lease is capped by what is left when it
+    /// starts. `started` is when the batch's processing began.
+    pub(crate) async fn run<Rec, T, R, H, Fut>(
+        &self,
+        mut slots: Vec<Slot<Rec>>,
+        started: Instant,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let size = slots.len();
+        self.assign_duplicates(&mut slots);
+        let known = self.read_ahead(&slots).await;
+        let units = lanes::units(slots, self.ordering);
+
+        let permits = Semaphore::new(
+            self.concurrency
+                .unwrap_or(size)
+                .clamp(1, Semaphore::MAX_PERMITS),
+        );
+        let run = Run {
+            handler: &handler,
+            known: &known,
+            permits: &permits,
+            started,
+            remaining,
+        };
+        let mut running: FuturesUnordered<_> = units
+            .into_iter()
+            .map(|unit| self.run_unit(unit, &run))
+            .collect();
+        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
+        while let Some(done) = running.next().await {
+            for result in done {
+                let position = result.position;
+                results[position] = Some(result);
+            }
+        }
+        let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
+        debug_assert_eq!(records.len(), size);
+
+        let fifo = self.ordering.is_ordered();
+        let count = |label: &str| records.iter().filter(|r| r.label() == label).count();
+        tracing::info!(
+            records = size,
+            fifo,
+            ordering = self.ordering.label(),
+            executed = count("executed"),
+            replayed = count("replayed"),
+            rejected = count("rejected"),
+            unprotected = count("unprotected"),
+            failed = count("failed"),
+            latency_ms = millis(started.elapsed()),
+            "batch processed"
+        );
+        let report = BatchReport::new(records, self.ordering);
+        crate::metrics::emit(&crate::metrics::Counts {
+            undecodable: self.engine.take_undecodable(),
+            ..report.counts()
+        });
+        report
+    }
+
+    /// Links the records that share a key: the first runs, the later ones
+    /// take its outcome. A later copy with another payload fails as a payload
+    /// mismatch without waiting. Nothing is linked when the kill switch is on.
+    fn assign_duplicates<Rec>(&self, slots: &mut [Slot<Rec>]) {
+        let config = self.engine.config();
+        if config.disabled {
+            return;
+        }
+        let hash = |slot: &Slot<Rec>| match &slot.state {
+            State::Ready {
+                payload: Some(p), ..
+            } if config.validate_payload => Some(payload_hash(p)),
+            _ => None,
+        };
+        let mut first: HashMap<IdempotencyKey, (usize, Option<String>)> = HashMap::new();
+        for i in 0..slots.len() {
+            let State::Ready { key: Some(key), .. } = &slots[i].state else {
+                continue;
+            };
+            let (leader, leader_hash) = match first.entry(key.clone()) {
+                Entry::Vacant(v) => {
+                    v.insert((i, hash(&slots[i])));
+                    continue;
+                }
+                Entry::Occupied(o) => o.get().clone(),
+            };
+            if let (Some(a), Some(b)) = (&leader_hash, hash(&slots[i]))
+                && *a != b
+            {
+                slots[i].state = State::Failed(FailureReason::PayloadMismatch);
+                continue;
+            }
+            let outcome = match &slots[leader].role {
+                Role::Leader(tx) => tx.subscribe(),
+                _ => {
+                    let (tx, rx) = watch::channel(None);
+                    slots[leader].role = Role::Leader(tx);
+                    rx
+                }
+            };
+            slots[i].role = Role::Follower {
+                first: slots[leader].ident.clone(),
+                outcome,
+            };
+        }
+    }
+
+    /// Reads ahead the records of the batch's keys when [`PreRead`] says so.
+    /// A failed read is logged and ignored: each record then claims as usual.
+    async fn read_ahead<Rec>(&self, slots: &[Slot<Rec>]) -> Prefetched {
+        let redelivered = || {
+            slots.iter().any(|s| match &s.state {
+                State::Ready { .. } => s.ids.receive_count.is_some_and(|c| c > 1),
+                State::Failed(_) => false,
+            })
+        };
+        let wanted = match self.pre_read {
+            PreRead::Never => false,
+            PreRead::Always => true,
+            PreRead::OnRedelivery => redelivered(),
+        };
+        if !wanted {
+            return Prefetched::default();
+        }
+        let keys: Vec<&IdempotencyKey> = slots
+            .iter()
+            .filter(|s| !matches!(s.role, Role::Follower { .. }))
+            .filter_map(|s| match &s.state {
+                State::Ready { key: Some(k), .. } => Some(k),
+                _ => None,
+            })
+            .collect();
+        match self.engine.prefetch(&keys).await {
+            Ok(known) => known,
+            Err(err) => {
+                tracing::warn!(error = %report(&err), "pre-read failed; records claim one by one");
+                Prefetched::default()
+            }
+        }
+    }
+
+    /// Runs the records of one unit (one record; a lane; a whole batch in
+    /// [`Ordering::StopBatch`]) one after another. After the first failure,
+    /// the unit's later records are failed without running.
+    async fn run_unit<Rec, T, R, H, Fut>(
+        &self,
+        unit: Vec<Slot<Rec>>,
+        run: &Run<'_, H>,
+    ) -> Vec<RecordResult<T>>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let mut results = Vec::with_capacity(unit.len());
+        let mut failed: Option<String> = None;
+        for slot in unit {
+            let ident = slot.ident.clone();
+            let result = self.run_slot(slot, failed.as_deref(), run).await;
+            if failed.is_none() && result.is_failure() {
+                failed = Some(ident);
+            }
+            results.push(result);
+        }
+        results
+    }
+
+    /// Runs one record (or fails it without running when `skip_after` names
+    /// an earlier failure it must follow), shares its outcome with its
+    /// in-batch duplicates and logs it.
+    async fn run_slot<Rec, T, R, H, Fut>(
+        &self,
+        slot: Slot<Rec>,
+        skip_after: Option<&str>,
+        run: &Run<'_, H>,
+    ) -> RecordResult<T>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let start = Instant::now();
+        let Slot {
+            index,
+            ident,
+            ids,
+            state,
+            role,
+        } = slot;
+        let key_hash = match &state {
+            State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
+            _ => None,
+        };
+        let outcome = match (state, skip_after, &role) {
+            (State::Failed(reason), _, _) => Err(reason),
+            (State::Ready { .. }, Some(after), _) => Err(FailureReason::Skipped {
+                after: after.to_owned(),
+            }),
+            (State::Ready { .. }, None, Role::Follower { first, outcome }) => {
+                follow(first, outcome.clone()).await
+            }
+            (
+                State::Ready {
+                    record,
+                    key,
+                    payload,
+                },
+                None,
+                _,
+            ) => AssertUnwindSafe(self.execute(*record, key, payload, run))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    Err(FailureReason::Panic(format!(
+                        "processing message {ident} panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                }),
+        };
+        if let Role::Leader(tx) = &role {
+            tx.send_replace(Some(share(&outcome)));
+        }
+        let duplicate_of = match &role {
+            Role::Follower { first, .. } => Some(first.as_str()),
+            _ => None,
+        };
+        // A record that failed its signature check is unauthenticated: its
+        // line carries the id and the reason only (no lane: on payments it
+        // is the account id).
+        let lane = match &outcome {
+            Err(FailureReason::BadSignature(_)) => None,
+            _ => ids.lane.as_deref(),
+        };
+        let unit = Unit {
+            noun: "record",
+            id: Some(&ident),
+            id_field: self.names.id_field,
+            lane,
+            lane_field: self.names.lane_field,
+            key: key_hash.as_deref(),
+            duplicate_of,
+        };
+        log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
+        RecordResult {
+            position: index,
+            message_id: ids.id,
+            lane: ids.lane,
+            key_hash,
+            outcome,
+        }
+    }
+
+    /// Runs the handler through the engine (or unprotected without a key),
+    /// holding one of the batch's concurrency permits.
+    async fn execute<Rec, T, R, H, Fut>(
+        &self,
+        record: Rec,
+        key: Option<IdempotencyKey>,
+        payload: Option<Value>,
+        run: &Run<'_, H>,
+    ) -> RecordOutcome<T>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        // A record read ahead may settle the outcome without a request.
+        if let Some(known) = key.as_ref().and_then(|k| run.known.get(k))
+            && let Some(settled) = self.engine.settle(known, payload.as_ref())
+        {
+            return super::split(Ok(settled)).map_err(FailureReason::from);
+        }
+        // The semaphore is never closed; without a permit, run anyway.
+        let _permit = run.permits.acquire().await.ok();
+        let remaining = run
+            .remaining
+            .map(|r| r.saturating_sub(run.started.elapsed()));
+        let result = self
+            .engine
+            .run(key.as_ref(), payload.as_ref(), remaining, || {
+                (run.handler)(record)
+            })
+            .await;
+        super::split(result).map_err(FailureReason::from)
+    }
+}
+
+/// Waits for the first copy of an in-batch duplicate and takes its outcome.
+async fn follow<T: DeserializeOwned>(
+    first: &str,
+    mut outcome: watch::Receiver<Option<Shared>>,
+) -> RecordOutcome<T> {
+    let shared = outcome
+        .wait_for(Option::is_some)
+        .await
+        .map(|s| s.clone())
+        .ok()
+        .flatten();
+    let failed = |reason| {
+        Err(FailureReason::DuplicateOf {
+            first: first.to_owned(),
+            reason: Box::new(reason),
+        })
+    };
+    match shared {
+        Some(Shared::Done(response)) => Ok(Outcome::Replayed(
+            response.and_then(|v| serde_json::from_value(v).ok()),
+        )),
+        Some(Shared::Rejected(error)) => Ok(Outcome::Rejected {
+            error,
+            replayed: true,
+        }),
+        Some(Shared::Failed(reason)) => failed(reason),
+        None => failed(FailureReason::Idempotency(
+            "the first copy ended without an outcome".to_owned(),
+        )),
+    }
+}
+
+/// A first copy's outcome for its duplicates.
+fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
+    match outcome {
+        Ok(Outcome::Executed(t) | Outcome::Unprotected(t)) => Shared::Done(to_value(t)),
+        Ok(Outcome::Replayed(t)) => Shared::Done(t.as_ref().and_then(to_value)),
+        Ok(Outcome::Rejected { error, .. }) => Shared::Rejected(error.clone()),
+        // Never from `execute` (split makes them failures).
+        Ok(Outcome::InProgress {
+            lease_expires_at_ms,
+        }) => Shared::Failed(FailureReason::InProgress {
+            lease_expires_at_ms: *lease_expires_at_ms,
+        }),
+        Ok(Outcome::PayloadMismatch) => Shared::Failed(FailureReason::PayloadMismatch),
+        Err(reason) => Shared::Failed(reason.clone()),
+    }
+}
+
+/// The response as JSON for the copies, or `None` when it cannot be
+/// serialized (even by a panicking `Serialize` impl): the copies then replay
+/// no body, as a duplicate of a record stored without its response does.
+fn to_value<T: Serialize>(t: &T) -> Option<Value> {
+    catch_unwind(AssertUnwindSafe(|| serde_json::to_value(t).ok())).unwrap_or(None)
+}
