@@ -43,7 +43,7 @@
 //! A minimal `process` (inside the crate; `Pipeline` and `Slot` are
 //! crate-private):
 //!
-//! ```ignore
+//! ```text
 //! let pipeline = Pipeline {
 //!     engine: &self.engine,
 //!     key: &self.key,
