@@ -59,7 +59,11 @@ impl ErrorType for InvalidEvent {
 /// sources) that this crate knows, else [`UNCLASSIFIED`].
 pub fn error_type(err: &(dyn StdError + 'static)) -> &'static str {
     std::iter::successors(Some(err), |e| (*e).source())
-        .find_map(|e| crate::adapter::ERROR_TYPES.iter().find_map(|known| known(e)))
+        .find_map(|e| {
+            crate::adapter::ERROR_TYPES
+                .iter()
+                .find_map(|known| known(e))
+        })
         .unwrap_or(UNCLASSIFIED)
 }
 
@@ -86,8 +90,8 @@ mod tests {
     use super::*;
     use crate::KeyError;
     use crate::batch::BatchError;
-    use crate::eventbridge::EventError;
     use crate::error::{Error, StoreError};
+    use crate::eventbridge::EventError;
 
     type Boxed = Box<dyn StdError + Send + Sync + 'static>;
 

@@ -40,8 +40,8 @@ use serde_json::value::RawValue;
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 use crate::adapter::{
-    self, EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope,
-    Unit, json_type, key_for, log_outcome, looks_like_envelope, millis,
+    self, EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey,
+    PayloadScope, Unit, json_type, key_for, log_outcome, looks_like_envelope, millis,
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};

@@ -70,11 +70,11 @@ mod testkit;
 mod value;
 mod write;
 
-pub use adapter::{
-    Attribute, Delivery, IdField, KeyFn, KeyInput, KeySelector, LaneField, MissingKey, PayloadScope,
-    SourceNames,
-};
 pub use adapter::kinesis;
+pub use adapter::{
+    Attribute, Delivery, IdField, KeyFn, KeyInput, KeySelector, LaneField, MissingKey,
+    PayloadScope, SourceNames,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,

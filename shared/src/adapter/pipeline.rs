@@ -248,7 +248,7 @@ impl Pipeline<'_> {
             latency_ms = millis(started.elapsed()),
             "batch processed"
         );
-        let report = BatchReport::new(records, self.ordering);
+        let report = BatchReport::new(records, self.ordering, self.names);
         crate::metrics::emit(&crate::metrics::Counts {
             undecodable: self.engine.take_undecodable(),
             ..report.counts()

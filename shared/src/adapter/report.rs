@@ -6,6 +6,7 @@ use std::fmt;
 
 use aws_lambda_events::sqs::SqsBatchResponse;
 
+use super::delivery::{SQS, SourceNames};
 use super::lanes::Ordering;
 use crate::adapter::{self, EngineFailure, Failure};
 use crate::diagnostic::ErrorType;
@@ -216,6 +217,8 @@ pub struct BatchReport<T> {
     pub fifo: bool,
     /// How it was processed.
     ordering: Ordering,
+    /// Its source's names.
+    names: &'static SourceNames,
 }
 
 /// A partial batch response (`{"batchItemFailures":[{"itemIdentifier":..}]}`)
@@ -233,11 +236,16 @@ impl PartialResponse for SqsBatchResponse {
 
 impl<T> BatchReport<T> {
     /// A report of `records` (in batch order) run under `ordering`.
-    pub(crate) fn new(records: Vec<RecordResult<T>>, ordering: Ordering) -> Self {
+    pub(crate) fn new(
+        records: Vec<RecordResult<T>>,
+        ordering: Ordering,
+        names: &'static SourceNames,
+    ) -> Self {
         Self {
             records,
             fifo: ordering.is_ordered(),
             ordering,
+            names,
         }
     }
 
@@ -294,9 +302,15 @@ impl<T> BatchReport<T> {
                     }
                 }
                 _ => {
-                    let error = BatchError::UnreportableFailure {
-                        position: record.position,
-                        reason: reason.clone(),
+                    let (position, reason) = (record.position, reason.clone());
+                    let error = if std::ptr::eq(self.names, &SQS) {
+                        BatchError::UnreportableFailure { position, reason }
+                    } else {
+                        BatchError::NoItemIdentifier {
+                            position,
+                            id: self.names.id,
+                            reason,
+                        }
                     };
                     tracing::error!(position = record.position, error = %error, "unreportable failure");
                     return Err(error);
@@ -344,10 +358,10 @@ pub enum BatchError {
         /// What is wrong.
         message: String,
     },
-    /// A failed record has no id (`messageId`, `sequenceNumber`), so
-    /// `batchItemFailures` cannot name it.
+    /// A failed SQS record has no `messageId`, so `batchItemFailures` cannot
+    /// name it.
     #[error(
-        "record at position {position} failed ({reason}) but has no id (messageId, sequenceNumber), so it cannot be \
+        "record at position {position} failed ({reason}) but has no messageId, so it cannot be \
          listed in batchItemFailures; failing the invocation so that Lambda retries the whole \
          batch (idempotency makes the retry safe)"
     )]
@@ -357,13 +371,30 @@ pub enum BatchError {
         /// Why it failed.
         reason: FailureReason,
     },
+    /// A failed record of a stream has no id (`sequenceNumber`), so
+    /// `batchItemFailures` cannot name it.
+    #[error(
+        "record at position {position} failed ({reason}) but has no {id}, so it cannot be \
+         listed in batchItemFailures; failing the invocation so that Lambda retries the batch \
+         (idempotency makes the retry safe)"
+    )]
+    NoItemIdentifier {
+        /// Its position in the batch.
+        position: usize,
+        /// What the id is called (`sequenceNumber`).
+        id: &'static str,
+        /// Why it failed.
+        reason: FailureReason,
+    },
 }
 
 impl ErrorType for BatchError {
     fn error_type(&self) -> &'static str {
         match self {
             Self::NotAnSqsEvent(_) | Self::WrongEvent { .. } => "InvalidEvent",
-            Self::UnreportableFailure { .. } => "UnreportableRecordFailure",
+            Self::UnreportableFailure { .. } | Self::NoItemIdentifier { .. } => {
+                "UnreportableRecordFailure"
+            }
         }
     }
 }

@@ -67,12 +67,11 @@
 
 mod fifo;
 mod parse;
+#[cfg(test)]
+mod pipeline_tests;
 mod policy;
 mod prepare;
 mod record;
-#[cfg(test)]
-#[path = "pipeline/tests/mod.rs"]
-mod pipeline_tests;
 #[cfg(test)]
 mod tests;
 
@@ -94,16 +93,17 @@ pub use parse::parse_sqs_event;
 pub use policy::{EnvelopeMode, FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
 
-#[cfg(feature = "lambda")]
-use crate::adapter::remaining_now;
 use crate::adapter::delivery::SQS;
 use crate::adapter::lanes::fail_after_missing_lane;
 use crate::adapter::pipeline::Pipeline;
+#[cfg(feature = "lambda")]
+use crate::adapter::remaining_now;
 use crate::adapter::{KeySelector, MissingKey, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::signature::Verifier;
 use crate::write::IntoStaged;
+use prepare::BodyRules;
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -125,11 +125,9 @@ pub struct BatchProcessor {
     missing_key: MissingKey,
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
-    payload: PayloadScope,
-    envelope: EnvelopeMode,
     pre_read: PreRead,
-    max_body_bytes: usize,
-    verifier: Option<Verifier>,
+    /// How each record's body is checked, parsed and keyed.
+    rules: BodyRules,
 }
 
 impl BatchProcessor {
@@ -142,11 +140,13 @@ impl BatchProcessor {
             missing_key: MissingKey::default(),
             queue_kind: QueueKind::default(),
             fifo_failure_mode: FifoFailureMode::default(),
-            payload: PayloadScope::default(),
-            envelope: EnvelopeMode::default(),
             pre_read: PreRead::default(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            verifier: None,
+            rules: BodyRules {
+                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                verifier: None,
+                envelope: EnvelopeMode::default(),
+                payload: PayloadScope::default(),
+            },
         }
     }
 
@@ -155,7 +155,7 @@ impl BatchProcessor {
     /// [`DEFAULT_MAX_BODY_BYTES`] (256 KiB); raise it for queues configured
     /// with a larger `MaximumMessageSize`.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_body_bytes = bytes;
+        self.rules.max_body_bytes = bytes;
         self
     }
 
@@ -164,7 +164,7 @@ impl BatchProcessor {
     /// record with [`FailureReason::BadSignature`]; only its message id and
     /// the reason are logged. Off by default.
     pub fn verify_signatures(mut self, verifier: Verifier) -> Self {
-        self.verifier = Some(verifier);
+        self.rules.verifier = Some(verifier);
         self
     }
 
@@ -203,13 +203,13 @@ impl BatchProcessor {
 
     /// What payload validation hashes. Default [`PayloadScope::Body`].
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.payload = scope;
+        self.rules.payload = scope;
         self
     }
 
     /// EventBridge envelope detection. Default [`EnvelopeMode::Auto`].
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
-        self.envelope = mode;
+        self.rules.envelope = mode;
         self
     }
 
@@ -284,7 +284,7 @@ impl BatchProcessor {
             .records
             .into_iter()
             .enumerate()
-            .map(|(index, message)| self.prepare(&pipeline, index, message))
+            .map(|(index, message)| self.rules.prepare(&pipeline, index, message))
             .collect();
         fail_after_missing_lane(&mut slots, ordering, FailureReason::NoGroupId);
         pipeline.run(slots, started, remaining, handler).await

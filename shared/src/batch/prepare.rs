@@ -9,11 +9,14 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{BatchProcessor, EnvelopeMode, FailureReason, SqsRecord};
+#[cfg(doc)]
+use super::BatchProcessor;
+use super::{EnvelopeMode, FailureReason, SqsRecord};
 use crate::adapter::delivery::{Ids, SQS};
 use crate::adapter::pipeline::{Pipeline, Prepared as PreparedSlot, Slot, guard};
 use crate::adapter::{KeyInput, PayloadScope, looks_like_envelope};
 use crate::key::IdempotencyKey;
+use crate::signature::Verifier;
 
 struct Prepared<M> {
     body: M,
@@ -22,7 +25,21 @@ struct Prepared<M> {
     payload: Option<Value>,
 }
 
-impl BatchProcessor {
+/// How an SQS record's body is checked, parsed and keyed: the part of a
+/// [`BatchProcessor`]'s settings its records' preparation reads.
+#[derive(Debug, Clone)]
+pub(super) struct BodyRules {
+    /// [`BatchProcessor::max_body_bytes`].
+    pub(super) max_body_bytes: usize,
+    /// [`BatchProcessor::verify_signatures`].
+    pub(super) verifier: Option<Verifier>,
+    /// [`BatchProcessor::envelope`].
+    pub(super) envelope: EnvelopeMode,
+    /// [`BatchProcessor::payload`].
+    pub(super) payload: PayloadScope,
+}
+
+impl BodyRules {
     /// Parses a record and selects its key. Any failure, panics included,
     /// fails only this record.
     pub(super) fn prepare<M: DeserializeOwned>(

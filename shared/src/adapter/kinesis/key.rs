@@ -13,6 +13,7 @@ use aws_lambda_events::kinesis::KinesisEventRecord;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+#[cfg(doc)]
 use super::KinesisProcessor;
 use crate::adapter::pipeline::Pipeline;
 use crate::adapter::{FailureReason, KeyInput, PayloadScope};
@@ -25,7 +26,17 @@ pub(super) struct Parsed<M> {
     pub(super) payload: Option<Value>,
 }
 
-impl KinesisProcessor {
+/// How a Kinesis record's `data` is checked, parsed and keyed: the part of
+/// a [`KinesisProcessor`]'s settings its records' preparation reads.
+#[derive(Debug, Clone)]
+pub(super) struct DataRules {
+    /// [`KinesisProcessor::max_data_bytes`].
+    pub(super) max_data_bytes: usize,
+    /// [`KinesisProcessor::payload`].
+    pub(super) payload: PayloadScope,
+}
+
+impl DataRules {
     /// Decodes (Lambda's base64 is decoded by the event types), parses and
     /// keys one record's `data`.
     pub(super) fn parse<M: DeserializeOwned>(

@@ -83,18 +83,18 @@ pub use parse::parse_kinesis_event;
 pub use record::KinesisRecord;
 pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
-#[cfg(feature = "lambda")]
-use crate::adapter::remaining_now;
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
 use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+#[cfg(feature = "lambda")]
+use crate::adapter::remaining_now;
 use crate::adapter::{
-    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope,
-    PreRead,
+    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
 };
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
+use key::DataRules;
 use record::KINESIS;
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
@@ -110,9 +110,9 @@ pub struct KinesisProcessor {
     key: KeySelector,
     concurrency: Option<usize>,
     missing_key: MissingKey,
-    payload: PayloadScope,
     pre_read: PreRead,
-    max_data_bytes: usize,
+    /// How each record's `data` is checked, parsed and keyed.
+    rules: DataRules,
 }
 
 impl KinesisProcessor {
@@ -125,9 +125,11 @@ impl KinesisProcessor {
             key,
             concurrency: None,
             missing_key: MissingKey::default(),
-            payload: PayloadScope::default(),
             pre_read: PreRead::default(),
-            max_data_bytes: DEFAULT_MAX_DATA_BYTES,
+            rules: DataRules {
+                max_data_bytes: DEFAULT_MAX_DATA_BYTES,
+                payload: PayloadScope::default(),
+            },
         }
     }
 
@@ -148,7 +150,7 @@ impl KinesisProcessor {
     /// What payload validation hashes. Default [`PayloadScope::Body`] (the
     /// parsed `data`).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.payload = scope;
+        self.rules.payload = scope;
         self
     }
 
@@ -163,7 +165,7 @@ impl KinesisProcessor {
     /// Records whose decoded `data` is over `bytes` fail without being
     /// parsed. Default [`DEFAULT_MAX_DATA_BYTES`].
     pub fn max_data_bytes(mut self, bytes: usize) -> Self {
-        self.max_data_bytes = bytes;
+        self.rules.max_data_bytes = bytes;
         self
     }
 
@@ -235,7 +237,7 @@ impl KinesisProcessor {
             .map(|(index, record)| {
                 let ids = Ids::of(&record);
                 let ident = ids.ident(index, KINESIS.id);
-                let prepared = match guard(|| self.parse::<M>(&pipeline, &ident, &record)) {
+                let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &record)) {
                     Ok(Ok(p)) => Ok(Prepared {
                         record: KinesisRecord {
                             body: p.body,

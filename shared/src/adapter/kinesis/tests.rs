@@ -107,7 +107,10 @@ async fn after_a_failure_nothing_later_in_its_shard_runs_and_the_response_names_
         .await;
     let ids: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
     assert_eq!(ids, ["r-1", "r-2"], "nothing after the failure ran");
-    assert!(matches!(report.records[0].outcome, Ok(Outcome::Executed(_))));
+    assert!(matches!(
+        report.records[0].outcome,
+        Ok(Outcome::Executed(_))
+    ));
     assert!(matches!(
         &report.records[1].outcome,
         Err(FailureReason::Handler { message, .. }) if message == "negative -2"
@@ -230,7 +233,10 @@ async fn a_producers_retry_in_the_batch_runs_once() {
         )
         .await;
     assert_eq!(sink.seen().len(), 2, "{:?}", sink.seen());
-    assert!(matches!(report.records[2].outcome, Ok(Outcome::Replayed(_))));
+    assert!(matches!(
+        report.records[2].outcome,
+        Ok(Outcome::Replayed(_))
+    ));
     assert_eq!(
         report.records[2].outcome.as_ref().unwrap().response(),
         Some(&json!({"stored": "r-1", "seq": "100"}))
@@ -265,7 +271,10 @@ async fn a_redelivered_batch_replays_what_was_done_and_runs_from_the_failure() {
     // Lambda redelivers from the checkpoint; here the whole batch again.
     let second: BatchReport<Value> = processor.process(batch(), None, handler).await;
     assert!(second.is_success());
-    assert!(matches!(second.records[0].outcome, Ok(Outcome::Replayed(_))));
+    assert!(matches!(
+        second.records[0].outcome,
+        Ok(Outcome::Replayed(_))
+    ));
     assert_eq!(*runs.lock().unwrap(), ["r-1", "r-2", "r-2", "r-3"]);
 }
 
@@ -298,7 +307,10 @@ fn other_payloads_are_not_kinesis_events() {
         (json!({"Records": [{"eventSource": "aws:sqs"}]}), "aws:sqs"),
         (json!({"detail-type": "x"}), "no Records"),
         (json!({"Records": {}}), "not an array"),
-        (json!({"Records": [{"eventSource": "aws:kinesis"}]}), "malformed"),
+        (
+            json!({"Records": [{"eventSource": "aws:kinesis"}]}),
+            "malformed",
+        ),
     ] {
         let err = parse_kinesis_event(value).unwrap_err();
         assert!(
@@ -345,11 +357,15 @@ async fn a_record_without_a_shard_fails_with_every_later_record() {
 async fn a_key_function_sees_the_kinesis_record() {
     let (engine, _, _) = memory_engine();
     let selector = KeySelector::custom(|input| {
-        let raw = input
-            .raw::<KinesisEventRecord>()
-            .expect("a Kinesis record");
-        assert_eq!(input.delivery.and_then(|d| d.lane()), Some("shardId-000000000000"));
-        Ok(json!([raw.kinesis.partition_key, input.value["reading_id"]]))
+        let raw = input.raw::<KinesisEventRecord>().expect("a Kinesis record");
+        assert_eq!(
+            input.delivery.and_then(|d| d.lane()),
+            Some("shardId-000000000000")
+        );
+        Ok(json!([
+            raw.kinesis.partition_key,
+            input.value["reading_id"]
+        ]))
     });
     let report: BatchReport<Value> = KinesisProcessor::new(engine, selector)
         .process(
@@ -359,4 +375,31 @@ async fn a_key_function_sees_the_kinesis_record() {
         )
         .await;
     assert!(report.is_success(), "{:?}", report.records);
+}
+
+#[tokio::test]
+async fn a_failed_record_without_a_sequence_number_fails_the_invocation() {
+    let sink = Sink::default();
+    let report = processor()
+        .process(event(vec![record("0", "", "not json")]), None, |r| {
+            sink.handle(r)
+        })
+        .await;
+    let err = report.response_as::<KinesisEventResponse>().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            BatchError::NoItemIdentifier {
+                position: 0,
+                id: "sequenceNumber",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("has no sequenceNumber"), "{err}");
+    assert_eq!(
+        crate::diagnostic::error_type(&err),
+        "UnreportableRecordFailure"
+    );
 }
