@@ -17,7 +17,7 @@
 //! | `HandlerFailed` / `HandlerRejected` | the handler's retryable / terminal (not recorded) error | retried / fails the same way |
 //! | `StoreUnavailable` | the idempotency store did not answer (network, throttling, service error after the SDK's retries) | succeeds once the store is back |
 //! | `LeaseLost` | the lease lapsed and another invocation took the record over | replayed |
-//! | `RecordTooLarge`, `CorruptRecord`, `InvalidStoreRequest`, `Contention` | the other [`StoreError`]s and [`Error`]s | see their docs |
+//! | `RecordTooLarge`, `CorruptRecord`, `InvalidStoreRequest`, `Contention` | the other [`StoreError`](crate::StoreError)s and [`Error`](crate::Error)s | see their docs |
 //! | `UnreportableRecordFailure` | a failed record has no id (`messageId`, `sequenceNumber`), so the whole batch fails | the batch is retried |
 //! | `InvocationError` | anything else | – |
 

@@ -29,52 +29,67 @@
 //! * `parse.rs`: `parse_<source>_event(Value) -> Result<Event, BatchError>`,
 //!   rejecting other payloads ([`BatchError::WrongEvent`]);
 //! * `record.rs`: `impl Delivery for <the raw record type>` (what `id`,
-//!   `lane`, `position`, `body` are) and the record the handler gets
-//!   (`<Source>Record<M>`: the parsed body, the raw record, the key);
-//! * `key.rs`: the default [`KeySelector`] and the per-record preparation
-//!   (decode and parse the body, [`Pipeline::key_of`](pipeline::Pipeline::key_of));
+//!   `lane`, `position`, `body`, `attribute` are; a `static` [`SourceNames`])
+//!   and the record the handler gets (`<Source>Record<M>`: the parsed body,
+//!   the raw record, the key);
+//! * `key.rs`: the key rules (the docs of the default key: a business key by
+//!   pointer, never a position) and the per-record preparation, a small
+//!   settings struct (`DataRules` in Kinesis) whose `parse` decodes and
+//!   parses the body and keys it with
+//!   [`Pipeline::key_of`](pipeline::Pipeline::key_of);
 //! * `response.rs`: `impl PartialResponse for <the response type>`;
-//! * `mod.rs`: the `<Source>Processor` (its builder methods), `process`
-//!   (prepare the slots, then `Pipeline::run`) and `handle(LambdaEvent,
-//!   handler)`; its errors implement [`ErrorType`](crate::diagnostic::ErrorType)
-//!   and are added to [`ERROR_TYPES`] (one line, outside the folder, with
-//!   `pub mod <source>;` here and its re-export in `lib.rs`).
+//! * `mod.rs`: the `<Source>Processor` and all its methods (builders,
+//!   `process`: prepare the slots, then `Pipeline::run`; `handle(LambdaEvent,
+//!   handler)`);
+//! * `tests.rs`: its unit tests on the [`MemoryStore`](crate::MemoryStore).
 //!
-//! A minimal `process` (inside the crate; `Pipeline` and `Slot` are
-//! crate-private):
+//! Outside the folder: `pub mod <source>;` here and `pub use
+//! adapter::<source>;` in `lib.rs`; the `aws_lambda_events` feature in the
+//! root `Cargo.toml`; an [`IdField`] / [`LaneField`] variant only when its
+//! ids or lanes need a log field not there yet (an `offset`, say); and,
+//! when the adapter has an error type of its own, its
+//! [`ErrorType`](crate::diagnostic::ErrorType) impl (in its folder) plus one
+//! line in [`ERROR_TYPES`]. Batch-level errors are [`BatchError`]s
+//! already.
+//!
+//! A minimal `process` (inside the crate; `Pipeline`, `Slot`, `Prepared`,
+//! `Ids` and `guard` are crate-private; Kinesis's is the full version):
 //!
 //! ```text
+//! let started = Instant::now();
 //! let pipeline = Pipeline {
 //!     engine: &self.engine,
 //!     key: &self.key,
 //!     missing_key: self.missing_key,
 //!     pre_read: self.pre_read,
 //!     concurrency: self.concurrency,
-//!     ordering: Ordering::StopLane, // or Unordered, SkipLane
-//!     names: &MY_SOURCE,            // a `SourceNames`
+//!     ordering: Ordering::StopLane, // Unordered (SNS), SkipLane (FIFO)
+//!     names: &MY_SOURCE,            // its `SourceNames`
 //! };
-//! let started = Instant::now();
-//! let slots = event.records.into_iter().enumerate().map(|(index, raw)| {
-//!     let ids = Ids::of(&raw);                      // via `impl Delivery`
-//!     let ident = ids.ident(index, MY_SOURCE.id);
-//!     let prepared = guard(|| self.prepare::<M>(&pipeline, &ident, &raw))
-//!         .unwrap_or_else(|p| Err(FailureReason::Panic(p)))
-//!         .map(|(body, key, payload)| Prepared {
-//!             record: MyRecord { body, raw, key: key.clone() },
-//!             key,
-//!             payload,
-//!         });
+//! let mut slots: Vec<_> = event.records.into_iter().enumerate().map(|(index, raw)| {
+//!     let ids = Ids::of(&raw);                      // through `impl Delivery`
+//!     let ident = ids.ident(index, MY_SOURCE.id);   // the id, or "record #3 (no ..)"
+//!     let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &raw)) {
+//!         Ok(Ok(p)) => Ok(Prepared {
+//!             record: MyRecord { body: p.body, raw, key: p.key.clone() },
+//!             key: p.key,
+//!             payload: p.payload,
+//!         }),
+//!         Ok(Err(reason)) => Err(reason),              // this record fails alone
+//!         Err(panic) => Err(FailureReason::Panic(panic)),
+//!     };
 //!     Slot::new(index, ident, ids, prepared)
-//! });
-//! let mut slots: Vec<_> = slots.collect();
-//! lanes::fail_after_missing_lane(&mut slots, pipeline.ordering, FailureReason::NoLane);
+//! }).collect();
+//! fail_after_missing_lane(&mut slots, pipeline.ordering, FailureReason::NoLane);
 //! pipeline.run(slots, started, remaining, handler).await // a BatchReport<T>
 //! ```
 //!
-//! and `handle` returns `report.response_as::<MyResponse>()?`. The pipeline
-//! then gives the new source duplicates, pre-read, lanes, concurrency,
-//! panic isolation, the log line and the metrics; its unit tests run on the
-//! [`MemoryStore`](crate::MemoryStore) like `adapter/kinesis/tests.rs`.
+//! and `handle` returns `report.response_as::<MyResponse>()?` (under
+//! [`Ordering::StopLane`] it names the first failed record of each lane; a
+//! failed record without an id is [`BatchError::NoItemIdentifier`], which
+//! fails the invocation). The pipeline gives the new source in-batch
+//! duplicates, the pre-read, lanes, bounded concurrency, panic isolation,
+//! the per-record log line, the batch line and the metrics.
 //!
 //! Every adapter reports the engine's [`Outcome`] for what is done
 //! (`Executed`, `Replayed`, `Rejected`, `Unprotected`) and its own failure
