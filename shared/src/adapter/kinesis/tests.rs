@@ -403,3 +403,30 @@ async fn a_failed_record_without_a_sequence_number_fails_the_invocation() {
         "UnreportableRecordFailure"
     );
 }
+
+#[tokio::test]
+async fn a_copy_whose_first_failed_stops_its_own_shard_too() {
+    // r-1 fails in shard 0; its copy in shard 1 takes that failure, so
+    // shard 1 stops there as well and is redelivered from the copy.
+    let sink = Sink::default();
+    let report = processor()
+        .process(
+            event(vec![
+                record("0", "100", &reading("r-1", -1)),
+                record("1", "200", &reading("b-1", 1)),
+                record("1", "201", &reading("r-1", -1)),
+                record("1", "202", &reading("b-3", 3)),
+            ]),
+            None,
+            |r| sink.handle(r),
+        )
+        .await;
+    let mut ran: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
+    ran.sort();
+    assert_eq!(ran, ["b-1", "r-1"], "the copy did not run, b-3 waits");
+    assert!(matches!(
+        &report.records[2].outcome,
+        Err(FailureReason::DuplicateOf { first, .. }) if first == "100"
+    ));
+    assert_eq!(named(&report), ["100", "201"]);
+}
