@@ -22,5 +22,6 @@ mod payments_api;
 mod payments_api_crash;
 mod relay;
 mod relay_crash;
+mod source_samples;
 mod template;
 mod valkey;
