@@ -213,6 +213,10 @@ pub struct Options {
     pub fetch_limit: i32,
     /// `invokeIdentityArn` of the records.
     pub invoke_identity_arn: String,
+    /// Checkpoints to resume from, by shard id (`AFTER_SEQUENCE_NUMBER`), as
+    /// a mapping restarted after [`Stats::checkpoints`]; the other shards
+    /// start at the trim horizon.
+    pub start_after: BTreeMap<String, String>,
 }
 
 impl Default for Options {
@@ -225,6 +229,7 @@ impl Default for Options {
             retry_pause: Duration::from_millis(20),
             fetch_limit: 1000,
             invoke_identity_arn: INVOKE_IDENTITY_ARN.to_owned(),
+            start_after: BTreeMap::new(),
         }
     }
 }
@@ -326,6 +331,15 @@ impl Stats {
         self.shards.insert(shard, s);
     }
 
+    /// The last checkpoint of each shard that has one: a later run resumes
+    /// there with [`Options::start_after`].
+    pub fn checkpoints(&self) -> BTreeMap<String, String> {
+        self.shards
+            .iter()
+            .filter_map(|(id, s)| s.checkpoint.clone().map(|c| (id.clone(), c)))
+            .collect()
+    }
+
     /// One shard's stats.
     ///
     /// # Panics
@@ -356,8 +370,8 @@ macro_rules! retrying {
     }};
 }
 
-/// Runs the mapping over every shard of `stream` from the trim horizon,
-/// the shards concurrently. The handler gets the event as JSON and answers
+/// Runs the mapping over every shard of `stream` from the trim horizon (or
+/// [`Options::start_after`]), the shards concurrently. The handler gets the event as JSON and answers
 /// anything that serializes to the function's response:
 /// [`KinesisEventResponse`](aws_lambda_events::streams::KinesisEventResponse),
 /// a [`Value`], `()` / `None` (success).
@@ -402,6 +416,8 @@ where
     R: Serialize,
 {
     let mut stats = ShardStats::default();
+    let resume = options.start_after.get(shard);
+    stats.checkpoint = resume.cloned();
     let Some(out) = retrying!(
         stats,
         deadline,
@@ -409,7 +425,11 @@ where
             .get_shard_iterator()
             .stream_name(&stream.name)
             .shard_id(shard)
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
+            .shard_iterator_type(match resume {
+                Some(_) => ShardIteratorType::AfterSequenceNumber,
+                None => ShardIteratorType::TrimHorizon,
+            })
+            .set_starting_sequence_number(resume.cloned())
     ) else {
         stats.timed_out = true;
         return stats;

@@ -42,6 +42,16 @@ fn batches(calls: &Mutex<Vec<Value>>) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A handler that keeps every event and succeeds.
+fn deliver(
+    calls: &Mutex<Vec<Value>>,
+) -> impl Fn(Value) -> std::future::Ready<Result<(), lambda_runtime::Error>> + '_ {
+    move |event| {
+        calls.lock().unwrap().push(event);
+        std::future::ready(Ok(()))
+    }
+}
+
 fn seqs(puts: &[Put]) -> Vec<String> {
     puts.iter().map(|p| p.sequence_number.clone()).collect()
 }
@@ -373,5 +383,49 @@ async fn two_shards_run_side_by_side_and_a_failing_shard_does_not_hold_the_other
     assert!(
         most_per_shard.values().all(|n| *n == 1),
         "one batch in flight per shard: {most_per_shard:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_restarted_mapping_resumes_after_its_checkpoints() {
+    let kinesis = moto().kinesis().await;
+    let stream = create_stream(&kinesis, "kesm-resume", 2).await;
+    let mut first = Vec::new();
+    for n in 0..3 {
+        first.push(put_to_shard(&kinesis, &stream, 0, "acct-1", payment(n)).await);
+    }
+    let calls = Mutex::new(Vec::new());
+    let stats = kinesis_esm::run(&kinesis, &stream, &Options::default(), deliver(&calls)).await;
+    assert_eq!(batches(&calls), vec![seqs(&first)]);
+    let checkpoints = stats.checkpoints();
+    assert_eq!(
+        checkpoints,
+        BTreeMap::from([(
+            stream.shard_id(0).to_owned(),
+            first[2].sequence_number.clone()
+        )])
+    );
+    // More records in both shards, then the mapping starts again from its
+    // checkpoints: shard 0 after its last record, shard 1 from the horizon.
+    let mut later = Vec::new();
+    for n in 3..5 {
+        later.push(put_to_shard(&kinesis, &stream, 0, "acct-1", payment(n)).await);
+    }
+    let other = put_to_shard(&kinesis, &stream, 1, "acct-2", payment(9)).await;
+    let calls = Mutex::new(Vec::new());
+    let options = Options {
+        start_after: checkpoints,
+        ..Options::default()
+    };
+    let stats = kinesis_esm::run(&kinesis, &stream, &options, deliver(&calls)).await;
+    let mut got = batches(&calls);
+    got.sort();
+    let mut want = vec![seqs(&later), vec![other.sequence_number.clone()]];
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(stats.read, 3);
+    assert_eq!(
+        stats.checkpoints()[stream.shard_id(0)],
+        later[1].sequence_number
     );
 }
