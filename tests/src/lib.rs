@@ -19,6 +19,7 @@ pub mod esm;
 pub mod events;
 pub mod kinesis_esm;
 pub mod runtime_api;
+pub mod source_events;
 pub mod stream_esm;
 pub mod valkey;
 

@@ -443,3 +443,70 @@ fn every_sample_event_is_documented_in_the_events_readme() {
     }
     assert!(samples >= 19, "{samples} samples");
 }
+
+#[test]
+fn synthetic_source_events_read_as_their_types() {
+    use integration_tests::source_events::{
+        Kafka, KafkaRecord, Notification, kafka_event, kinesis_event, sns_body, sns_event,
+        sns_via_sqs_event,
+    };
+    let kinesis = kinesis_event("payments", 1, 7, &[("acct-1", b"{}"), ("acct-2", b"x")]);
+    let (typed, _): (KinesisEvent, _) = round_trip_lossy("kinesis_event", &kinesis.to_string());
+    let seqs: Vec<&str> = typed
+        .records
+        .iter()
+        .map(|r| r.kinesis.sequence_number.as_str())
+        .collect();
+    assert_eq!(seqs.len(), 2);
+    assert!(seqs.iter().all(|s| s.len() == 56) && seqs[0] < seqs[1]);
+    assert_eq!(
+        typed.records[1].event_id.as_deref(),
+        Some(format!("shardId-000000000001:{}", seqs[1]).as_str())
+    );
+    assert_eq!(typed.records[1].kinesis.data.0, b"x");
+
+    for source in [Kafka::Msk, Kafka::SelfManaged] {
+        let record = |offset, key| KafkaRecord {
+            offset,
+            key,
+            value: b"{\"event_id\":\"e\"}",
+            headers: vec![
+                ("event-type", b"OrderPlaced"),
+                ("blob", &[0x00, 0x7f, 0x80, 0xff]),
+            ],
+        };
+        let event = kafka_event(
+            source,
+            "orders",
+            &[
+                (0, vec![record(5, Some(b"k")), record(6, None)]),
+                (3, vec![record(1, Some(b"j"))]),
+            ],
+        );
+        let (typed, _): (KafkaEvent, _) = round_trip_lossy("kafka_event", &event.to_string());
+        assert_eq!(typed.event_source_arn.is_some(), source == Kafka::Msk);
+        assert_eq!(typed.records["orders-0"].len(), 2);
+        assert_eq!(typed.records["orders-0"][1].key, None);
+        assert_eq!(typed.records["orders-3"][0].partition, 3);
+        let headers = &typed.records["orders-0"][0].headers;
+        assert_eq!(headers[0]["event-type"].len(), "OrderPlaced".len());
+        assert_eq!(headers[1]["blob"], [0, 127, -128, -1]);
+    }
+
+    let n = Notification {
+        message_id: "6e92ef9e-3fb8-495a-b0f9-a5d6a9c34979",
+        message: "{\"event_id\":\"evt-1\"}",
+        attributes: vec![("event_type", "OrderPlaced")],
+    };
+    let direct: SnsEvent = round_trip("sns_event", &sns_event(&n).to_string());
+    assert_eq!(direct.records[0].sns.message_id, n.message_id);
+    let envelope: SnsMessage = round_trip("sns_body", &sns_body(&n));
+    assert_eq!(envelope.message, n.message);
+    let sqs = sns_via_sqs_event(&["m-1", "m-2"], &[n.clone(), n.clone()]);
+    let typed: SqsEvent = round_trip("sns_via_sqs_event", &sqs.to_string());
+    assert_eq!(typed.records.len(), 2);
+    assert_eq!(
+        typed.records[1].body.as_deref(),
+        Some(sns_body(&n).as_str())
+    );
+}
