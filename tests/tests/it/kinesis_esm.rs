@@ -349,7 +349,9 @@ async fn two_shards_run_side_by_side_and_a_failing_shard_does_not_hold_the_other
             let per_shard = most.1.entry(shard.clone()).or_default();
             *per_shard = (*per_shard).max(flying[&shard]);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Long enough that the good shard, in flight almost all along, overlaps
+        // one of the failing shard's tries.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         *in_flight_ref.lock().unwrap().get_mut(&shard).unwrap() -= 1;
         let record = &records(&event)[0];
         let answer = if serde_json::from_slice::<Value>(&kinesis_esm::data(record)).is_err() {
