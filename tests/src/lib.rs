@@ -17,6 +17,7 @@ pub mod capture;
 pub mod contract;
 pub mod esm;
 pub mod events;
+pub mod kafka_esm;
 pub mod kinesis_esm;
 pub mod runtime_api;
 pub mod source_events;

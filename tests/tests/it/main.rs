@@ -12,6 +12,7 @@ mod diagnostic;
 mod dynamodb_requests;
 mod faults;
 mod inventory;
+mod kafka_esm;
 mod kinesis_esm;
 mod local_run;
 mod moto_launcher;
