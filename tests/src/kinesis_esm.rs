@@ -2,7 +2,7 @@
 //! end-to-end tests against moto: read every shard of a stream from the trim
 //! horizon (`DescribeStream`, `GetShardIterator` TRIM_HORIZON, `GetRecords`),
 //! invoke the handler with batches of one shard's records shaped as Lambda
-//! sends them, and honour the partial batch response the way Lambda does
+//! sends them (at most `BatchSize` records and 6 MB), and honour the partial batch response the way Lambda does
 //! with `ReportBatchItemFailures`:
 //!
 //! - an empty or absent `batchItemFailures` (or a null / empty answer) is a
@@ -199,6 +199,10 @@ pub async fn put_records(kinesis: &Client, stream: &Stream, records: &[(&str, &[
 pub struct Options {
     /// Records per invocation (Lambda's `BatchSize`; default 100).
     pub batch_size: usize,
+    /// Bytes of an invocation's event at most (Lambda's 6 MB payload
+    /// limit): a batch ends before the record that would pass it (a record
+    /// alone is always sent).
+    pub max_payload: usize,
     /// Retries of a failing batch before its records from the failing one
     /// on are skipped (`MaximumRetryAttempts`).
     pub max_retries: u32,
@@ -223,6 +227,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             batch_size: 100,
+            max_payload: 6 * 1024 * 1024,
             max_retries: 5,
             max_time: Duration::from_secs(60),
             idle: Duration::from_millis(300),
@@ -371,8 +376,9 @@ macro_rules! retrying {
 }
 
 /// Runs the mapping over every shard of `stream` from the trim horizon (or
-/// [`Options::start_after`]), the shards concurrently. The handler gets the event as JSON and answers
-/// anything that serializes to the function's response:
+/// [`Options::start_after`]), the shards concurrently. The handler gets the
+/// event as JSON and answers anything that serializes to the function's
+/// response:
 /// [`KinesisEventResponse`](aws_lambda_events::streams::KinesisEventResponse),
 /// a [`Value`], `()` / `None` (success).
 pub async fn run<F, Fut, R>(
@@ -478,7 +484,7 @@ where
             continue;
         }
         idle_since = Instant::now();
-        let n = pending.len().min(options.batch_size);
+        let n = batch_len(&pending, options);
         let batch: Vec<Value> = pending.iter().take(n).cloned().collect();
         stats.invocations += 1;
         stats.records += n;
@@ -538,6 +544,22 @@ where
             }
         }
     }
+}
+
+/// How many of the `pending` records the next batch takes: at most
+/// `batch_size`, and no more than fit in `max_payload` (at least one).
+fn batch_len(pending: &VecDeque<Value>, options: &Options) -> usize {
+    // `{"Records":[` … `]}` and a comma per record.
+    let mut size = 14;
+    let mut n = 0;
+    for record in pending.iter().take(options.batch_size) {
+        size += record.to_string().len() + 1;
+        if n > 0 && size > options.max_payload {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 /// Reads a function's answer to `batch` as Lambda does with

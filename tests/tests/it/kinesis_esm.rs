@@ -431,3 +431,32 @@ async fn a_restarted_mapping_resumes_after_its_checkpoints() {
         later[1].sequence_number
     );
 }
+
+#[tokio::test]
+async fn a_batch_ends_before_the_record_that_would_pass_the_payload_limit() {
+    let kinesis = moto().kinesis().await;
+    let stream = create_stream(&kinesis, "kesm-payload", 1).await;
+    let mut puts = Vec::new();
+    for n in 0..5 {
+        puts.push(put_to_shard(&kinesis, &stream, 0, "acct-1", vec![b'a' + n as u8; 3000]).await);
+    }
+    let all = seqs(&puts);
+    let calls = Mutex::new(Vec::new());
+    // Room for two records of ~4.4 kB (3000 bytes in base64) per event.
+    let options = Options {
+        max_payload: 10_000,
+        ..Options::default()
+    };
+    kinesis_esm::run(&kinesis, &stream, &options, deliver(&calls)).await;
+    for event in calls.lock().unwrap().iter() {
+        assert!(
+            event.to_string().len() <= 10_000,
+            "{}",
+            event.to_string().len()
+        );
+    }
+    assert_eq!(
+        batches(&calls),
+        vec![all[..2].to_vec(), all[2..4].to_vec(), all[4..].to_vec()]
+    );
+}
