@@ -13,6 +13,7 @@
     reason = "test tooling: a failed step is a failed test"
 )]
 
+pub mod async_invoke;
 pub mod capture;
 pub mod contract;
 pub mod esm;

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
+mod async_invoke;
 mod bad_input;
 mod batch;
 mod contract;
