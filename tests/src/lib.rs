@@ -1,4 +1,4 @@
-//! Test tooling: a moto server (DynamoDB, SQS) started on 127.0.0.1 for the
+//! Test tooling: a moto server (DynamoDB, SQS, Kinesis, ...) started on 127.0.0.1 for the
 //! test process, clients pointed at it, tables and queues with unique names,
 //! and request capture; a real redis-server for the Valkey store ([`valkey`]).
 //!
@@ -13,11 +13,15 @@
     reason = "test tooling: a failed step is a failed test"
 )]
 
+pub mod async_invoke;
 pub mod capture;
 pub mod contract;
 pub mod esm;
 pub mod events;
+pub mod kafka_esm;
+pub mod kinesis_esm;
 pub mod runtime_api;
+pub mod source_events;
 pub mod stream_esm;
 pub mod valkey;
 
@@ -183,6 +187,11 @@ impl Moto {
     /// A DynamoDB Streams client for this server.
     pub async fn dynamodbstreams(&self) -> aws_sdk_dynamodbstreams::Client {
         aws_sdk_dynamodbstreams::Client::new(&self.sdk_config().await)
+    }
+
+    /// A Kinesis Data Streams client for this server.
+    pub async fn kinesis(&self) -> aws_sdk_kinesis::Client {
+        aws_sdk_kinesis::Client::new(&self.sdk_config().await)
     }
 
     /// An EventBridge client for this server.

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
+mod async_invoke;
 mod bad_input;
 mod batch;
 mod contract;
@@ -12,6 +13,8 @@ mod diagnostic;
 mod dynamodb_requests;
 mod faults;
 mod inventory;
+mod kafka_esm;
+mod kinesis_esm;
 mod local_run;
 mod moto_launcher;
 mod observability;
@@ -21,5 +24,6 @@ mod payments_api;
 mod payments_api_crash;
 mod relay;
 mod relay_crash;
+mod source_samples;
 mod template;
 mod valkey;
