@@ -212,11 +212,12 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
-            let (message_id, event_id, sequence_number) = unit.ids();
+            let (message_id, event_id, sequence_number, offset) = unit.ids();
             tracing::warn!(
                 message_id,
                 event_id,
                 sequence_number,
+                offset,
                 error = %e,
                 "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
                 unit.noun

@@ -97,6 +97,7 @@
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
 pub(crate) mod delivery;
+pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
 pub(crate) mod lanes;
@@ -225,6 +226,15 @@ pub(crate) trait Failure {
     fn describe(&self) -> String;
 }
 
+/// A unit's id in its log field: `(message_id, event_id, sequence_number,
+/// offset)`.
+pub(crate) type Ids4<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
 /// One record, event or request, as its log line names it.
 #[derive(Debug, Default)]
 pub(crate) struct Unit<'a> {
@@ -245,12 +255,14 @@ pub(crate) struct Unit<'a> {
 }
 
 impl<'a> Unit<'a> {
-    /// The id as `(message_id, event_id, sequence_number)`: one of them set.
-    pub(crate) fn ids(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
+    /// The id as `(message_id, event_id, sequence_number, offset)`: one of
+    /// them set.
+    pub(crate) fn ids(&self) -> Ids4<'a> {
         match self.id_field {
-            IdField::MessageId => (self.id, None, None),
-            IdField::EventId => (None, self.id, None),
-            IdField::SequenceNumber => (None, None, self.id),
+            IdField::MessageId => (self.id, None, None, None),
+            IdField::EventId => (None, self.id, None, None),
+            IdField::SequenceNumber => (None, None, self.id, None),
+            IdField::Offset => (None, None, None, self.id),
         }
     }
 
@@ -296,7 +308,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         duplicate_of,
         ..
     } = *unit;
-    let (message_id, event_id, sequence_number) = unit.ids();
+    let (message_id, event_id, sequence_number, offset) = unit.ids();
     let (group, shard, partition) = unit.lanes();
     let label = match outcome {
         Ok(o) => o.label(),
@@ -307,6 +319,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -319,6 +332,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -332,6 +346,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -347,6 +362,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -358,6 +374,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -370,6 +387,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -386,6 +404,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
