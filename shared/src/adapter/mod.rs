@@ -17,7 +17,9 @@
 //!   batch response ([`PartialResponse`]).
 //!
 //! The sources: SQS ([`crate::batch`]), Kinesis Data Streams
-//! ([`crate::kinesis`], in `adapter/kinesis/`); EventBridge
+//! ([`crate::kinesis`], in `adapter/kinesis/`), Kafka ([`crate::kafka`],
+//! `adapter/kafka/`), SNS ([`crate::sns`], `adapter/sns/`: a subscribed
+//! function; notifications in SQS bodies are the SQS adapter's); EventBridge
 //! ([`crate::eventbridge`]) and HTTP ([`crate::http`]) are single-event
 //! sources that share the keys, the log line and the counts.
 //!
@@ -103,6 +105,7 @@ pub mod kinesis;
 pub(crate) mod lanes;
 pub(crate) mod pipeline;
 pub(crate) mod report;
+pub mod sns;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
@@ -124,6 +127,7 @@ use crate::metrics::Counts;
 pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
     classify::<BatchError>,
     classify::<crate::eventbridge::EventError>,
+    classify::<sns::SnsError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<crate::diagnostic::InvalidEvent>,
@@ -135,7 +139,8 @@ pub enum PayloadScope {
     /// The parsed body; for an EventBridge event (invoking the function or
     /// in an SQS body), its `detail` (the envelope's `id` and `time` differ
     /// between two publications of the same business event, which a
-    /// business key would otherwise flag).
+    /// business key would otherwise flag); for an SNS notification, its
+    /// parsed `Message` (likewise its `MessageId`, `Timestamp`, `Signature`).
     #[default]
     Body,
     /// Nothing: no payload validation for this processor.
