@@ -48,7 +48,9 @@
 //! Outside the folder: `pub mod <source>;` here and `pub use
 //! adapter::<source>;` in `lib.rs`; the `aws_lambda_events` feature in the
 //! root `Cargo.toml`; an [`IdField`] / [`LaneField`] variant only when its
-//! ids or lanes need a log field not there yet (an `offset`, say); and,
+//! ids or lanes need a log field not there yet (Kafka added `offset`: the
+//! variant, its arm in `Unit::ids` / `Unit::lanes`, and the field in the
+//! log lines of `log_outcome` and `key_for`); and,
 //! when the adapter has an error type of its own, its
 //! [`ErrorType`](crate::diagnostic::ErrorType) impl (in its folder) plus one
 //! line in [`ERROR_TYPES`]. Batch-level errors are [`BatchError`]s
