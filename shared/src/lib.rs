@@ -70,7 +70,9 @@ mod testkit;
 mod value;
 mod write;
 
+pub use adapter::kafka;
 pub use adapter::kinesis;
+pub use adapter::sns;
 pub use adapter::{
     Attribute, Delivery, IdField, KeyFn, KeyInput, KeySelector, LaneField, MissingKey,
     PayloadScope, SourceNames,

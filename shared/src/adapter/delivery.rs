@@ -86,6 +86,8 @@ pub enum IdField {
     EventId,
     /// `sequence_number` (Kinesis, DynamoDB Streams).
     SequenceNumber,
+    /// `offset` (Kafka: `<topic-partition>@<offset>`).
+    Offset,
 }
 
 /// The log field a record's [`Delivery::lane`] goes to.

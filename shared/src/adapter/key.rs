@@ -20,9 +20,11 @@ pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sy
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct KeyInput<'a> {
-    /// The parsed body (an SQS body, a Kinesis record's decoded `data`), or
-    /// the EventBridge envelope (`detail` included) of an event invoking the
-    /// function or delivered in an SQS body. A number that `f64` cannot hold
+    /// The parsed body (an SQS body, a Kinesis record's decoded `data`, a
+    /// Kafka record's decoded value), the EventBridge envelope (`detail`
+    /// included) of an event invoking the function or delivered in an SQS
+    /// body, or the SNS notification with its `Message` parsed (invoking the
+    /// function or delivered in an SQS body). A number that `f64` cannot hold
     /// exactly, read from the body's or the invocation's text, is a string
     /// of that text.
     pub value: &'a Value,
@@ -64,20 +66,28 @@ impl fmt::Debug for KeyInput<'_> {
 #[non_exhaustive]
 pub enum KeySelector {
     /// An RFC 6901 JSON Pointer (`/event_id`, `/order/id`, `/items/0/sku`)
-    /// into the parsed body (an SQS body, a Kinesis record's `data`), or
-    /// into the EventBridge envelope (`/id`, `/detail/order_id`). The value
+    /// into the parsed body (an SQS body, a Kinesis record's `data`, a Kafka
+    /// record's value), into the EventBridge envelope (`/id`,
+    /// `/detail/order_id`), or into the SNS notification with its `Message`
+    /// parsed (`/MessageId`, `/Message/order_id`). The value
     /// found must be a string or a number; `"1103"` and `1103` give the same
     /// key.
     Pointer(String),
     /// A text attribute of the delivery ([`Delivery::attribute`]): the
-    /// `stringValue` of an SQS message attribute. Missing on sources
-    /// without attributes (Kinesis) and for EventBridge events.
+    /// `stringValue` of an SQS message attribute, a UTF-8 Kafka header, the
+    /// `Value` of an SNS message attribute (a notification invoking the
+    /// function; through SQS they are in the body: `pointer("/MessageAttributes/x/Value")`).
+    /// Missing on sources without attributes (Kinesis) and for EventBridge
+    /// events.
     MessageAttribute(String),
     /// The delivery's own id ([`Delivery::id`]): the SQS `messageId` of a
     /// record (it changes when a producer sends the same message twice, so
     /// it only catches redeliveries of one send: prefer a business key), the
     /// Kinesis `sequenceNumber` (a producer's retry of `PutRecord` writes a
-    /// new one: the same caveat), or the `id` of an EventBridge event
+    /// new one: the same caveat), a Kafka record's `<topic-partition>@<offset>`
+    /// (never key on offsets: a producer's retry writes a new one), the SNS
+    /// `MessageId` of a notification invoking the function (kept across
+    /// SNS's redeliveries, not a second publication), or the `id` of an EventBridge event
     /// invoking the function (kept by EventBridge across its retries). For
     /// an envelope delivered through SQS, see [`KeySelector::event_id`].
     Id,
@@ -212,11 +222,12 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
-            let (message_id, event_id, sequence_number) = unit.ids();
+            let (message_id, event_id, sequence_number, offset) = unit.ids();
             tracing::warn!(
                 message_id,
                 event_id,
                 sequence_number,
+                offset,
                 error = %e,
                 "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
                 unit.noun

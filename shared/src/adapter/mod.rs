@@ -17,7 +17,9 @@
 //!   batch response ([`PartialResponse`]).
 //!
 //! The sources: SQS ([`crate::batch`]), Kinesis Data Streams
-//! ([`crate::kinesis`], in `adapter/kinesis/`); EventBridge
+//! ([`crate::kinesis`], in `adapter/kinesis/`), Kafka ([`crate::kafka`],
+//! `adapter/kafka/`), SNS ([`crate::sns`], `adapter/sns/`: a subscribed
+//! function; notifications in SQS bodies are the SQS adapter's); EventBridge
 //! ([`crate::eventbridge`]) and HTTP ([`crate::http`]) are single-event
 //! sources that share the keys, the log line and the counts.
 //!
@@ -46,7 +48,9 @@
 //! Outside the folder: `pub mod <source>;` here and `pub use
 //! adapter::<source>;` in `lib.rs`; the `aws_lambda_events` feature in the
 //! root `Cargo.toml`; an [`IdField`] / [`LaneField`] variant only when its
-//! ids or lanes need a log field not there yet (an `offset`, say); and,
+//! ids or lanes need a log field not there yet (Kafka added `offset`: the
+//! variant, its arm in `Unit::ids` / `Unit::lanes`, and the field in the
+//! log lines of `log_outcome` and `key_for`); and,
 //! when the adapter has an error type of its own, its
 //! [`ErrorType`](crate::diagnostic::ErrorType) impl (in its folder) plus one
 //! line in [`ERROR_TYPES`]. Batch-level errors are [`BatchError`]s
@@ -97,11 +101,13 @@
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
 pub(crate) mod delivery;
+pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
 pub(crate) mod lanes;
 pub(crate) mod pipeline;
 pub(crate) mod report;
+pub mod sns;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
@@ -123,6 +129,7 @@ use crate::metrics::Counts;
 pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
     classify::<BatchError>,
     classify::<crate::eventbridge::EventError>,
+    classify::<sns::SnsError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<crate::diagnostic::InvalidEvent>,
@@ -134,7 +141,8 @@ pub enum PayloadScope {
     /// The parsed body; for an EventBridge event (invoking the function or
     /// in an SQS body), its `detail` (the envelope's `id` and `time` differ
     /// between two publications of the same business event, which a
-    /// business key would otherwise flag).
+    /// business key would otherwise flag); for an SNS notification, its
+    /// parsed `Message` (likewise its `MessageId`, `Timestamp`, `Signature`).
     #[default]
     Body,
     /// Nothing: no payload validation for this processor.
@@ -225,6 +233,15 @@ pub(crate) trait Failure {
     fn describe(&self) -> String;
 }
 
+/// A unit's id in its log field: `(message_id, event_id, sequence_number,
+/// offset)`.
+pub(crate) type Ids4<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
 /// One record, event or request, as its log line names it.
 #[derive(Debug, Default)]
 pub(crate) struct Unit<'a> {
@@ -245,12 +262,14 @@ pub(crate) struct Unit<'a> {
 }
 
 impl<'a> Unit<'a> {
-    /// The id as `(message_id, event_id, sequence_number)`: one of them set.
-    pub(crate) fn ids(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
+    /// The id as `(message_id, event_id, sequence_number, offset)`: one of
+    /// them set.
+    pub(crate) fn ids(&self) -> Ids4<'a> {
         match self.id_field {
-            IdField::MessageId => (self.id, None, None),
-            IdField::EventId => (None, self.id, None),
-            IdField::SequenceNumber => (None, None, self.id),
+            IdField::MessageId => (self.id, None, None, None),
+            IdField::EventId => (None, self.id, None, None),
+            IdField::SequenceNumber => (None, None, self.id, None),
+            IdField::Offset => (None, None, None, self.id),
         }
     }
 
@@ -296,7 +315,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         duplicate_of,
         ..
     } = *unit;
-    let (message_id, event_id, sequence_number) = unit.ids();
+    let (message_id, event_id, sequence_number, offset) = unit.ids();
     let (group, shard, partition) = unit.lanes();
     let label = match outcome {
         Ok(o) => o.label(),
@@ -307,6 +326,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -319,6 +339,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -332,6 +353,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -347,6 +369,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -358,6 +381,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -370,6 +394,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,
@@ -386,6 +411,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
             message_id,
             event_id,
             sequence_number,
+            offset,
             group,
             shard,
             partition,

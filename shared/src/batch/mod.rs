@@ -29,6 +29,13 @@
 //!   [`SqsRecord::envelope`], and a [`KeySelector::Pointer`] resolves against
 //!   the whole envelope (`/id` is the event id, stable across EventBridge
 //!   retries: [`KeySelector::event_id`]; `/detail/order_id` a business key).
+//! * **SNS notifications** in the body (a queue subscribed to a topic with
+//!   raw message delivery off) are recognised too: the handler's body type
+//!   is parsed from the `Message` (JSON, or its text as a JSON string), the
+//!   notification is handed over in [`SqsRecord::sns`], and a pointer
+//!   resolves against the notification with its `Message` parsed
+//!   (`/MessageId`, the same in every copy SNS delivers; `/Message/order_id`
+//!   a business key). See [`crate::sns`].
 //!
 //! ```
 //! use serde::Deserialize;

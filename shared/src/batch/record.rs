@@ -4,6 +4,7 @@
 use std::any::Any;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::sns::SnsMessage;
 use aws_lambda_events::sqs::SqsMessage;
 use serde_json::Value;
 
@@ -17,12 +18,17 @@ use super::{APPROXIMATE_RECEIVE_COUNT, MESSAGE_DEDUPLICATION_ID, MESSAGE_GROUP_I
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SqsRecord<M> {
-    /// The parsed body, or the parsed `detail` of an EventBridge envelope.
+    /// The parsed body, the parsed `detail` of an EventBridge envelope, or
+    /// the parsed `Message` of an SNS notification.
     pub body: M,
     /// The SQS message (ids, attributes, the raw body).
     pub message: SqsMessage,
     /// The EventBridge envelope, when the body was one.
     pub envelope: Option<EventBridgeEvent<Value>>,
+    /// The SNS notification, when the body was one (a queue subscribed to
+    /// a topic with raw message delivery off): `MessageId`, `TopicArn`,
+    /// `Subject`, `MessageAttributes`, the raw `Message`.
+    pub sns: Option<SnsMessage>,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
 }
@@ -34,6 +40,7 @@ impl<M> SqsRecord<M> {
             body,
             message,
             envelope: None,
+            sns: None,
             key: None,
         }
     }

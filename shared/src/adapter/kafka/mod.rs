@@ -1,0 +1,263 @@
+//! Kafka batches (Amazon MSK and self-managed Apache Kafka) on the adapter
+//! core.
+//!
+//! A [`KafkaProcessor`] runs a [`KafkaEvent`]'s records through the core
+//! pipeline with [`Ordering::StopLane`]: the records of one topic-partition
+//! run one after another in offset order, topic-partitions in parallel;
+//! after a record fails, nothing later in its topic-partition runs, and the
+//! partial batch response ([`KafkaEventResponse`], `ReportBatchItemFailures`
+//! on the event source mapping) names that first failed record by
+//! topic-partition and offset. Lambda resumes the topic-partition from
+//! there, so no effect of a record is applied before an earlier record of
+//! its partition ("commit the offset last").
+//!
+//! * `key` and `value` are base64-decoded, the headers' byte arrays decoded
+//!   ([`KafkaDelivery`]); the value is parsed as JSON into the handler's
+//!   type. A record that does not parse fails alone (and stops its
+//!   partition).
+//! * The key is a business key by pointer into the value
+//!   ([`KeySelector::pointer`]) or a header the producer sets
+//!   ([`KeySelector::attribute`]). Never the offset: a producer's retry
+//!   writes the same record at a new one (see `key.rs`).
+//! * In-batch duplicates (a producer's retry in the same batch) run once;
+//!   the copies replay the first one's outcome.
+//! * Record positions in the [`BatchReport`] count the records
+//!   topic-partition by topic-partition, the topic-partitions in name order
+//!   (the event's `records` map has no order of its own).
+//!
+//! ```
+//! use serde::Deserialize;
+//! use serde_json::json;
+//! use shared::kafka::{KafkaEventResponse, KafkaMessage, KafkaProcessor, parse_kafka_event};
+//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//! use base64::Engine as _;
+//!
+//! #[derive(Deserialize)]
+//! struct Order { event_id: String, total_cents: i64 }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.v1"));
+//! let processor = KafkaProcessor::new(engine, KeySelector::pointer("/event_id"));
+//! let record = |offset: i64, value: &str| json!({
+//!     "topic": "orders", "partition": 0, "offset": offset,
+//!     "timestamp": 1796083200104_i64, "timestampType": "CREATE_TIME",
+//!     "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
+//! });
+//! let event = parse_kafka_event(json!({
+//!     "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
+//!     "records": {"orders-0": [
+//!         record(41, r#"{"event_id":"evt-1","total_cents":2500}"#),
+//!         record(42, "not json"),                                  // poison: stops the partition
+//!         record(43, r#"{"event_id":"evt-3","total_cents":900}"#), // not run
+//!     ]},
+//! }))
+//! .expect("a Kafka event");
+//!
+//! let report = processor
+//!     .process(event, None, |m: KafkaMessage<Order>| async move {
+//!         Ok::<_, HandlerError>(json!({"charged": m.body.total_cents}))
+//!     })
+//!     .await;
+//! let response: KafkaEventResponse = report.response_as().expect("Kafka records have ids");
+//! assert_eq!(
+//!     serde_json::to_value(&response).unwrap(),
+//!     json!({"batchItemFailures": [{"itemIdentifier": {"partition": "orders-0", "offset": 42}}]})
+//! );
+//! # }
+//! ```
+
+mod key;
+mod parse;
+mod record;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+pub use aws_lambda_events::kafka::{KafkaEvent, KafkaRecord};
+#[cfg(feature = "lambda")]
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+#[cfg(feature = "lambda")]
+use serde_json::Value;
+
+pub use parse::{MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE, parse_kafka_event};
+pub use record::{KafkaDelivery, KafkaHeader, KafkaMessage};
+pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
+
+use crate::adapter::delivery::Ids;
+use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+#[cfg(feature = "lambda")]
+use crate::adapter::remaining_now;
+use crate::adapter::{
+    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
+};
+use crate::engine::Idempotency;
+use crate::error::HandlerError;
+use crate::write::IntoStaged;
+use key::ValueRules;
+use record::KAFKA;
+
+/// Processes Kafka batches (Amazon MSK, self-managed Apache Kafka): the
+/// engine plus how keys and failures are handled. Build it once per
+/// execution environment; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct KafkaProcessor {
+    engine: Idempotency,
+    key: KeySelector,
+    concurrency: Option<usize>,
+    missing_key: MissingKey,
+    pre_read: PreRead,
+    /// How each record's value is parsed and keyed.
+    rules: ValueRules,
+}
+
+impl KafkaProcessor {
+    /// A processor over `engine` taking each record's key from `key`: a
+    /// business key in the value ([`KeySelector::pointer`]) or a header
+    /// ([`KeySelector::attribute`]), not the offset.
+    pub fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self {
+            engine,
+            key,
+            concurrency: None,
+            missing_key: MissingKey::default(),
+            pre_read: PreRead::default(),
+            rules: ValueRules {
+                payload: PayloadScope::default(),
+            },
+        }
+    }
+
+    /// At most `n` records run at a time (0 counts as 1). Default: the batch
+    /// size. Records waiting for the earlier records of their
+    /// topic-partition, or for an in-batch duplicate's first copy, do not
+    /// count.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// What to do with records without a key. Default [`MissingKey::Fail`].
+    pub fn missing_key(mut self, policy: MissingKey) -> Self {
+        self.missing_key = policy;
+        self
+    }
+
+    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
+    /// parsed value).
+    pub fn payload(mut self, scope: PayloadScope) -> Self {
+        self.rules.payload = scope;
+        self
+    }
+
+    /// When to read the batch's records ahead. Kafka records carry no
+    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
+    /// reads ahead; [`PreRead::Always`] does, at one request per batch.
+    pub fn pre_read(mut self, policy: PreRead) -> Self {
+        self.pre_read = policy;
+        self
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.engine
+    }
+
+    /// Handles one invocation: parses the Kafka event, runs [`process`]
+    /// with the invocation's remaining time, and returns the partial batch
+    /// response naming the first failed record of each topic-partition. An
+    /// `Err` fails the whole invocation (Lambda retries the batch): the
+    /// payload is not a Kafka event.
+    ///
+    /// [`process`]: KafkaProcessor::process
+    #[cfg(feature = "lambda")]
+    pub async fn handle<M, T, R, H, Fut>(
+        &self,
+        event: LambdaEvent<Value>,
+        handler: H,
+    ) -> Result<KafkaEventResponse, lambda_runtime::Error>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(KafkaMessage<M>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (payload, ctx) = event.into_parts();
+        let event = parse_kafka_event(payload)?;
+        let report = self.process(event, remaining_now(&ctx), handler).await;
+        Ok(report.response_as::<KafkaEventResponse>()?)
+    }
+
+    /// Processes `event`: each record's value is decoded and parsed into
+    /// `M`, its key selected, and `handler` run through the engine,
+    /// topic-partition by topic-partition. Never fails as a whole:
+    /// per-record failures are in the report.
+    ///
+    /// `remaining` is the invocation's remaining time at the call (`None`:
+    /// unknown); each record's lease is capped by what is left when it
+    /// starts. `T` is the response recorded and replayed to duplicates.
+    pub async fn process<M, T, R, H, Fut>(
+        &self,
+        event: KafkaEvent,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        M: DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(KafkaMessage<M>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let started = Instant::now();
+        let pipeline = Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            ordering: Ordering::StopLane,
+            names: &KAFKA,
+        };
+        let mut partitions: Vec<_> = event.records.into_iter().collect();
+        partitions.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut slots: Vec<_> = partitions
+            .into_iter()
+            .flat_map(|(partition, records)| {
+                records
+                    .into_iter()
+                    .map(move |record| KafkaDelivery::new(partition.clone(), record))
+            })
+            .enumerate()
+            .map(|(index, delivery)| {
+                let ids = Ids::of(&delivery);
+                let ident = ids.ident(index, KAFKA.id);
+                let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &delivery)) {
+                    Ok(Ok(p)) => Ok(Prepared {
+                        record: KafkaMessage {
+                            body: p.body,
+                            delivery,
+                            key: p.key.clone(),
+                        },
+                        key: p.key,
+                        payload: p.payload,
+                    }),
+                    Ok(Err(reason)) => Err(reason),
+                    Err(panic) => Err(FailureReason::Panic(format!(
+                        "preparing record {ident} (value deserializer) panicked: {panic}"
+                    ))),
+                };
+                Slot::new(index, ident, ids, prepared)
+            })
+            .collect();
+        fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);
+        pipeline.run(slots, started, remaining, handler).await
+    }
+}
