@@ -1,10 +1,13 @@
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
 use super::*;
-use aws_lambda_events::dynamodb::Event;
-use serde_json::json;
+use async_trait::async_trait;
+use aws_lambda_events::dynamodb::{Event, EventRecord};
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const SAMPLE: &str = include_str!("../../../events/dynamodb-stream-outbox.json");
 const FIFO: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
