@@ -682,3 +682,18 @@ async fn no_request_starts_after_the_cutoff() {
         .unwrap();
     assert_eq!((report.requests, report.published), (3, 25));
 }
+
+#[tokio::test]
+async fn another_trigger_fails_the_invocation_instead_of_being_skipped() {
+    // A Kinesis batch sent to the relay (a miswired trigger) is a deployment
+    // fault to be seen (the invocation fails with `InvalidEvent`), not a
+    // batch of poison records skipped in silence.
+    let kinesis = json!({"Records": [{
+        "eventSource": "aws:kinesis", "eventID": "shardId-000000000000:1",
+        "kinesis": {"sequenceNumber": "1", "partitionKey": "p", "data": "e30="},
+    }]});
+    let fake = Fake::default();
+    let err = relay(&kinesis, &fake, &open()).await.unwrap_err();
+    assert_eq!(shared::diagnostic::error_type(&err), "InvalidEvent");
+    assert!(fake.calls().is_empty());
+}
