@@ -401,3 +401,28 @@ fn a_batch_processed_outside_the_pipeline_names_its_first_failure() {
     let none: DynamoDbEventResponse = partial_response(Ordering::StopLane, []).unwrap();
     assert!(none.batch_item_failures.is_empty());
 }
+
+#[tokio::test]
+async fn the_removal_of_a_version_is_not_a_copy_of_the_change_that_wrote_it() {
+    // MODIFY to version 2, then REMOVE of that version 2 (its OldImage):
+    // same keys, same version, two changes.
+    let records = sample_records();
+    let modify = records[1].clone();
+    let mut remove = records[2].clone();
+    remove["dynamodb"]["Keys"] = modify["dynamodb"]["Keys"].clone();
+    remove["dynamodb"]["OldImage"] = modify["dynamodb"]["NewImage"].clone();
+    let sink = Sink::default();
+    let report = processor()
+        .process(event(vec![modify, remove]), None, |r| {
+            sink.handle(r, "none")
+        })
+        .await;
+    assert!(
+        report
+            .records
+            .iter()
+            .all(|r| matches!(r.outcome, Ok(Outcome::Executed(_)))),
+        "{report:?}"
+    );
+    assert_eq!(sink.seqs().len(), 2);
+}
