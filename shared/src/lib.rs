@@ -70,6 +70,7 @@ mod testkit;
 mod value;
 mod write;
 
+pub use adapter::dynamodb_streams;
 pub use adapter::kafka;
 pub use adapter::kinesis;
 pub use adapter::sns;

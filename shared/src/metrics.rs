@@ -64,7 +64,9 @@ pub(crate) fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> Str
     .to_string()
 }
 
-fn enabled() -> bool {
+/// Whether EMF lines are written: [`METRICS_ENV`] when set, otherwise
+/// under Lambda only (`AWS_LAMBDA_FUNCTION_NAME` set).
+pub fn enabled() -> bool {
     let flag = std::env::var(METRICS_ENV).map(|v| v.trim().to_ascii_lowercase());
     match flag.as_deref() {
         Ok("on" | "true" | "1" | "yes") => true,

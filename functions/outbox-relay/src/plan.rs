@@ -6,6 +6,7 @@ use aws_lambda_events::dynamodb::EventRecord;
 use serde::Serialize;
 use serde_dynamo::AttributeValue;
 use serde_json::Value;
+use shared::dynamodb_streams::MalformedRecord;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::{Destination, OUTBOX_ID, OutboxEntry, Policy};
@@ -124,6 +125,20 @@ pub struct RecordPlan {
     /// Why nothing is to be published, when the record is not a completed
     /// record with an outbox.
     pub ignored: Option<&'static str>,
+}
+
+/// The plan of a record that is not a DynamoDB stream record (the
+/// library's parse keeps what it could read of it): nothing to publish, the
+/// record skipped as poison, named by its sequence number when it has one.
+pub fn plan_malformed(record: &MalformedRecord) -> RecordPlan {
+    RecordPlan {
+        sequence_number: record.sequence_number.clone(),
+        key: None,
+        entries: Vec::new(),
+        poison: vec![(None, record.error.clone())],
+        refused: Vec::new(),
+        ignored: None,
+    }
 }
 
 fn string_attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str> {

@@ -1,10 +1,13 @@
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
 use super::*;
-use aws_lambda_events::dynamodb::Event;
-use serde_json::json;
+use async_trait::async_trait;
+use aws_lambda_events::dynamodb::{Event, EventRecord};
+use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const SAMPLE: &str = include_str!("../../../events/dynamodb-stream-outbox.json");
 const FIFO: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
@@ -678,4 +681,19 @@ async fn no_request_starts_after_the_cutoff() {
         .await
         .unwrap();
     assert_eq!((report.requests, report.published), (3, 25));
+}
+
+#[tokio::test]
+async fn another_trigger_fails_the_invocation_instead_of_being_skipped() {
+    // A Kinesis batch sent to the relay (a miswired trigger) is a deployment
+    // fault to be seen (the invocation fails with `InvalidEvent`), not a
+    // batch of poison records skipped in silence.
+    let kinesis = json!({"Records": [{
+        "eventSource": "aws:kinesis", "eventID": "shardId-000000000000:1",
+        "kinesis": {"sequenceNumber": "1", "partitionKey": "p", "data": "e30="},
+    }]});
+    let fake = Fake::default();
+    let err = relay(&kinesis, &fake, &open()).await.unwrap_err();
+    assert_eq!(shared::diagnostic::error_type(&err), "InvalidEvent");
+    assert!(fake.calls().is_empty());
 }

@@ -17,9 +17,11 @@
 //!   batch response ([`PartialResponse`]).
 //!
 //! The sources: SQS ([`crate::batch`]), Kinesis Data Streams
-//! ([`crate::kinesis`], in `adapter/kinesis/`), Kafka ([`crate::kafka`],
-//! `adapter/kafka/`), SNS ([`crate::sns`], `adapter/sns/`: a subscribed
-//! function; notifications in SQS bodies are the SQS adapter's); EventBridge
+//! ([`crate::kinesis`], in `adapter/kinesis/`), DynamoDB Streams
+//! ([`crate::dynamodb_streams`], in `adapter/dynamodb_streams/`), Kafka
+//! ([`crate::kafka`], `adapter/kafka/`), SNS ([`crate::sns`], `adapter/sns/`:
+//! a subscribed function; notifications in SQS bodies are the SQS
+//! adapter's); EventBridge
 //! ([`crate::eventbridge`]) and HTTP ([`crate::http`]) are single-event
 //! sources that share the keys, the log line and the counts.
 //!
@@ -101,6 +103,7 @@
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
 pub(crate) mod delivery;
+pub mod dynamodb_streams;
 pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
@@ -114,7 +117,9 @@ pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
 pub use pipeline::PreRead;
-pub use report::{BatchError, BatchReport, FailureReason, PartialResponse, RecordResult};
+pub use report::{
+    BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
+};
 
 use std::error::Error as StdError;
 use std::time::Duration;

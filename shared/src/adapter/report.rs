@@ -6,7 +6,7 @@ use std::fmt;
 
 use aws_lambda_events::sqs::SqsBatchResponse;
 
-use super::delivery::{SQS, SourceNames};
+use super::delivery::{Delivery, SQS, SourceNames};
 use super::lanes::Ordering;
 use crate::adapter::{self, EngineFailure, Failure};
 use crate::diagnostic::ErrorType;
@@ -283,41 +283,16 @@ impl<T> BatchReport<T> {
     /// return it as the invocation's error so Lambda retries the whole batch
     /// (the records that succeeded replay).
     pub fn item_failures(&self) -> Result<Vec<&str>, BatchError> {
-        let mut ids = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stopped_lanes = HashSet::new();
-        for record in self.records.iter() {
-            let Err(reason) = &record.outcome else {
-                continue;
-            };
-            if self.ordering == Ordering::StopLane
-                && !stopped_lanes.insert(record.lane.as_deref().unwrap_or_default())
-            {
-                continue;
-            }
-            match record.message_id.as_deref() {
-                Some(id) if !id.is_empty() => {
-                    if seen.insert(id) {
-                        ids.push(id);
-                    }
-                }
-                _ => {
-                    let (position, reason) = (record.position, reason.clone());
-                    let error = if std::ptr::eq(self.names, &SQS) {
-                        BatchError::UnreportableFailure { position, reason }
-                    } else {
-                        BatchError::NoItemIdentifier {
-                            position,
-                            id: self.names.id,
-                            reason,
-                        }
-                    };
-                    tracing::error!(position = record.position, error = %error, "unreportable failure");
-                    return Err(error);
-                }
-            }
-        }
-        Ok(ids)
+        let failed = self.records.iter().filter_map(|r| {
+            let reason = r.outcome.as_ref().err()?;
+            Some(Failed {
+                position: r.position,
+                id: r.message_id.as_deref(),
+                lane: r.lane.as_deref(),
+                reason,
+            })
+        });
+        named_failures(failed, self.ordering, self.names)
     }
 
     /// The partial batch response of type `P` ([`BatchReport::item_failures`]).
@@ -339,6 +314,86 @@ impl<T> BatchReport<T> {
     pub fn into_response(self) -> Result<SqsBatchResponse, BatchError> {
         self.response()
     }
+}
+
+/// A failed record, as the partial batch response sees it.
+struct Failed<'a> {
+    position: usize,
+    id: Option<&'a str>,
+    lane: Option<&'a str>,
+    reason: &'a FailureReason,
+}
+
+/// The ids the partial batch response names, of the `failed` records (in
+/// batch order) of a batch run under `ordering`: each once; under
+/// [`Ordering::StopLane`] only the first of each lane. The rule of
+/// [`BatchReport::item_failures`] and [`partial_response`].
+fn named_failures<'a>(
+    failed: impl Iterator<Item = Failed<'a>>,
+    ordering: Ordering,
+    names: &'static SourceNames,
+) -> Result<Vec<&'a str>, BatchError> {
+    let mut ids = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stopped_lanes = HashSet::new();
+    for record in failed {
+        if ordering == Ordering::StopLane && !stopped_lanes.insert(record.lane.unwrap_or_default())
+        {
+            continue;
+        }
+        match record.id {
+            Some(id) if !id.is_empty() => {
+                if seen.insert(id) {
+                    ids.push(id);
+                }
+            }
+            _ => {
+                let (position, reason) = (record.position, record.reason.clone());
+                let error = if std::ptr::eq(names, &SQS) {
+                    BatchError::UnreportableFailure { position, reason }
+                } else {
+                    BatchError::NoItemIdentifier {
+                        position,
+                        id: names.id,
+                        reason,
+                    }
+                };
+                tracing::error!(position = record.position, error = %error, "unreportable failure");
+                return Err(error);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// The partial batch response of type `P` for a batch whose records were
+/// processed outside the pipeline (the outbox relay publishes across
+/// records, ten messages per request): `failed` lists the failed records,
+/// each with its position in the batch and why, in batch order. The
+/// response names what [`BatchReport::item_failures`] would under
+/// `ordering`: under [`Ordering::StopLane`] the first failed record of each
+/// lane. A named record without an id is [`BatchError::NoItemIdentifier`]
+/// ([`BatchError::UnreportableFailure`] for SQS): fail the invocation.
+pub fn partial_response<'a, P: PartialResponse>(
+    ordering: Ordering,
+    failed: impl IntoIterator<Item = (usize, &'a dyn Delivery, &'a FailureReason)>,
+) -> Result<P, BatchError> {
+    let mut failed = failed.into_iter().peekable();
+    let names = match failed.peek() {
+        Some((_, delivery, _)) => delivery.source(),
+        None => return Ok(P::default()),
+    };
+    let failed = failed.map(|(position, delivery, reason)| Failed {
+        position,
+        id: delivery.id(),
+        lane: delivery.lane(),
+        reason,
+    });
+    let mut response = P::default();
+    for id in named_failures(failed, ordering, names)? {
+        response.add_item_failure(id);
+    }
+    Ok(response)
 }
 
 /// A batch-level error: the invocation fails and Lambda retries the batch.

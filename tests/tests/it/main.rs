@@ -11,6 +11,7 @@ mod crash;
 mod deploy_check;
 mod diagnostic;
 mod dynamodb_requests;
+mod dynamodb_streams;
 mod faults;
 mod inventory;
 mod kafka_esm;

@@ -1,0 +1,271 @@
+//! DynamoDB Streams batches on the adapter core.
+//!
+//! A [`DynamoDbStreamsProcessor`] runs a DynamoDB Streams event's records
+//! through the core pipeline with [`Ordering::StopLane`]: an event source
+//! mapping reads each batch from one shard, so the batch is one lane (see
+//! `record.rs`); its records run one after another in stream order, and
+//! after a record fails nothing later runs. The partial batch response
+//! ([`DynamoDbEventResponse`], `ReportBatchItemFailures` on the mapping)
+//! names that first failed record by its `SequenceNumber`; Lambda retries
+//! from it, so no change is applied before an earlier one of its shard.
+//!
+//! * The handler gets a [`DynamoDbRecord`]: `eventName`, `Keys`,
+//!   `NewImage` and `OldImage` as the library's [`Item`](crate::Item)
+//!   (numbers as exact decimals), the `SequenceNumber`, and whether it is a
+//!   Time to Live deletion ([`DynamoDbRecord::is_ttl_deletion`]).
+//! * The key is selected from the record's JSON view; the default is
+//!   [`keys_and`]`("<a version attribute>")`: the item's keys, the event
+//!   name and an attribute that changes with every write (see `key.rs`).
+//! * A record that is not a stream record, or whose image holds an invalid
+//!   value, fails alone (and stops what follows it), never the batch.
+//!
+//! ```
+//! use serde_json::json;
+//! use shared::dynamodb_streams::{
+//!     DynamoDbEventResponse, DynamoDbRecord, DynamoDbStreamsProcessor, keys_and,
+//!     parse_dynamodb_event,
+//! };
+//! use shared::{Config, HandlerError, Idempotency, MemoryStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("subscriptions.v1"));
+//! let processor = DynamoDbStreamsProcessor::new(engine, keys_and("version"));
+//! let record = |seq: &str, version: &str, plan: &str| json!({
+//!     "eventID": format!("e{seq}"), "eventName": "MODIFY", "eventVersion": "1.1",
+//!     "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+//!     "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/subs/stream/2026-11-30T00:00:00.000",
+//!     "dynamodb": {
+//!         "Keys": {"id": {"S": "sub-1"}},
+//!         "NewImage": {"id": {"S": "sub-1"}, "version": {"N": version}, "plan": {"S": plan}},
+//!         "SequenceNumber": seq, "SizeBytes": 40, "StreamViewType": "NEW_IMAGE",
+//!     },
+//! });
+//! let event = parse_dynamodb_event(json!({"Records": [
+//!     record("101", "1", "basic"),
+//!     record("102", "2", "gold"),  // the handler refuses it: the shard stops here
+//!     record("103", "3", "pro"),   // not run
+//! ]}))
+//! .expect("a DynamoDB Streams event");
+//!
+//! let report = processor
+//!     .process(event, None, |r: DynamoDbRecord| async move {
+//!         let plan = r.new_image.as_ref().and_then(|i| i["plan"].as_s()).unwrap_or_default().to_owned();
+//!         if plan == "gold" {
+//!             return Err(HandlerError::retryable(std::io::Error::other("no such plan yet")));
+//!         }
+//!         Ok(json!({"plan": plan}))
+//!     })
+//!     .await;
+//! let response: DynamoDbEventResponse =
+//!     report.response_as().expect("every failed record has a sequence number");
+//! let failed: Vec<_> = response.batch_item_failures.iter()
+//!     .map(|f| f.item_identifier.as_deref().unwrap_or_default()).collect();
+//! assert_eq!(failed, ["102"]);
+//! # }
+//! ```
+
+mod image;
+mod key;
+mod parse;
+mod record;
+mod response;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
+#[cfg(feature = "lambda")]
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+#[cfg(feature = "lambda")]
+use serde_json::Value;
+
+pub use image::{item_json, to_item};
+pub use key::{keys_and, record_json};
+pub use parse::{DynamoDbStreamEvent, MalformedRecord, parse_dynamodb_event};
+pub use record::{DynamoDbRecord, TTL_PRINCIPAL, is_ttl_deletion};
+pub use response::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+
+pub use crate::adapter::partial_response;
+
+use crate::adapter::delivery::Ids;
+use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+#[cfg(feature = "lambda")]
+use crate::adapter::remaining_now;
+use crate::adapter::{
+    BatchReport, Delivery, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
+};
+use crate::engine::Idempotency;
+use crate::error::HandlerError;
+use crate::write::IntoStaged;
+use key::ImageRules;
+use record::DYNAMODB_STREAMS;
+
+/// Processes DynamoDB Streams batches: the engine plus how keys and
+/// failures are handled. Build it once per execution environment; cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct DynamoDbStreamsProcessor {
+    engine: Idempotency,
+    key: KeySelector,
+    concurrency: Option<usize>,
+    missing_key: MissingKey,
+    pre_read: PreRead,
+    /// How each record's images are keyed and hashed.
+    rules: ImageRules,
+}
+
+impl DynamoDbStreamsProcessor {
+    /// A processor over `engine` taking each record's key from `key`
+    /// (selected from the record's JSON view, [`record_json`]): by default
+    /// [`keys_and`]`("<a version attribute>")`.
+    pub fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self {
+            engine,
+            key,
+            concurrency: None,
+            missing_key: MissingKey::default(),
+            pre_read: PreRead::default(),
+            rules: ImageRules {
+                payload: PayloadScope::default(),
+            },
+        }
+    }
+
+    /// At most `n` records run at a time (0 counts as 1). A batch is one
+    /// lane, so its records run one after another whatever `n`; it bounds
+    /// the batches of several streams' records in one event (built by
+    /// hand).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// What to do with records without a key. Default [`MissingKey::Fail`].
+    pub fn missing_key(mut self, policy: MissingKey) -> Self {
+        self.missing_key = policy;
+        self
+    }
+
+    /// What payload validation hashes. Default [`PayloadScope::Body`]: the
+    /// record's JSON view ([`record_json`]: event name, keys, images).
+    pub fn payload(mut self, scope: PayloadScope) -> Self {
+        self.rules.payload = scope;
+        self
+    }
+
+    /// When to read the batch's records ahead. Stream records carry no
+    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
+    /// reads ahead; [`PreRead::Always`] does, at one request per batch.
+    pub fn pre_read(mut self, policy: PreRead) -> Self {
+        self.pre_read = policy;
+        self
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.engine
+    }
+
+    /// Handles one invocation: parses the DynamoDB Streams event, runs
+    /// [`process`] with the invocation's remaining time, and returns the
+    /// partial batch response naming the first failed record. An `Err`
+    /// fails the whole invocation (Lambda retries the batch): the payload
+    /// is not a DynamoDB Streams event, or a failed record has no
+    /// `SequenceNumber`.
+    ///
+    /// [`process`]: DynamoDbStreamsProcessor::process
+    #[cfg(feature = "lambda")]
+    pub async fn handle<T, R, H, Fut>(
+        &self,
+        event: LambdaEvent<Value>,
+        handler: H,
+    ) -> Result<DynamoDbEventResponse, lambda_runtime::Error>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(DynamoDbRecord) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (payload, ctx) = event.into_parts();
+        let event = parse_dynamodb_event(payload)?;
+        let report = self.process(event, remaining_now(&ctx), handler).await;
+        Ok(report.response_as::<DynamoDbEventResponse>()?)
+    }
+
+    /// Processes `event`: each record's images are converted, its key
+    /// selected, and `handler` run through the engine, in stream order.
+    /// Never fails as a whole: per-record failures are in the report.
+    ///
+    /// `remaining` is the invocation's remaining time at the call (`None`:
+    /// unknown); each record's lease is capped by what is left when it
+    /// starts. `T` is the response recorded and replayed to duplicates.
+    pub async fn process<T, R, H, Fut>(
+        &self,
+        event: DynamoDbStreamEvent,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(DynamoDbRecord) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let started = Instant::now();
+        let pipeline = Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            ordering: Ordering::StopLane,
+            names: &DYNAMODB_STREAMS,
+        };
+        let mut slots: Vec<_> = event
+            .records
+            .into_iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let record = match entry {
+                    Ok(record) => record,
+                    Err(malformed) => {
+                        let ids = Ids::of(&malformed as &dyn Delivery);
+                        let ident = ids.ident(index, DYNAMODB_STREAMS.id);
+                        let reason = FailureReason::Parse(malformed.error);
+                        return Slot::new(index, ident, ids, Err(reason));
+                    }
+                };
+                let ids = Ids::of(&record);
+                let ident = ids.ident(index, DYNAMODB_STREAMS.id);
+                let prepared = match guard(|| self.rules.prepare(&pipeline, &ident, record)) {
+                    Ok(Ok(keyed)) => Ok(Prepared {
+                        record: keyed.record,
+                        key: keyed.key,
+                        payload: keyed.payload,
+                    }),
+                    Ok(Err(reason)) => Err(reason),
+                    Err(panic) => Err(FailureReason::Panic(format!(
+                        "preparing record {ident} panicked: {panic}"
+                    ))),
+                };
+                Slot::new(index, ident, ids, prepared)
+            })
+            .collect();
+        fail_after_missing_lane(
+            &mut slots,
+            Ordering::StopLane,
+            FailureReason::Parse(
+                "DynamoDB stream record without an eventSourceARN: its stream (its lane) is \
+                 unknown, so its order cannot be kept; it and every later record are failed"
+                    .to_owned(),
+            ),
+        );
+        pipeline.run(slots, started, remaining, handler).await
+    }
+}
