@@ -48,14 +48,11 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 
 mod adapter;
-pub mod batch;
 mod clock;
 mod config;
 pub mod diagnostic;
 mod engine;
 mod error;
-pub mod eventbridge;
-pub mod http;
 mod key;
 pub mod metrics;
 pub mod outbox;
@@ -71,9 +68,13 @@ mod value;
 mod write;
 
 pub use adapter::dynamodb_streams;
+pub use adapter::eventbridge;
+pub use adapter::http;
 pub use adapter::kafka;
 pub use adapter::kinesis;
 pub use adapter::sns;
+/// The SQS adapter (standard and FIFO queues), in `adapter/sqs/`.
+pub use adapter::sqs as batch;
 pub use adapter::{
     Attribute, Delivery, IdField, KeyFn, KeyInput, KeySelector, LaneField, MissingKey,
     PayloadScope, SourceNames,

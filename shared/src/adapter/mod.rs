@@ -16,14 +16,14 @@
 //!   [`Outcome`] or a [`FailureReason`]) and builds any source's partial
 //!   batch response ([`PartialResponse`]).
 //!
-//! The sources: SQS ([`crate::batch`]), Kinesis Data Streams
-//! ([`crate::kinesis`], in `adapter/kinesis/`), DynamoDB Streams
-//! ([`crate::dynamodb_streams`], in `adapter/dynamodb_streams/`), Kafka
+//! The sources, one folder each: SQS ([`crate::batch`], in `adapter/sqs/`),
+//! Kinesis Data Streams ([`crate::kinesis`], `adapter/kinesis/`), DynamoDB
+//! Streams ([`crate::dynamodb_streams`], `adapter/dynamodb_streams/`), Kafka
 //! ([`crate::kafka`], `adapter/kafka/`), SNS ([`crate::sns`], `adapter/sns/`:
 //! a subscribed function; notifications in SQS bodies are the SQS
-//! adapter's); EventBridge
-//! ([`crate::eventbridge`]) and HTTP ([`crate::http`]) are single-event
-//! sources that share the keys, the log line and the counts.
+//! adapter's); EventBridge ([`crate::eventbridge`], `adapter/eventbridge/`)
+//! and HTTP ([`crate::http`], `adapter/http/`) are single-event sources that
+//! share the keys, the log line and the counts.
 //!
 //! # Adding a source
 //!
@@ -104,6 +104,8 @@
 
 pub(crate) mod delivery;
 pub mod dynamodb_streams;
+pub mod eventbridge;
+pub mod http;
 pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
@@ -111,6 +113,7 @@ pub(crate) mod lanes;
 pub(crate) mod pipeline;
 pub(crate) mod report;
 pub mod sns;
+pub mod sqs;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};

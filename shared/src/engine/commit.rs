@@ -7,10 +7,10 @@ use serde::de::DeserializeOwned;
 use std::future::Future;
 use std::time::Duration;
 
-use super::records::run_guarded;
+use super::guard::{run_guarded, unreachable_record, written_by};
 use super::{Idempotency, Outcome};
 use crate::config::CommitMode;
-use crate::error::{Error, HandlerError, StoreError};
+use crate::error::{Error, HandlerError};
 use crate::key::IdempotencyKey;
 use crate::record::{Record, Status};
 use crate::store::{RecordWrite, TransactError};
@@ -225,13 +225,6 @@ impl Idempotency {
     }
 }
 
-/// Whether `existing` is `ours` as written, found by a retry after an
-/// ambiguous attempt: the given status and our owner token (fresh for every
-/// claim, so no other invocation writes it).
-pub(super) fn written_by(existing: &Record, ours: &Record, status: Status) -> bool {
-    existing.status == status && existing.owner.is_some() && existing.owner == ours.owner
-}
-
 /// Staged writes that no store accepts (the same answer from every store:
 /// more than [`MAX_STAGED_WRITES`](crate::write::MAX_STAGED_WRITES), two
 /// writes on one item, an update without changes, a number out of range)
@@ -258,11 +251,4 @@ pub(super) fn rejection(write: &Write, item: Option<&crate::write::Item>) -> Han
             write.table
         )),
     }
-}
-
-pub(super) fn unreachable_record<T>() -> Result<T, Error> {
-    Err(Error::Store(StoreError::Corrupt {
-        id: String::new(),
-        reason: "a commit reported a condition it did not carry".into(),
-    }))
 }

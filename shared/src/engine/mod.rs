@@ -342,8 +342,9 @@ fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
 }
 
 mod commit;
+mod guard;
 mod records;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use records::panic_message;
+pub(crate) use guard::panic_message;

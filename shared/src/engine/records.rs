@@ -3,13 +3,10 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use futures_util::FutureExt;
-
-use super::commit::{unreachable_record, written_by};
+use super::guard::{panic_message, unreachable_record, written_by};
 use super::{Idempotency, Outcome, Settled};
 use crate::config::{OversizedResponse, TerminalErrors};
 use crate::error::{Error, ErrorKind, HandlerError};
@@ -257,33 +254,6 @@ pub(super) fn serialize_response<T: Serialize>(value: &T, id: &str) -> Option<St
             None
         }
     }
-}
-
-/// Runs the handler, turning a panic into a retryable error.
-pub(super) async fn run_guarded<T, F, Fut>(handler: F) -> Result<T, HandlerError>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, HandlerError>>,
-{
-    match AssertUnwindSafe(async move { handler().await })
-        .catch_unwind()
-        .await
-    {
-        Ok(result) => result,
-        Err(panic) => Err(HandlerError::retryable(format!(
-            "handler panicked: {}",
-            panic_message(&*panic)
-        ))),
-    }
-}
-
-/// The message of a caught panic payload.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
 
 pub(super) fn millis(d: Duration) -> u64 {
