@@ -183,10 +183,8 @@ async fn a_poison_record_stops_its_shard_and_does_not_hold_back_the_other() {
                 .handle(LambdaEvent::new(event.clone(), Default::default()))
                 .await?;
             if shard_of(&records(&event)[0]) == held_shard.as_str() {
-                boundaries_ref
-                    .lock()
-                    .unwrap()
-                    .push(balances(accounts_ref).await);
+                let now = balances(accounts_ref).await;
+                boundaries_ref.lock().unwrap().push(now);
             }
             Ok::<_, lambda_runtime::Error>(answer)
         }
