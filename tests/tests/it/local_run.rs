@@ -227,6 +227,45 @@ fn payments_second_delivery_is_replayed() {
     assert_eq!(run.logs_of("IDEMPOTENCY_TABLE not set").len(), 1);
 }
 
+/// ledger, in memory, on the two Kinesis samples: shard 0's producer retry
+/// (`pay-2001` twice) credits once and its second delivery replays every
+/// record; shard 1's poison record is named (its sequence number), so
+/// Lambda would retry that shard from it.
+#[test]
+fn ledger_replays_a_producer_retry_and_names_the_poison_of_its_shard() {
+    let (shard0, shard1) = (
+        "events/kinesis-payments-shard-0.json",
+        "events/kinesis-payments-shard-1.json",
+    );
+    let run = run_local("ledger", &[shard0, shard0, shard1], &[]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 3, "{:?}", run.responses);
+    let none = serde_json::json!({"batchItemFailures": []});
+    assert_eq!(run.responses[0], none);
+    assert_eq!(run.responses[1], none);
+    let poison =
+        &sample("kinesis-payments-shard-1.json")["Records"][1]["kinesis"]["sequenceNumber"];
+    assert_eq!(
+        run.responses[2],
+        serde_json::json!({"batchItemFailures": [{"itemIdentifier": poison}]})
+    );
+    let records = sample("kinesis-payments-shard-0.json")["Records"]
+        .as_array()
+        .unwrap()
+        .len() as u64;
+    let summaries = run.batch_summaries();
+    // 4 records, 3 payments: the retry replays its first copy's outcome.
+    assert_eq!(summaries["local-1"], [records - 1, 1, 0], "{}", run.stderr);
+    assert_eq!(summaries["local-2"], [0, records, 0], "{}", run.stderr);
+    let [executed, replayed, failed] = summaries["local-3"];
+    assert_eq!(
+        (executed, replayed),
+        (1, 0),
+        "only the record before the poison"
+    );
+    assert!(failed >= 1, "{}", run.stderr);
+}
+
 /// orders, in memory: each unique event is confirmed once (the memory store
 /// logs the outbox entry the relay would publish, under its stable id), the
 /// poison record is reported both times, and the second delivery replays
@@ -353,6 +392,7 @@ fn transactional_functions_refuse_the_valkey_store() {
         ("payments", "events/payments-fifo.json"),
         ("payments-api", "events/payments-api-http.json"),
         ("orders", "events/orders-standard.json"),
+        ("ledger", "events/kinesis-payments-shard-0.json"),
     ] {
         let run = run_local(
             function,

@@ -16,6 +16,8 @@ mod faults;
 mod inventory;
 mod kafka_esm;
 mod kinesis_esm;
+mod ledger;
+mod ledger_crash;
 mod local_run;
 mod moto_launcher;
 mod observability;

@@ -11,6 +11,8 @@ const SQS_DEFAULT_RETENTION: u64 = 345_600;
 const RULE_DEFAULT_MAX_AGE: u64 = 86_400;
 /// Lambda's default maximum event age for asynchronous invocations (6 h).
 const ASYNC_DEFAULT_MAX_AGE: u64 = 21_600;
+/// A Kinesis stream's default `RetentionPeriodHours` (24 h).
+const KINESIS_DEFAULT_RETENTION_HOURS: u64 = 24;
 
 fn template() -> Value {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml"))
@@ -62,7 +64,10 @@ fn retention(resources: &Value, id: &str) -> u64 {
 /// for an SQS source, the queue's retention plus its DLQ's (a redrive from
 /// the DLQ starts a new life in the queue); for an EventBridge rule, the
 /// rule's retries plus its DLQ's retention, or Lambda's asynchronous
-/// retries plus the on-failure queue's retention.
+/// retries plus the on-failure queue's retention; for a Kinesis stream, its
+/// retention (a mapping started again at the trim horizon reads every record
+/// the stream still holds; the on-failure destination gets sequence number
+/// ranges, not records).
 fn longest_message_life(resources: &Value, id: &str) -> Option<u64> {
     let function = &resources[id]["Properties"];
     let mut longest = None::<u64>;
@@ -98,6 +103,19 @@ fn longest_message_life(resources: &Value, id: &str) -> Option<u64> {
                     .map_or(0, |q| retention(resources, &q));
                 (rule_age + rule_dlq).max(rule_age + async_age + on_failure)
             }
+            Some("Kinesis") => {
+                let stream = target(&props["Stream"]).expect("the stream's ARN");
+                let stream = &resources[&stream];
+                assert_eq!(
+                    stream["Type"].as_str(),
+                    Some("AWS::Kinesis::Stream"),
+                    "a stream"
+                );
+                3600 * number(
+                    stream["Properties"].get("RetentionPeriodHours"),
+                    KINESIS_DEFAULT_RETENTION_HOURS,
+                )
+            }
             _ => continue,
         };
         longest = Some(longest.map_or(life, |l| l.max(life)));
@@ -113,6 +131,7 @@ fn records_outlive_every_message_of_their_function() {
         ("PaymentsFunction", payments::RECORD_LIFETIME),
         ("OrdersFunction", orders::RECORD_LIFETIME),
         ("InventoryFunction", inventory::RECORD_LIFETIME),
+        ("LedgerFunction", ledger::RECORD_LIFETIME),
     ];
     let mut checked = 0;
     for (id, resource) in resources.as_mapping().expect("Resources") {
@@ -183,6 +202,35 @@ Resources:
 "#;
     let t: Value = serde_yaml::from_str(text).unwrap();
     assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
+}
+
+/// A Kinesis source: the stream's retention, in seconds (24 h when unset).
+#[test]
+fn a_kinesis_source_lives_its_streams_retention() {
+    let text = |retention: &str| {
+        format!(
+            r#"
+Resources:
+  S:
+    Type: AWS::Kinesis::Stream
+    Properties: {{{retention}}}
+  F:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events:
+        E:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt S.Arn
+"#
+        )
+    };
+    let life = |retention: &str| {
+        let t: Value = serde_yaml::from_str(&text(retention)).unwrap();
+        longest_message_life(&t["Resources"], "F")
+    };
+    assert_eq!(life("RetentionPeriodHours: 48"), Some(48 * 3600));
+    assert_eq!(life(""), Some(24 * 3600));
 }
 
 /// `payments-api` keeps keys as long as the library's HTTP default, takes
@@ -530,6 +578,13 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
                     "{id}: one alarm on the age of {queue}'s oldest message"
                 );
             }
+            if event["Type"].as_str() == Some("Kinesis") {
+                assert_eq!(
+                    alarms_on(&template, "AWS/Lambda", "IteratorAge", "FunctionName", id),
+                    1,
+                    "{id}: one alarm on how far behind its stream it is"
+                );
+            }
         }
     }
     let dlqs = dead_letter_queues(&template);
@@ -838,6 +893,17 @@ fn the_dashboard_shows_every_function() {
                         format!("${{{queue}.QueueName}}")
                     ),
                     "{id}: the age of {queue}'s oldest message"
+                );
+            }
+            if event["Type"].as_str() == Some("Kinesis") {
+                assert!(
+                    shows(
+                        "AWS/Lambda",
+                        "IteratorAge",
+                        "FunctionName",
+                        format!("${{{id}}}")
+                    ),
+                    "{id}: its iterator age"
                 );
             }
         }
@@ -1158,6 +1224,7 @@ fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
         ("OrdersFunction", orders::RECORD_PREFIX.to_owned()),
         ("InventoryFunction", inventory::App::config().prefix),
         ("PaymentsApiFunction", payments_api::App::config().prefix),
+        ("LedgerFunction", ledger::App::config().prefix),
     ];
     let mut prefixes = Vec::new();
     for (id, function) in resources_of(&template, "AWS::Serverless::Function") {
@@ -1208,6 +1275,7 @@ fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
         scoped_roles,
         [
             "InventoryRole",
+            "LedgerRole",
             "OrdersRole",
             "PaymentsApiRole",
             "PaymentsRole"

@@ -10,6 +10,8 @@
 //! cargo build --release -p payments && \
 //!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
+//! cargo build --release -p ledger && \
+//!   cargo run --release -p integration-tests --bin bench -- kinesis [RECORDS]
 //! cargo run --release -p integration-tests --bin bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
@@ -19,6 +21,7 @@
 
 mod batch;
 mod http;
+mod kinesis;
 mod orders;
 mod orders_app;
 mod payments;
@@ -39,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
+        Some("kinesis") => kinesis::run(n.unwrap_or(1000)).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
         Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
@@ -48,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS]"
                 .into(),
         ),
     }

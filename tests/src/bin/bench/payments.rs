@@ -108,7 +108,7 @@ fn variants(args: &[String]) -> Result<Vec<Variant>, Box<dyn std::error::Error>>
 }
 
 /// A workspace binary next to this one.
-fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+pub(crate) fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
     let binary = std::env::current_exe()?
         .parent()
         .map(|d| d.join(name))
@@ -124,7 +124,7 @@ fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
 }
 
 /// CPU time (user + system, all threads) of process `pid`.
-fn process_cpu(pid: u32) -> Duration {
+pub(crate) fn process_cpu(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat_cpu(&stat)
 }
