@@ -291,6 +291,24 @@ impl<'a> Unit<'a> {
     }
 }
 
+/// The tail of a single-event source (EventBridge, HTTP), as the pipeline's
+/// is for batches: the event's log line, then its metric counts (with the
+/// engine's undecodable replays) emitted once.
+pub(crate) fn finish_one<T, F: Failure>(
+    engine: &crate::engine::Idempotency,
+    unit: &Unit<'_>,
+    outcome: Result<&Outcome<T>, &F>,
+    latency_ms: u64,
+) {
+    log_outcome(unit, outcome, latency_ms);
+    let mut counts = Counts {
+        undecodable: engine.take_undecodable(),
+        ..Counts::default()
+    };
+    count(&mut counts, outcome);
+    crate::metrics::emit(&counts);
+}
+
 /// Adds one outcome to `counts`.
 pub(crate) fn count<T, F: Failure>(counts: &mut Counts, outcome: Result<&Outcome<T>, &F>) {
     match outcome {

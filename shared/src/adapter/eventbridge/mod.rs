@@ -41,12 +41,11 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 use crate::adapter::{
     self, EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey,
-    PayloadScope, Unit, json_type, key_for, log_outcome, looks_like_envelope, millis,
+    PayloadScope, Unit, json_type, key_for, looks_like_envelope, millis,
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
-use crate::metrics::Counts;
 use crate::write::IntoStaged;
 
 /// What [`EventBridgeProcessor::handle`] returns to Lambda for an event that
@@ -540,13 +539,12 @@ impl EventBridgeProcessor {
             key: key.as_ref().map(IdempotencyKey::hash),
             ..Unit::default()
         };
-        log_outcome(&unit, result.as_ref(), millis(start.elapsed()));
-        let mut counts = Counts {
-            undecodable: self.engine.take_undecodable(),
-            ..Counts::default()
-        };
-        adapter::count(&mut counts, result.as_ref());
-        crate::metrics::emit(&counts);
+        adapter::finish_one(
+            &self.engine,
+            &unit,
+            result.as_ref(),
+            millis(start.elapsed()),
+        );
         result
     }
 

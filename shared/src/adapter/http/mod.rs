@@ -50,12 +50,11 @@ use serde_json::json;
 
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{self, Failure, MissingKey, Unit, log_outcome, millis};
+use crate::adapter::{self, Failure, MissingKey, Unit, millis};
 use crate::config::Config;
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, report};
 use crate::key::{IdempotencyKey, sha256_hex};
-use crate::metrics::Counts;
 use crate::write::{IntoStaged, Staged};
 
 /// The default key header (matched case-insensitively).
@@ -363,21 +362,14 @@ impl HttpProcessor {
             ..Unit::default()
         };
         let latency = millis(start.elapsed());
-        let mut counts = Counts {
-            undecodable: self.engine.take_undecodable(),
-            ..Counts::default()
-        };
         match &failure {
             Ok(outcome) => {
-                log_outcome(&unit, Ok::<_, &Refused>(outcome), latency);
-                adapter::count(&mut counts, Ok::<_, &Refused>(outcome));
+                adapter::finish_one(&self.engine, &unit, Ok::<_, &Refused>(outcome), latency);
             }
             Err(refused) => {
-                log_outcome::<(), _>(&unit, Err(refused), latency);
-                adapter::count::<(), _>(&mut counts, Err(refused));
+                adapter::finish_one::<(), _>(&self.engine, &unit, Err(refused), latency)
             }
         }
-        crate::metrics::emit(&counts);
         response
     }
 
