@@ -17,6 +17,7 @@ mod inventory;
 mod kafka_esm;
 mod kinesis_esm;
 mod local_run;
+mod managed_instances;
 mod moto_launcher;
 mod observability;
 mod orders;
