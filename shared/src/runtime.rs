@@ -42,8 +42,8 @@ pub fn max_concurrency(env: Option<&str>) -> u32 {
 }
 
 /// The worker threads for a function: [`WORKER_THREADS_ENV`] when set to a
-/// positive number; on a Lambda Managed Instance (`max_concurrency` above
-/// 1) one per CPU visible; else one per full vCPU that
+/// positive number; on a Lambda Managed Instance (a `max_concurrency`
+/// above one) one per CPU visible; else one per full vCPU that
 /// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` buys (1,769 MB each, rounded up; at
 /// most the CPUs visible), else 1.
 ///
