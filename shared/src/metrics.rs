@@ -9,6 +9,14 @@
 //! run's stdout stays the responses). They are written under Lambda (when
 //! `AWS_LAMBDA_FUNCTION_NAME` is set); `IDEMPOTENCY_METRICS=on` writes them
 //! elsewhere too, `IDEMPOTENCY_METRICS=off` never.
+//!
+//! On Lambda Managed Instances one process serves several invocations at
+//! once: each runs in its own [`invocation`] scope, so the counts kept
+//! beside the engine (undecodable replays) are that invocation's alone and
+//! its EMF line carries its `requestId`.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The metric namespace.
 pub const NAMESPACE: &str = "Idempotency";
@@ -34,10 +42,63 @@ pub struct Counts {
     pub undecodable: u64,
 }
 
-/// The EMF JSON line for `counts` at `timestamp_ms` for `service`.
-pub(crate) fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> String {
+/// What one invocation counts apart from its records' outcomes.
+#[derive(Debug)]
+struct Scope {
+    request_id: String,
+    undecodable: AtomicU64,
+}
+
+tokio::task_local! {
+    static INVOCATION: Scope;
+}
+
+/// Runs `invocation` (one invocation's work, on one task) in its own
+/// scope: counts noted while it runs are its own, not those of another
+/// invocation the process serves at the same time, and its EMF line names
+/// `request_id`. The runtime wraps every invocation in one.
+pub async fn invocation<F: Future>(request_id: String, invocation: F) -> F::Output {
+    let scope = Scope {
+        request_id,
+        undecodable: AtomicU64::new(0),
+    };
+    INVOCATION.scope(scope, invocation).await
+}
+
+/// Counts one undecodable replay: in the current invocation's scope, or,
+/// outside any (an engine used directly), in `fallback`.
+pub(crate) fn count_undecodable(fallback: &AtomicU64) {
+    if INVOCATION
+        .try_with(|s| s.undecodable.fetch_add(1, Ordering::Relaxed))
+        .is_err()
+    {
+        fallback.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Takes (and resets) the undecodable replays counted by the current
+/// invocation, or outside any scope those counted in `fallback`.
+pub(crate) fn take_undecodable(fallback: &AtomicU64) -> u64 {
+    INVOCATION
+        .try_with(|s| s.undecodable.swap(0, Ordering::Relaxed))
+        .unwrap_or_else(|_| fallback.swap(0, Ordering::Relaxed))
+}
+
+/// The current invocation's request id, if in one's scope.
+fn request_id() -> Option<String> {
+    INVOCATION.try_with(|s| s.request_id.clone()).ok()
+}
+
+/// The EMF JSON line for `counts` at `timestamp_ms` for `service`, with
+/// the invocation's `request_id` (a property, not a dimension) when known.
+pub(crate) fn emf_line(
+    service: &str,
+    counts: &Counts,
+    timestamp_ms: u64,
+    request_id: Option<&str>,
+) -> String {
     let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
-    serde_json::json!({
+    let mut line = serde_json::json!({
         "_aws": {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
@@ -60,8 +121,11 @@ pub(crate) fn emf_line(service: &str, counts: &Counts, timestamp_ms: u64) -> Str
         "Failed": counts.failed,
         "Rejected": counts.rejected,
         "UndecodableReplay": counts.undecodable,
-    })
-    .to_string()
+    });
+    if let Some(id) = request_id {
+        line["requestId"] = id.into();
+    }
+    line.to_string()
 }
 
 /// Whether EMF lines are written: [`METRICS_ENV`] when set, otherwise
@@ -90,6 +154,7 @@ pub fn emit(counts: &Counts) {
         &service(),
         counts,
         crate::clock::Clock::now_ms(&crate::clock::SystemClock),
+        request_id().as_deref(),
     );
     // One locked write of the whole line, so lines from concurrent tasks
     // never interleave (and test harnesses capture it like other output).
@@ -99,6 +164,46 @@ pub fn emit(counts: &Counts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Config, HandlerError, Idempotency, MemoryStore, Outcome};
+    use serde_json::json;
+
+    /// Two invocations served at once by one engine: the undecodable
+    /// replays each counts are its own, whichever finishes first.
+    #[tokio::test]
+    async fn concurrent_invocations_count_their_own_undecodable_replays() {
+        let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("lmi"));
+        let key = engine.key(&json!("pay-1")).unwrap();
+        let stored = engine
+            .run(&key, None, None, || async {
+                Ok::<_, HandlerError>(json!({"charge": "ch_1"}))
+            })
+            .await
+            .unwrap();
+        assert_eq!(stored, Outcome::Executed(json!({"charge": "ch_1"})));
+        // `a` replays `replays` times into a type the stored response no
+        // longer decodes into, then waits for `b` to finish, then takes.
+        let (b_done_tx, b_done) = tokio::sync::oneshot::channel::<()>();
+        let a = invocation("req-a".to_owned(), async {
+            for _ in 0..3 {
+                let again = engine
+                    .run(&key, None, None, || async { Ok::<_, HandlerError>(7_u32) })
+                    .await
+                    .unwrap();
+                assert_eq!(again, Outcome::Replayed(None));
+            }
+            b_done.await.unwrap();
+            engine.take_undecodable()
+        });
+        let b = invocation("req-b".to_owned(), async {
+            tokio::task::yield_now().await;
+            let taken = engine.take_undecodable();
+            b_done_tx.send(()).unwrap();
+            taken
+        });
+        let (a, b) = tokio::join!(a, b);
+        assert_eq!((a, b), (3, 0), "each invocation takes only its own count");
+        assert_eq!(engine.take_undecodable(), 0, "nothing left outside a scope");
+    }
 
     #[test]
     fn emf_line_declares_every_metric_it_carries() {
@@ -111,12 +216,13 @@ mod tests {
             undecodable: 6,
         };
         let v: serde_json::Value =
-            serde_json::from_str(&emf_line("payments", &counts, 42)).unwrap();
+            serde_json::from_str(&emf_line("payments", &counts, 42, Some("req-7"))).unwrap();
         let meta = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(v["_aws"]["Timestamp"], 42);
         assert_eq!(meta["Namespace"], NAMESPACE);
         assert_eq!(meta["Dimensions"], serde_json::json!([["service"]]));
         assert_eq!(v["service"], "payments");
+        assert_eq!(v["requestId"], "req-7");
         let declared: Vec<&str> = meta["Metrics"]
             .as_array()
             .unwrap()

@@ -1,5 +1,11 @@
 //! Running a handler: under Lambda (`lambda_runtime`) or locally on event
 //! files (`--event events/x.json`), with the same code path.
+//!
+//! Under Lambda Managed Instances (`AWS_LAMBDA_MAX_CONCURRENCY` above 1) one
+//! process serves that many invocations at once ([`run`] uses
+//! `lambda_runtime::run_concurrent`): the handler's state (engine, cache,
+//! clients) is shared by all of them; what belongs to one invocation (its
+//! context and deadline, its log span, its metrics) stays its own.
 
 use lambda_runtime::{Context, LambdaEvent, service_fn};
 use serde::Serialize;
@@ -19,19 +25,37 @@ pub const RUNTIME_API_ENV: &str = "AWS_LAMBDA_RUNTIME_API";
 /// follows the CPU the function's memory buys (see [`worker_threads`]).
 pub const WORKER_THREADS_ENV: &str = "FUNCTION_WORKER_THREADS";
 
+/// Environment variable Lambda Managed Instances set to the number of
+/// invocations one execution environment serves at once (the function's
+/// `PerExecutionEnvironmentMaxConcurrency`). Unset or 1: one at a time.
+pub const MAX_CONCURRENCY_ENV: &str = "AWS_LAMBDA_MAX_CONCURRENCY";
+
 /// Memory (MB) at which Lambda gives a function one full vCPU.
 const MB_PER_VCPU: u64 = 1769;
 
+/// The invocations one process serves at once: [`MAX_CONCURRENCY_ENV`]
+/// when a positive number, else 1.
+pub fn max_concurrency(env: Option<&str>) -> u32 {
+    env.and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(1)
+}
+
 /// The worker threads for a function: [`WORKER_THREADS_ENV`] when set to a
-/// positive number, else one per full vCPU that `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`
-/// buys (1,769 MB each, rounded up; at most the CPUs visible), else 1.
+/// positive number; on a Lambda Managed Instance (a `max_concurrency`
+/// above one) one per CPU visible; else one per full vCPU that
+/// `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` buys (1,769 MB each, rounded up; at
+/// most the CPUs visible), else 1.
 ///
 /// Below 1,769 MB a function has less than one vCPU: a second thread adds
 /// only wake-ups and cross-thread hand-offs (billed CPU) to work that mostly
-/// waits on the network.
+/// waits on the network. A managed instance's execution environment has
+/// whole vCPUs (2, 4 or 8 GiB of memory each) shared by its concurrent
+/// invocations: the 1,769 MB rule does not apply there.
 pub fn worker_threads(
     threads_env: Option<&str>,
     memory_mb_env: Option<&str>,
+    max_concurrency: u32,
     cpus: usize,
 ) -> usize {
     if let Some(n) = threads_env
@@ -39,6 +63,9 @@ pub fn worker_threads(
         .filter(|n| *n > 0)
     {
         return n;
+    }
+    if max_concurrency > 1 {
+        return cpus.max(1);
     }
     memory_mb_env
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -62,6 +89,7 @@ pub fn start<F: Future>(main: F) -> F::Output {
         std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
             .ok()
             .as_deref(),
+        max_concurrency(std::env::var(MAX_CONCURRENCY_ENV).ok().as_deref()),
         cpus,
     );
     let mut builder = if threads == 1 {
@@ -76,6 +104,14 @@ pub fn start<F: Future>(main: F) -> F::Output {
         .build()
         .expect("cannot build the tokio runtime");
     runtime.block_on(main)
+}
+
+/// Keeps `state` (a function's app: engine, clients) for the rest of the
+/// process and returns a `'static` reference to it, which a handler given
+/// to [`run`] can capture: concurrent invocations share it, and it lives as
+/// long as the process anyway.
+pub fn process_wide<T>(state: T) -> &'static T {
+    Box::leak(Box::new(state))
 }
 
 /// Installs the log subscriber: JSON when `AWS_LAMBDA_LOG_FORMAT=JSON` (each
@@ -155,12 +191,20 @@ pub fn local_context(n: usize, timeout: Duration) -> Context {
 /// (an `errorType` naming what failed, the chain of causes as the message);
 /// locally it is printed as `{"errorType":..,"errorMessage":..}` (what Lambda
 /// returns) and the process exits non-zero at the end.
+///
+/// Under Lambda it serves [`MAX_CONCURRENCY_ENV`] invocations at once
+/// (`lambda_runtime::run_concurrent`; one at a time when unset), hence the
+/// `Clone + Send + 'static` handler: capture the app by a [`process_wide`]
+/// reference. Each invocation runs in its own
+/// [`metrics::invocation`](crate::metrics::invocation) scope and its own
+/// log span (`requestId`); its deadline is its own `Context`'s; a panic in
+/// one is answered as that invocation's error and the others go on.
 pub async fn run<E, H, Fut, R>(handler: H) -> Result<(), lambda_runtime::Error>
 where
-    E: DeserializeOwned,
-    H: Fn(LambdaEvent<E>) -> Fut,
-    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
-    R: Serialize,
+    E: DeserializeOwned + Send + 'static,
+    H: Fn(LambdaEvent<E>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>> + Send + 'static,
+    R: Serialize + Send + 'static,
 {
     let mode = mode_from_args(
         std::env::args().skip(1),
@@ -168,11 +212,14 @@ where
     )?;
     let files = match mode {
         Mode::Lambda => {
-            let handler = &handler;
-            return lambda_runtime::run(service_fn(|event| async move {
-                // errorType says what failed (InvalidEvent, StoreUnavailable, ...).
-                let response = handler(event).await.map_err(|e| diagnostic(&*e))?;
-                serde_json::to_value(response).map_err(|e| diagnostic(&e))
+            return lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<E>| {
+                let handler = handler.clone();
+                let request_id = event.context.request_id.clone();
+                crate::metrics::invocation(request_id, async move {
+                    // errorType says what failed (InvalidEvent, StoreUnavailable, ...).
+                    let response = handler(event).await.map_err(|e| diagnostic(&*e))?;
+                    serde_json::to_value(response).map_err(|e| diagnostic(&e))
+                })
             }))
             .await;
         }
@@ -187,7 +234,10 @@ where
         let ctx = local_context(n + 1, Duration::from_secs(30));
         let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());
         let _entered = span.enter();
-        let line = match handler(LambdaEvent::new(event, ctx)).await {
+        let request_id = ctx.request_id.clone();
+        let answer =
+            crate::metrics::invocation(request_id, handler(LambdaEvent::new(event, ctx))).await;
+        let line = match answer {
             Ok(response) => serde_json::to_string(&response)?,
             Err(err) => {
                 failed += 1;
@@ -234,17 +284,29 @@ mod tests {
     #[test]
     fn worker_threads_follow_memory_unless_set() {
         // Under one vCPU (and locally): one thread, a current-thread runtime.
-        assert_eq!(worker_threads(None, Some("128"), 2), 1);
-        assert_eq!(worker_threads(None, Some("1769"), 2), 1);
-        assert_eq!(worker_threads(None, None, 8), 1);
+        assert_eq!(worker_threads(None, Some("128"), 1, 2), 1);
+        assert_eq!(worker_threads(None, Some("1769"), 1, 2), 1);
+        assert_eq!(worker_threads(None, None, 1, 8), 1);
         // One per full vCPU, at most the CPUs visible.
-        assert_eq!(worker_threads(None, Some("1770"), 2), 2);
-        assert_eq!(worker_threads(None, Some("10240"), 2), 2);
-        assert_eq!(worker_threads(None, Some("10240"), 6), 6);
+        assert_eq!(worker_threads(None, Some("1770"), 1, 2), 2);
+        assert_eq!(worker_threads(None, Some("10240"), 1, 2), 2);
+        assert_eq!(worker_threads(None, Some("10240"), 1, 6), 6);
         // The variable wins; nonsense is ignored.
-        assert_eq!(worker_threads(Some("3"), Some("128"), 2), 3);
-        assert_eq!(worker_threads(Some("0"), Some("4000"), 4), 3);
-        assert_eq!(worker_threads(Some("x"), Some("bad"), 4), 1);
+        assert_eq!(worker_threads(Some("3"), Some("128"), 1, 2), 3);
+        assert_eq!(worker_threads(Some("0"), Some("4000"), 1, 4), 3);
+        assert_eq!(worker_threads(Some("x"), Some("bad"), 1, 4), 1);
+    }
+
+    #[test]
+    fn managed_instances_use_every_cpu_and_their_concurrency() {
+        assert_eq!(max_concurrency(None), 1);
+        assert_eq!(max_concurrency(Some("0")), 1);
+        assert_eq!(max_concurrency(Some("x")), 1);
+        assert_eq!(max_concurrency(Some(" 64 ")), 64);
+        // A managed instance's environment: whole vCPUs, whatever the memory.
+        assert_eq!(worker_threads(None, Some("2048"), 64, 4), 4);
+        assert_eq!(worker_threads(None, Some("2048"), 64, 0), 1);
+        assert_eq!(worker_threads(Some("2"), Some("2048"), 64, 4), 2);
     }
 
     #[test]

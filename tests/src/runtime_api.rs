@@ -1,6 +1,9 @@
 //! A local Lambda Runtime API (the `2018-06-01` HTTP interface a function
 //! binary polls under Lambda), to run function binaries as Lambda runs them:
 //! invocations with a real deadline, cold start measured to the first poll.
+//! It serves as many invocations at once as the process polls for (one
+//! connection each, as a Lambda Managed Instance's environment with
+//! `AWS_LAMBDA_MAX_CONCURRENCY` does), and counts how many were out at once.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -58,6 +61,8 @@ struct Pending {
 struct State {
     first_poll: Option<Instant>,
     waiting: HashMap<String, oneshot::Sender<Invocation>>,
+    /// The most invocations handed out and not yet answered at one time.
+    max_in_flight: usize,
 }
 
 /// A running Runtime API on 127.0.0.1.
@@ -108,6 +113,58 @@ impl RuntimeApi {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The most invocations the function held at once (handed out by
+    /// `/next`, not yet answered): 1 for a function serving one at a time.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.lock().expect("state").max_in_flight
+    }
+
+    /// Invokes with every `(event, deadline_ms)` at once and waits (each at
+    /// most `limit`) for all results, in order, each with its request id
+    /// (the `Lambda-Runtime-Aws-Request-Id` the function saw).
+    pub async fn invoke_all(
+        &self,
+        events: Vec<(Value, u64)>,
+        limit: Duration,
+    ) -> Vec<(String, Option<Invocation>)> {
+        let calls = events.into_iter().map(|(event, deadline_ms)| {
+            let (id, queued) = self.send(event.to_string(), deadline_ms);
+            async move {
+                let result = match queued.await {
+                    Some(answer) => answer.wait(limit).await,
+                    None => None,
+                };
+                (id, result)
+            }
+        });
+        futures_util::future::join_all(calls).await
+    }
+
+    /// Queues an invocation; its request id, and (once queued) what waits
+    /// for its result.
+    fn send(
+        &self,
+        event: String,
+        deadline_ms: u64,
+    ) -> (String, impl Future<Output = Option<Answer>> + '_) {
+        let n = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let id = format!("req-{n}");
+        let (done, result) = oneshot::channel();
+        let pending = Pending {
+            id: id.clone(),
+            event,
+            deadline_ms,
+            done,
+        };
+        let queued = async move {
+            self.queue.send(pending).await.ok()?;
+            Some(Answer(result))
+        };
+        (id, queued)
+    }
+
     /// When the function first polled for an invocation.
     pub fn first_poll(&self) -> Option<Instant> {
         self.state.lock().expect("state").first_poll
@@ -143,18 +200,8 @@ impl RuntimeApi {
         deadline_ms: u64,
         limit: Duration,
     ) -> Option<Invocation> {
-        let n = self
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let (done, result) = oneshot::channel();
-        let pending = Pending {
-            id: format!("req-{n}"),
-            event,
-            deadline_ms,
-            done,
-        };
-        self.queue.send(pending).await.ok()?;
-        tokio::time::timeout(limit, result).await.ok()?.ok()
+        let (_, queued) = self.send(event, deadline_ms);
+        queued.await?.wait(limit).await
     }
 
     /// Invokes while watching `child`, the function process polling this
@@ -195,6 +242,16 @@ impl RuntimeApi {
         let _ = child.kill();
         let _ = child.wait();
         Watched { result, killed }
+    }
+}
+
+/// The receiving end of one queued invocation's result.
+struct Answer(oneshot::Receiver<Invocation>);
+
+impl Answer {
+    /// Waits at most `limit` for the result (`None`: none came).
+    async fn wait(self, limit: Duration) -> Option<Invocation> {
+        tokio::time::timeout(limit, self.0).await.ok()?.ok()
     }
 }
 
@@ -244,11 +301,11 @@ async fn serve(
             let Some(next) = queue.lock().await.recv().await else {
                 return;
             };
-            state
-                .lock()
-                .expect("state")
-                .waiting
-                .insert(next.id.clone(), next.done);
+            {
+                let mut st = state.lock().expect("state");
+                st.waiting.insert(next.id.clone(), next.done);
+                st.max_in_flight = st.max_in_flight.max(st.waiting.len());
+            }
             let body = next.event;
             format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\

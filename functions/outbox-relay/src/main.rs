@@ -7,6 +7,8 @@ fn main() -> Result<(), lambda_runtime::Error> {
         let relay = outbox_relay::Relay::for_args(std::env::args().skip(1))
             .await
             .inspect_err(|e| tracing::error!("the relay cannot start: {e}"))?;
-        shared::runtime::run(|event| relay.handle(event)).await
+        // Shared by the invocations a managed instance serves at once.
+        let relay = shared::runtime::process_wide(relay);
+        shared::runtime::run(move |event| relay.handle(event)).await
     })
 }

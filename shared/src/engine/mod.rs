@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::future::Future;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -225,16 +225,17 @@ impl Idempotency {
                     error = %err,
                     "stored response no longer decodes: replayed without its body"
                 );
-                self.undecodable.fetch_add(1, AtomicOrdering::Relaxed);
+                crate::metrics::count_undecodable(&self.undecodable);
                 None
             }
         }
     }
 
     /// Takes (and resets) the count of replays whose stored response no
-    /// longer decoded, for the invocation's metrics.
+    /// longer decoded, for the invocation's metrics: the current
+    /// invocation's own (see [`crate::metrics::invocation`]).
     pub(crate) fn take_undecodable(&self) -> u64 {
-        self.undecodable.swap(0, AtomicOrdering::Relaxed)
+        crate::metrics::take_undecodable(&self.undecodable)
     }
 
     /// Keeps a completed record in the local cache (when enabled).

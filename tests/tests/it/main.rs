@@ -19,6 +19,7 @@ mod kinesis_esm;
 mod ledger;
 mod ledger_crash;
 mod local_run;
+mod managed_instances;
 mod moto_launcher;
 mod observability;
 mod orders;
