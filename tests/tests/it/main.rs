@@ -26,5 +26,6 @@ mod payments_api_crash;
 mod relay;
 mod relay_crash;
 mod source_samples;
+mod table_check;
 mod template;
 mod valkey;
