@@ -327,6 +327,10 @@ pub enum Fault {
     /// Held [`FaultPlan::stall`] before reaching moto, then applied and
     /// answered: a request overtaken by later ones.
     Stall,
+    /// `TransactWriteItems` only: HTTP 400 `TransactionCanceledException`
+    /// with a `TransactionConflict` reason on its first item (a hot item
+    /// another request is writing), before moto: nothing applied.
+    Conflict,
 }
 
 impl Fault {
@@ -348,6 +352,7 @@ impl Fault {
             Fault::Reset => "reset",
             Fault::Slow => "slow",
             Fault::Stall => "stall",
+            Fault::Conflict => "conflict",
         }
     }
 }
@@ -463,7 +468,10 @@ impl FaultCounts {
             .unwrap_or_else(|e| panic!("launcher fault answer {body:?}: {e}"));
         let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
         let mut by_kind = std::collections::BTreeMap::new();
-        for kind in Fault::STORE.into_iter().chain([Fault::Stall]) {
+        for kind in Fault::STORE
+            .into_iter()
+            .chain([Fault::Stall, Fault::Conflict])
+        {
             by_kind.insert(kind, n(kind.as_str()));
         }
         Self {

@@ -13,6 +13,7 @@ mod diagnostic;
 mod dynamodb_requests;
 mod dynamodb_streams;
 mod faults;
+mod hot_items;
 mod inventory;
 mod kafka_esm;
 mod kinesis_esm;

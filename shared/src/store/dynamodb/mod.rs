@@ -34,6 +34,9 @@ const BATCH_GET_LIMIT: usize = 100;
 /// Rounds of retrying `UnprocessedKeys` before giving up.
 const BATCH_GET_ROUNDS: u32 = 6;
 
+/// The cancellation reason of an item another request was writing.
+const TRANSACTION_CONFLICT: &str = "TransactionConflict";
+
 type SdkItem = HashMap<String, AttributeValue>;
 
 /// Idempotency records in a DynamoDB table (partition key `id`, S; TTL on
@@ -464,6 +467,17 @@ impl Store for DynamoDbStore {
                     .filter(|item| !item.is_empty())
                     .map(from_sdk_item);
                 return Err(TransactError::Write { index: i, item });
+            }
+            // No condition failed: an item was being written by another
+            // transaction (a hot item). Nothing applied; the engine retries.
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some(TRANSACTION_CONFLICT))
+            {
+                return Err(TransactError::Conflict(Self::backend(
+                    "TransactWriteItems",
+                    err,
+                )));
             }
         }
         Err(TransactError::Store(Self::backend(
