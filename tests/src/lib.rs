@@ -224,8 +224,9 @@ impl Moto {
         .await;
     }
 
-    /// A crash trial's first invocation: arms a kill of `child` right after
-    /// its `n`-th DynamoDB request on `marker`'s tables is answered, invokes
+    /// A crash trial's first invocation: once `child` polls `api` (its init,
+    /// with the store's `DescribeTable`, is over), arms a kill of it right
+    /// after its `n`-th DynamoDB request on `marker`'s tables is answered, invokes
     /// `event` with a deadline `lease` from now, waits for the answer or the
     /// kill ([`RuntimeApi::invoke_watching`](runtime_api::RuntimeApi::invoke_watching)),
     /// then disarms the kill.
@@ -238,6 +239,10 @@ impl Moto {
         event: serde_json::Value,
         lease: std::time::Duration,
     ) -> runtime_api::Watched {
+        // Armed once the function's init is over (its first poll): the kill
+        // counts the invocation's requests, not the table check at start.
+        api.wait_first_poll(std::time::Duration::from_secs(20))
+            .await;
         self.kill_after(n, child.id(), marker).await;
         let deadline = now_ms() + lease.as_millis() as u64;
         let watched = api
