@@ -237,7 +237,9 @@ impl App {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
                 // One DescribeTable at start: an eventually consistent global
                 // table is refused (README "Multi-Region").
-                let store = shared::DynamoDbStore::checked(client.clone(), table).await?;
+                let store = shared::DynamoDbStore::checked(client.clone(), table)
+                    .await
+                    .map_err(|e| shared::report(&e))?;
                 let engine = Idempotency::new(store, config);
                 Self::new(engine, Table::dynamodb(client, orders), queue_url)
             }
