@@ -388,6 +388,12 @@ impl Default for Attributes {
 /// Environment variable naming the idempotency table.
 pub const TABLE_ENV: &str = "IDEMPOTENCY_TABLE";
 
+/// Environment variable of the opt-in
+/// [`TableConfig::claims_routed_to_one_region`]: `true` accepts a global
+/// table in multi-Region eventual consistency, on the deployment's word that
+/// every claim of a key is sent to one Region.
+pub const CLAIMS_ROUTED_ENV: &str = "IDEMPOTENCY_CLAIMS_ROUTED_TO_ONE_REGION";
+
 /// Where idempotency records live in DynamoDB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableConfig {
@@ -395,6 +401,12 @@ pub struct TableConfig {
     pub table_name: String,
     /// Attribute names.
     pub attributes: Attributes,
+    /// Opt-in (off by default): the deployment routes every claim of a key
+    /// to one Region, so a global table in multi-Region *eventual*
+    /// consistency is accepted by
+    /// [`DynamoDbStore::checked`](crate::DynamoDbStore::checked). Off, such
+    /// a table is refused: two Regions could both win one key's claim.
+    pub claims_routed_to_one_region: bool,
 }
 
 impl TableConfig {
@@ -403,15 +415,24 @@ impl TableConfig {
         Self {
             table_name: name.into(),
             attributes: Attributes::default(),
+            claims_routed_to_one_region: false,
         }
     }
 
-    /// The table named by [`TABLE_ENV`], if set and not empty.
+    /// This table with [`TableConfig::claims_routed_to_one_region`] set.
+    pub fn claims_routed_to_one_region(mut self, routed: bool) -> Self {
+        self.claims_routed_to_one_region = routed;
+        self
+    }
+
+    /// The table named by [`TABLE_ENV`], if set and not empty, with
+    /// [`CLAIMS_ROUTED_ENV`] read as a flag.
     pub fn from_env() -> Option<Self> {
+        let routed = std::env::var(CLAIMS_ROUTED_ENV).is_ok_and(|v| parse_flag(&v));
         std::env::var(TABLE_ENV)
             .ok()
             .filter(|t| !t.trim().is_empty())
-            .map(Self::new)
+            .map(|t| Self::new(t).claims_routed_to_one_region(routed))
     }
 }
 

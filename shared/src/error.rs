@@ -64,6 +64,22 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A transaction kept being cancelled by conflicting requests on its
+    /// items (DynamoDB's `TransactionConflict`: a hot item) through every
+    /// attempt of the engine's backoff. Nothing was applied; retryable.
+    #[error(
+        "idempotency store request {operation} was cancelled by conflicting transactions on its \
+         items {attempts} times; nothing was applied"
+    )]
+    Conflict {
+        /// The request (`TransactWriteItems`).
+        operation: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// The last cancellation.
+        #[source]
+        source: BoxError,
+    },
     /// The backend failed (network, throttling, service error after retries).
     #[error("idempotency store request {operation} failed")]
     Backend {
@@ -216,6 +232,7 @@ impl crate::diagnostic::ErrorType for StoreError {
     fn error_type(&self) -> &'static str {
         match self {
             StoreError::Backend { .. } => "StoreUnavailable",
+            StoreError::Conflict { .. } => "TransactionConflict",
             StoreError::LeaseLost { .. } => "LeaseLost",
             StoreError::ItemTooLarge { .. } => "RecordTooLarge",
             StoreError::Corrupt { .. } => "CorruptRecord",

@@ -81,9 +81,9 @@ pub use adapter::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Attributes, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
-    MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TABLE_ENV, TableConfig,
-    TerminalErrors, check_prefix,
+    Attributes, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV,
+    EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TABLE_ENV,
+    TableConfig, TerminalErrors, check_prefix,
 };
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
@@ -97,6 +97,8 @@ pub use signature::{
 pub use store::DynamoDbStore;
 #[cfg(feature = "valkey")]
 pub use store::ValkeyStore;
+#[cfg(feature = "dynamodb")]
+pub use store::dynamodb::{TableCheck, TableCheckError};
 #[cfg(feature = "valkey")]
 pub use store::valkey;
 pub use store::{Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError};

@@ -52,6 +52,11 @@ never reached moto does not count for kill-after. Kinds:
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
               (a request overtaken by later ones: lease races)
+  conflict    TransactWriteItems only: HTTP 400 TransactionCanceledException
+              whose first cancellation reason is TransactionConflict (the
+              others None), as DynamoDB answers a transaction on an item
+              another request is writing; nothing applied (moto itself never
+              answers it: it serves DynamoDB requests one at a time)
   partial     SendMessageBatch only: the second half of the entries (at least
               one) is not applied and answered in `Failed` (SenderFault
               false, InternalError), the rest goes to moto
@@ -112,7 +117,7 @@ class KillAfterResponse:
             pass
 
 
-FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial")
+FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial", "conflict")
 
 # Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
 # `__type` after the `#`, and classifies ThrottlingException and
@@ -173,6 +178,8 @@ class Faults:
         kind = self.rng.choice(self.kinds)
         if kind == "partial" and not target.endswith(".SendMessageBatch"):
             return None
+        if kind == "conflict" and not target.endswith(".TransactWriteItems"):
+            return None
         self.counts[kind] += 1
         self.counts["injected"] += 1
         return kind
@@ -186,6 +193,38 @@ def error_response(start_response, kind):
     body = json.dumps({"__type": error_type, "message": message}).encode()
     start_response(
         status,
+        [
+            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Length", str(len(body))),
+            ("x-amzn-RequestId", str(uuid.uuid4())),
+        ],
+    )
+    return [body]
+
+
+def conflict_response(start_response, request_body):
+    """A TransactWriteItems cancelled by a conflicting request on its first
+    item: one cancellation reason per item, as DynamoDB lists them."""
+    try:
+        items = json.loads(request_body or b"{}").get("TransactItems") or []
+    except ValueError:
+        items = []
+    reasons = [{"Code": "None"} for _ in items] or [{"Code": "None"}]
+    reasons[0] = {
+        "Code": "TransactionConflict",
+        "Message": "Transaction is ongoing for the item (injected fault)",
+    }
+    codes = ", ".join(r["Code"] for r in reasons)
+    body = json.dumps(
+        {
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled, please refer cancellation reasons for specific "
+            f"reasons [{codes}]",
+            "CancellationReasons": reasons,
+        }
+    ).encode()
+    start_response(
+        "400 Bad Request",
         [
             ("Content-Type", "application/x-amz-json-1.0"),
             ("Content-Length", str(len(body))),
@@ -413,6 +452,8 @@ class SerializedDynamoDB:
             return self.partial_batch(environ, start_response, request_body)
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
+        if fault == "conflict":
+            return conflict_response(start_response, request_body)
         if fault == "reset":
             reset_connection(environ)
         if fault == "stall":

@@ -224,8 +224,9 @@ impl Moto {
         .await;
     }
 
-    /// A crash trial's first invocation: arms a kill of `child` right after
-    /// its `n`-th DynamoDB request on `marker`'s tables is answered, invokes
+    /// A crash trial's first invocation: once `child` polls `api` (its init,
+    /// with the store's `DescribeTable`, is over), arms a kill of it right
+    /// after its `n`-th DynamoDB request on `marker`'s tables is answered, invokes
     /// `event` with a deadline `lease` from now, waits for the answer or the
     /// kill ([`RuntimeApi::invoke_watching`](runtime_api::RuntimeApi::invoke_watching)),
     /// then disarms the kill.
@@ -238,6 +239,10 @@ impl Moto {
         event: serde_json::Value,
         lease: std::time::Duration,
     ) -> runtime_api::Watched {
+        // Armed once the function's init is over (its first poll): the kill
+        // counts the invocation's requests, not the table check at start.
+        api.wait_first_poll(std::time::Duration::from_secs(20))
+            .await;
         self.kill_after(n, child.id(), marker).await;
         let deadline = now_ms() + lease.as_millis() as u64;
         let watched = api
@@ -327,6 +332,10 @@ pub enum Fault {
     /// Held [`FaultPlan::stall`] before reaching moto, then applied and
     /// answered: a request overtaken by later ones.
     Stall,
+    /// `TransactWriteItems` only: HTTP 400 `TransactionCanceledException`
+    /// with a `TransactionConflict` reason on its first item (a hot item
+    /// another request is writing), before moto: nothing applied.
+    Conflict,
 }
 
 impl Fault {
@@ -348,6 +357,7 @@ impl Fault {
             Fault::Reset => "reset",
             Fault::Slow => "slow",
             Fault::Stall => "stall",
+            Fault::Conflict => "conflict",
         }
     }
 }
@@ -463,7 +473,10 @@ impl FaultCounts {
             .unwrap_or_else(|e| panic!("launcher fault answer {body:?}: {e}"));
         let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
         let mut by_kind = std::collections::BTreeMap::new();
-        for kind in Fault::STORE.into_iter().chain([Fault::Stall]) {
+        for kind in Fault::STORE
+            .into_iter()
+            .chain([Fault::Stall, Fault::Conflict])
+        {
             by_kind.insert(kind, n(kind.as_str()));
         }
         Self {

@@ -215,8 +215,12 @@ impl App {
             (shared::StoreChoice::Valkey, stock) => Self::on_valkey(config, stock).await?,
             (shared::StoreChoice::DynamoDb(table), Some(stock)) => {
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                let engine =
-                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+                // One DescribeTable at start: an eventually consistent global
+                // table is refused (README "Multi-Region").
+                let store = shared::DynamoDbStore::checked(client.clone(), table)
+                    .await
+                    .map_err(|e| shared::report(&e))?;
+                let engine = Idempotency::new(store, config);
                 Self::new(engine, StockTable::dynamodb(client, stock))
             }
             (shared::StoreChoice::Memory, None) => {

@@ -235,8 +235,12 @@ impl App {
                     format!("{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables")
                 })?;
                 let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                let engine =
-                    Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+                // One DescribeTable at start: an eventually consistent global
+                // table is refused (README "Multi-Region").
+                let store = shared::DynamoDbStore::checked(client.clone(), table)
+                    .await
+                    .map_err(|e| shared::report(&e))?;
+                let engine = Idempotency::new(store, config);
                 Self::new(engine, Table::dynamodb(client, orders), queue_url)
             }
             (None, None) => {

@@ -30,8 +30,12 @@ pub async fn from_env(config: Config) -> Result<(Idempotency, Accounts), lambda_
     match (idempotency, accounts) {
         (Some(table), Some(accounts)) => {
             let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-            let engine =
-                Idempotency::new(shared::DynamoDbStore::new(client.clone(), table), config);
+            // One DescribeTable at start: an eventually consistent global
+            // table is refused (README "Multi-Region").
+            let store = shared::DynamoDbStore::checked(client.clone(), table)
+                .await
+                .map_err(|e| shared::report(&e))?;
+            let engine = Idempotency::new(store, config);
             Ok((engine, Accounts::dynamodb(client, accounts)))
         }
         (None, None) => {

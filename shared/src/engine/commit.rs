@@ -57,14 +57,14 @@ impl Idempotency {
             },
             None => RecordWrite::None,
         };
-        match self.store.commit(record, &staged.writes).await {
+        match self.commit(record, &staged.writes).await {
             Ok(()) => Ok(Outcome::Unprotected(staged.response)),
             Err(TransactError::Write { index, item }) => Err(Error::Handler(rejection(
                 &staged.writes[index],
                 item.as_ref(),
             ))),
             Err(TransactError::Record(_)) => unreachable_record(),
-            Err(TransactError::Store(e)) => Err(Error::Store(e)),
+            Err(TransactError::Store(e) | TransactError::Conflict(e)) => Err(Error::Store(e)),
         }
     }
 
@@ -100,7 +100,7 @@ impl Idempotency {
         };
         let writes: &[Write] = match mode {
             CommitMode::ClaimThenComplete if !staged.writes.is_empty() => {
-                match self.store.commit(RecordWrite::None, &staged.writes).await {
+                match self.commit(RecordWrite::None, &staged.writes).await {
                     Ok(()) => {}
                     Err(TransactError::Write { index, item }) => {
                         let err = rejection(&staged.writes[index], item.as_ref());
@@ -110,18 +110,16 @@ impl Idempotency {
                     // Unknown whether the writes applied (a timeout): the
                     // claim is kept, so no redelivery repeats them before
                     // the lease lapses.
-                    Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+                    Err(TransactError::Store(e) | TransactError::Conflict(e)) => {
+                        return Err(Error::Store(e));
+                    }
                 }
                 &[]
             }
             _ => &staged.writes,
         };
         let after_effects = writes.is_empty() && !staged.writes.is_empty();
-        match self
-            .store
-            .commit(RecordWrite::Fenced(&record), writes)
-            .await
-        {
+        match self.commit(RecordWrite::Fenced(&record), writes).await {
             Ok(()) => Ok(self.committed(&record, staged.response)),
             // An earlier attempt of this commit was applied and its answer
             // lost (a timeout); the SDK's retry found our own completion.
@@ -137,7 +135,7 @@ impl Idempotency {
                 self.fail(&claimed, rejection(&writes[index], item.as_ref()))
                     .await
             }
-            Err(TransactError::Store(e)) => {
+            Err(TransactError::Store(e) | TransactError::Conflict(e)) => {
                 // Nothing was applied, or (a timeout) it committed: then the
                 // record is completed and the fenced release cannot touch
                 // it. After writes applied on their own, the claim is kept:
@@ -180,7 +178,6 @@ impl Idempotency {
                 Err(err) => return self.fail_unclaimed(&base, validation, err).await,
             };
             let result = self
-                .store
                 .commit(
                     RecordWrite::Claim {
                         record: &record,
@@ -209,7 +206,9 @@ impl Idempotency {
                         )
                         .await;
                 }
-                Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+                Err(TransactError::Store(e) | TransactError::Conflict(e)) => {
+                    return Err(Error::Store(e));
+                }
             };
             if let Some(outcome) = existing
                 .as_ref()

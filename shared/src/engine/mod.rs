@@ -343,6 +343,7 @@ fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
 }
 
 mod commit;
+mod conflict;
 mod guard;
 mod records;
 #[cfg(test)]

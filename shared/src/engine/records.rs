@@ -166,7 +166,7 @@ impl Idempotency {
     pub(super) async fn fail<T>(&self, claimed: &Record, err: HandlerError) -> Settled<T> {
         if self.records_terminal(&err) {
             let record = self.rejection_record(claimed, &err);
-            match self.store.commit(RecordWrite::Fenced(&record), &[]).await {
+            match self.commit(RecordWrite::Fenced(&record), &[]).await {
                 Ok(()) => {}
                 Err(TransactError::Record(Some(existing)))
                     if written_by(&existing, &record, Status::Completed) => {}
@@ -176,7 +176,9 @@ impl Idempotency {
                     });
                 }
                 Err(TransactError::Write { .. }) => return unreachable_record(),
-                Err(TransactError::Store(e)) => return Err(Error::Store(e)),
+                Err(TransactError::Store(e) | TransactError::Conflict(e)) => {
+                    return Err(Error::Store(e));
+                }
             }
             self.remember(&record);
             return Ok(Outcome::Rejected {

@@ -75,7 +75,12 @@ pub enum TransactError {
         /// and the store returned it (`None`: absent or not returned).
         item: Option<crate::write::Item>,
     },
-    /// Anything else (throttling, a conflicting transaction, a network error).
+    /// Cancelled by a conflicting request on one of its items (DynamoDB's
+    /// `TransactionConflict` cancellation reason: another transaction on a
+    /// hot item). Nothing was applied, so sending it again is safe; the
+    /// engine does so with a bounded, jittered backoff.
+    Conflict(StoreError),
+    /// Anything else (throttling, a network error).
     Store(StoreError),
 }
 

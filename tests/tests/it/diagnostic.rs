@@ -74,23 +74,63 @@ async fn a_wrong_event_is_an_invalid_event() {
 }
 
 #[tokio::test]
-async fn an_unreachable_store_is_store_unavailable() {
-    // Nothing listens on port 1: every DynamoDB request is refused, the
-    // SDK's retries run out, the event fails as a whole.
-    let env = [
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
-        ("IDEMPOTENCY_TABLE", "idempotency"),
-        ("STOCK_TABLE", "stock"),
-    ];
-    let body = error_of("inventory", &env, event("inventory-order-placed.json")).await;
+async fn a_store_lost_after_start_is_store_unavailable() {
+    // The table passes the check at start, then goes away: every request
+    // of the invocation fails, the event fails as a whole.
+    let moto = integration_tests::moto();
+    let ddb = moto.dynamodb().await;
+    let table = integration_tests::create_idempotency_table(&ddb).await;
+    let api = RuntimeApi::start().await;
+    let mut command = lambda_command(&function_binary("inventory"), "inventory", &api);
+    moto.apply_env(&mut command);
+    command
+        .env("IDEMPOTENCY_TABLE", &table)
+        .env("STOCK_TABLE", "stock");
+    let mut child = command.spawn().expect("start the function");
+    assert!(
+        api.wait_first_poll(Duration::from_secs(30)).await.is_some(),
+        "the function started"
+    );
+    ddb.delete_table().table_name(&table).send().await.unwrap();
+    let result = api
+        .invoke(
+            event("inventory-order-placed.json"),
+            deadline_in(Duration::from_secs(30)),
+            Duration::from_secs(60),
+        )
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let Some(Invocation::Error(body)) = result else {
+        panic!("expected an error response, got {result:?}");
+    };
     assert_eq!(body["errorType"], "StoreUnavailable", "{body}");
     let message = body["errorMessage"].as_str().expect("a message");
     assert!(
         message.contains("idempotency store"),
         "the chain of causes: {message}"
+    );
+}
+
+#[test]
+fn an_unreachable_store_at_start_fails_the_init_naming_the_check() {
+    // Nothing listens on port 1: the table check at start (DescribeTable)
+    // cannot be made, so the function refuses to start.
+    let output = std::process::Command::new(function_binary("inventory"))
+        .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:1")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+        .env("IDEMPOTENCY_TABLE", "idempotency")
+        .env("STOCK_TABLE", "stock")
+        .output()
+        .expect("run inventory");
+    assert!(!output.status.success(), "the init fails");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("DescribeTable") && stderr.contains("idempotency"),
+        "{stderr}"
     );
 }
 

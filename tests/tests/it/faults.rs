@@ -939,6 +939,7 @@ async fn every_fault_kind_reaches_the_sdk_as_intended() {
             Fault::ServerError => "500",
             Fault::Reset => "connection",
             Fault::Slow | Fault::Stall => "timeout",
+            Fault::Conflict => unreachable!("a TransactWriteItems fault: not in this scenario"),
         };
         let detail = aws_sdk_dynamodb::error::DisplayErrorContext(&err).to_string();
         eprintln!("[fault kinds] {kind:?}: {what} after {took:?}, {counts}: {detail}");

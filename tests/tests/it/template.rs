@@ -285,7 +285,12 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
     resources_named.sort();
     assert_eq!(
         resources_named,
-        ["AccountsTable", "IdempotencyTable", "PaymentsApiLogGroup"]
+        [
+            "AccountsTable",
+            "IdempotencyTable",
+            "IdempotencyTable",
+            "PaymentsApiLogGroup"
+        ]
     );
 }
 
@@ -998,6 +1003,11 @@ const KEYED_ACTIONS: [&str; 8] = [
     "dynamodb:Query",
 ];
 
+/// Table actions that read the table's description, never an item: the
+/// store's check at start (`DescribeTable`: replicas and multi-Region
+/// consistency). Granted unscoped, alone in their statement.
+const METADATA_ACTIONS: [&str; 1] = ["dynamodb:DescribeTable"];
+
 /// What the relay's stream mapping calls on the table's stream.
 const STREAM_ACTIONS: [&str; 4] = [
     "dynamodb:DescribeStream",
@@ -1158,6 +1168,15 @@ fn key_scope_problems(template: &Value) -> Vec<String> {
                  scope cannot fit both"
             ));
         }
+        if dynamodb.iter().all(|a| METADATA_ACTIONS.contains(a)) {
+            if scoped.is_some() {
+                problems.push(format!(
+                    "{role}/{sid}: {dynamodb:?} carries no keys: a LeadingKeys scope on it \
+                     would pass vacuously"
+                ));
+            }
+            continue;
+        }
         for action in &dynamodb {
             if !KEYED_ACTIONS.contains(action) {
                 problems.push(format!(
@@ -1259,6 +1278,8 @@ fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
                 .into_iter()
                 .any(|r| resolve(&template, r) == Some(format!("getatt:{ledger}.Arn")))
         })
+        // The table's description carries no keys to scope by.
+        .filter(|(_, _, s)| actions(s) != METADATA_ACTIONS)
         .map(|(role, _, s)| {
             assert!(
                 s["Condition"]["ForAllValues:StringLike"]
@@ -1795,4 +1816,38 @@ fn the_valkey_cache_alarms_before_it_loses_records() {
             assert_eq!(alarm["Condition"].as_str(), Some("UseValkey"), "{id}");
         }
     }
+}
+
+/// Every role that claims records in the idempotency table (`PutItem` on
+/// it) may also describe it: the store checks the table at start
+/// (`DescribeTable`, README "Multi-Region") and refuses to start without.
+#[test]
+fn every_role_writing_records_may_describe_the_table() {
+    let template = template();
+    let ledger = ledger(&template);
+    let on_table = |statement: &Value| {
+        one_or_many(&statement["Resource"])
+            .into_iter()
+            .filter_map(|r| resolve(&template, r))
+            .any(|r| r == format!("getatt:{ledger}.Arn"))
+    };
+    let mut writers = std::collections::BTreeSet::new();
+    let mut describers = std::collections::BTreeSet::new();
+    for (role, _, statement) in statements(&template) {
+        if statement["Effect"].as_str() != Some("Allow") || !on_table(statement) {
+            continue;
+        }
+        let acts = actions(statement);
+        if acts.contains(&"dynamodb:PutItem") {
+            writers.insert(role.to_owned());
+        }
+        if acts.contains(&"dynamodb:DescribeTable") {
+            describers.insert(role.to_owned());
+        }
+    }
+    assert!(writers.len() >= 4, "{writers:?}");
+    assert_eq!(
+        writers, describers,
+        "roles writing records vs describing the table"
+    );
 }

@@ -34,6 +34,9 @@ const BATCH_GET_LIMIT: usize = 100;
 /// Rounds of retrying `UnprocessedKeys` before giving up.
 const BATCH_GET_ROUNDS: u32 = 6;
 
+/// The cancellation reason of an item another request was writing.
+const TRANSACTION_CONFLICT: &str = "TransactionConflict";
+
 type SdkItem = HashMap<String, AttributeValue>;
 
 /// Idempotency records in a DynamoDB table (partition key `id`, S; TTL on
@@ -50,12 +53,46 @@ impl DynamoDbStore {
         Self { client, table }
     }
 
-    /// A store whose client is configured from the environment
-    /// ([`crate::aws_sdk_config`]: region, credentials, `AWS_ENDPOINT_URL` /
-    /// `AWS_ENDPOINT_URL_DYNAMODB`, explicit retries and timeouts).
-    pub async fn from_env(table: TableConfig) -> Self {
+    /// A store over an existing client, once its table passed
+    /// [`DynamoDbStore::check`] (one `DescribeTable`): the constructor for
+    /// a function's start. A global table in multi-Region eventual
+    /// consistency is refused (see [`TableCheckError`]).
+    pub async fn checked(client: Client, table: TableConfig) -> Result<Self, TableCheckError> {
+        let store = Self::new(client, table);
+        let check = store.check().await?;
+        tracing::debug!(table = %store.table.table_name, ?check, "idempotency table checked");
+        Ok(store)
+    }
+
+    /// [`DynamoDbStore::checked`] with a client configured from the
+    /// environment ([`crate::aws_sdk_config`]: region, credentials,
+    /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`, explicit retries
+    /// and timeouts).
+    pub async fn from_env(table: TableConfig) -> Result<Self, TableCheckError> {
         let sdk = crate::aws_sdk_config().await;
-        Self::new(Client::new(&sdk), table)
+        Self::checked(Client::new(&sdk), table).await
+    }
+
+    /// Checks the table: one `DescribeTable`, then [`check_description`]
+    /// (replicas and multi-Region consistency mode).
+    pub async fn check(&self) -> Result<TableCheck, TableCheckError> {
+        let described = self
+            .client
+            .describe_table()
+            .table_name(&self.table.table_name)
+            .send()
+            .await
+            .map_err(|e| TableCheckError::Describe {
+                table: self.table.table_name.clone(),
+                reason: aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+            })?;
+        let Some(table) = described.table() else {
+            return Err(TableCheckError::Describe {
+                table: self.table.table_name.clone(),
+                reason: "the answer described no table".into(),
+            });
+        };
+        check_description(&self.table, table)
     }
 
     /// The table configuration.
@@ -112,6 +149,9 @@ impl DynamoDbStore {
 }
 
 mod item;
+mod table;
+
+pub use table::{TableCheck, TableCheckError, check_description};
 
 use item::{claim_condition, complete_update, from_item, owner_condition};
 
@@ -428,6 +468,17 @@ impl Store for DynamoDbStore {
                     .map(from_sdk_item);
                 return Err(TransactError::Write { index: i, item });
             }
+            // No condition failed: an item was being written by another
+            // transaction (a hot item). Nothing applied; the engine retries.
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some(TRANSACTION_CONFLICT))
+            {
+                return Err(TransactError::Conflict(Self::backend(
+                    "TransactWriteItems",
+                    err,
+                )));
+            }
         }
         Err(TransactError::Store(Self::backend(
             "TransactWriteItems",
@@ -532,6 +583,7 @@ mod tests {
         let store_names = TableConfig {
             table_name: "t".into(),
             attributes: a.clone(),
+            claims_routed_to_one_region: false,
         };
         let mut r = record(Some("{\"ok\":true}"), None);
         r.in_progress_expiration = Some(1_700_000_000_999);

@@ -17,9 +17,11 @@
 //!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
 //! cargo run --release -p integration-tests --bin bench -- valkey [MESSAGES]
 //! cargo run --release -p integration-tests --bin bench -- sdk [CALLS]
+//! cargo run --release -p integration-tests --bin bench -- hot [PAYMENTS]
 //! ```
 
 mod batch;
+mod hot;
 mod http;
 mod kinesis;
 mod orders;
@@ -46,13 +48,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
         Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
+        Some("hot") => hot::run(n.unwrap_or(2000)).await,
         // Its own current-thread runtime, on a thread of its own.
         Some("sdk") => std::thread::spawn(move || sdk::run(n.unwrap_or(2000)))
             .join()
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS]"
+            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
                 .into(),
         ),
     }
