@@ -73,7 +73,7 @@ impl DynamoDbStore {
         Self::checked(Client::new(&sdk), table).await
     }
 
-    /// Checks the table: one `DescribeTable`, then [`check_description`]
+    /// Checks the table: one `DescribeTable`, then `check_description`
     /// (replicas and multi-Region consistency mode).
     pub async fn check(&self) -> Result<TableCheck, TableCheckError> {
         let described = self
