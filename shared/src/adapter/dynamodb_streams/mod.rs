@@ -94,7 +94,7 @@ pub use crate::adapter::partial_response;
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{DEFAULT_DEADLINE_MARGIN, Pipeline, Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::{
@@ -114,6 +114,7 @@ pub struct DynamoDbStreamsProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Duration,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each record's images are keyed and hashed.
@@ -129,6 +130,7 @@ impl DynamoDbStreamsProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: ImageRules {
@@ -143,6 +145,17 @@ impl DynamoDbStreamsProcessor {
     /// hand).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);
+    /// set it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
         self
     }
 
@@ -224,6 +237,7 @@ impl DynamoDbStreamsProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering: Ordering::StopLane,
             names: &DYNAMODB_STREAMS,
         };

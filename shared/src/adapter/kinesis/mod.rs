@@ -85,7 +85,7 @@ pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{DEFAULT_DEADLINE_MARGIN, Pipeline, Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::{
@@ -109,6 +109,7 @@ pub struct KinesisProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Duration,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each record's `data` is checked, parsed and keyed.
@@ -124,6 +125,7 @@ impl KinesisProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: DataRules {
@@ -133,11 +135,22 @@ impl KinesisProcessor {
         }
     }
 
-    /// At most `n` records run at a time (0 counts as 1). Default: the batch
-    /// size. Records waiting for the earlier records of their shard, or for
+    /// At most `n` records run at a time (0 counts as 1). Default:
+    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size. Records waiting for the earlier records of their shard, or for
     /// an in-batch duplicate's first copy, do not count.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);
+    /// set it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
         self
     }
 
@@ -227,6 +240,7 @@ impl KinesisProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering: Ordering::StopLane,
             names: &KINESIS,
         };
