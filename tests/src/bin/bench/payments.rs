@@ -108,7 +108,7 @@ fn variants(args: &[String]) -> Result<Vec<Variant>, Box<dyn std::error::Error>>
 }
 
 /// A workspace binary next to this one.
-fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+pub(crate) fn sibling(name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
     let binary = std::env::current_exe()?
         .parent()
         .map(|d| d.join(name))
