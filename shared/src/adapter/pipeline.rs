@@ -502,12 +502,16 @@ impl Pipeline<'_> {
                 margin_ms: millis(self.deadline_margin),
             });
         }
-        let result = self
-            .engine
-            .run(key.as_ref(), payload.as_ref(), remaining, || {
-                (run.handler)(record)
-            })
-            .await;
+        // Boxed: a record waiting for its permit holds a small future; only
+        // the records in flight hold the engine's and the handler's (large:
+        // the SDK's request futures) state.
+        let result = Box::pin(
+            self.engine
+                .run(key.as_ref(), payload.as_ref(), remaining, || {
+                    (run.handler)(record)
+                }),
+        )
+        .await;
         super::split(result).map_err(FailureReason::from)
     }
 }
