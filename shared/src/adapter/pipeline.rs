@@ -224,11 +224,11 @@ impl Pipeline<'_> {
         let known = self.read_ahead(&slots).await;
         let units = lanes::units(slots, self.ordering);
 
-        let permits = Semaphore::new(
-            self.concurrency
-                .unwrap_or(DEFAULT_CONCURRENCY)
-                .clamp(1, Semaphore::MAX_PERMITS),
-        );
+        let limit = self
+            .concurrency
+            .unwrap_or(DEFAULT_CONCURRENCY)
+            .clamp(1, Semaphore::MAX_PERMITS);
+        let permits = Semaphore::new(limit);
         let run = Run {
             handler: &handler,
             known: &known,
@@ -236,12 +236,37 @@ impl Pipeline<'_> {
             started,
             remaining,
         };
-        let mut running: FuturesUnordered<_> = units
-            .into_iter()
-            .map(|unit| self.run_unit(unit, &run))
-            .collect();
+        // Unordered, each record is a unit: at most `limit` of them that run
+        // a handler are admitted at a time, so a batch of 10,000 holds
+        // `limit` futures, not 10,000. Units come in batch order, so a
+        // copy's first copy is always admitted before it (a copy and a
+        // record failed before running take no place). Ordered, the units
+        // are lanes: few, all admitted.
+        let window = if self.ordering.is_ordered() {
+            usize::MAX
+        } else {
+            limit
+        };
+        let run = &run;
+        let mut pending = units.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut admitted = 0usize;
         let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
-        while let Some(done) = running.next().await {
+        loop {
+            while admitted < window
+                && let Some(unit) = pending.next()
+            {
+                let counts = unit.iter().any(|s| {
+                    matches!(s.state, State::Ready { .. })
+                        && !matches!(s.role, Role::Follower { .. })
+                });
+                admitted += usize::from(counts);
+                running.push(async move { (counts, self.run_unit(unit, run).await) });
+            }
+            let Some((counted, done)) = running.next().await else {
+                break;
+            };
+            admitted -= usize::from(counted);
             for result in done {
                 let position = result.position;
                 results[position] = Some(result);

@@ -518,6 +518,49 @@ async fn kill_switch_runs_every_record() {
     assert!(store.is_empty());
 }
 
+/// Records are admitted a window at a time (the concurrency): copies of
+/// records admitted long before, and copies past a full window of first
+/// copies, still take their first copy's outcome (no copy waits for a first
+/// copy that is never admitted).
+#[tokio::test]
+async fn in_batch_copies_past_the_admission_window_take_the_first_outcome() {
+    let (engine, _, _) = memory_engine();
+    // k-0..k-4, then three rounds of copies of them, interleaved with new keys.
+    let mut records = Vec::new();
+    for round in 0..4 {
+        for i in 0..5 {
+            records.push(message(
+                Some(&format!("m-{round}-{i}")),
+                &format!(r#"{{"id":"k-{i}"}}"#),
+            ));
+            records.push(message(
+                Some(&format!("n-{round}-{i}")),
+                &format!(r#"{{"id":"new-{round}-{i}"}}"#),
+            ));
+        }
+    }
+    let runs = AtomicUsize::new(0);
+    let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+        .concurrency(2)
+        .process(batch(records), None, |_r: SqsRecord<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok::<_, HandlerError>(())
+            }
+        })
+        .await;
+    assert!(report.is_success(), "{:?}", report.records);
+    assert_eq!(runs.load(SeqCst), 5 + 20, "each key once");
+    let replayed = report
+        .records
+        .iter()
+        .filter(|r| matches!(r.outcome, Ok(Outcome::Replayed(_))))
+        .count();
+    assert_eq!(replayed, 15);
+}
+
 /// Near the deadline, the records whose turn has not come fail without
 /// starting (OutOfTime, retryable): the records in flight finish, none is
 /// started with less than the margin left, and the batch answers before the
