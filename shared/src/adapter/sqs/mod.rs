@@ -193,7 +193,7 @@ impl BatchProcessor {
     }
 
     /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::FailureReason::OutOfTime)):
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
     /// the records in flight finish and the batch answers before Lambda's
     /// timeout. Default
     /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);

@@ -604,7 +604,7 @@ async fn records_past_the_deadline_margin_fail_without_starting() {
     let ran = ran.into_inner().unwrap();
     let done = report.records.iter().filter(|r| !r.is_failure()).count();
     assert_eq!(done, ran.len(), "exactly the records that ran are done");
-    assert!(done >= 2 && done < 20, "{done} of 20 ran");
+    assert!((2..20).contains(&done), "{done} of 20 ran");
     for r in report.records.iter().filter(|r| r.is_failure()) {
         let Err(FailureReason::OutOfTime {
             remaining_ms,
