@@ -54,8 +54,20 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// The default deadline margin: a record not started when less than this is
 /// left of the invocation fails without starting
 /// ([`FailureReason::OutOfTime`]), so the records in flight can finish and
-/// the batch answers before Lambda's timeout.
+/// the batch answers before Lambda's timeout. Unset, the margin is this or a
+/// tenth of the time the batch had at its start, whichever is less (a 1 s
+/// function keeps 100 ms, and still runs its records).
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The margin a batch with `remaining` at its start keeps: `set`, or
+/// [`DEFAULT_DEADLINE_MARGIN`] capped at a tenth of `remaining`.
+fn margin(set: Option<Duration>, remaining: Option<Duration>) -> Duration {
+    set.unwrap_or_else(|| {
+        remaining.map_or(DEFAULT_DEADLINE_MARGIN, |r| {
+            DEFAULT_DEADLINE_MARGIN.min(r / 10)
+        })
+    })
+}
 
 /// How one batch runs: what every source's processor hands the pipeline.
 pub(crate) struct Pipeline<'a> {
@@ -70,8 +82,8 @@ pub(crate) struct Pipeline<'a> {
     /// At most this many handlers at a time (`None`: [`DEFAULT_CONCURRENCY`]).
     pub(crate) concurrency: Option<usize>,
     /// A record not started when less than this is left of the invocation
-    /// fails without starting.
-    pub(crate) deadline_margin: Duration,
+    /// fails without starting (`None`: see [`DEFAULT_DEADLINE_MARGIN`]).
+    pub(crate) deadline_margin: Option<Duration>,
     /// How records are ordered and what a failure takes down.
     pub(crate) ordering: Ordering,
     /// The source's names, for messages and log lines.
@@ -168,6 +180,8 @@ struct Run<'a, H> {
     permits: &'a Semaphore,
     started: Instant,
     remaining: Option<Duration>,
+    /// The deadline margin of this batch.
+    margin: Duration,
 }
 
 /// A record's outcome: done, or why it failed.
@@ -235,6 +249,7 @@ impl Pipeline<'_> {
             permits: &permits,
             started,
             remaining,
+            margin: margin(self.deadline_margin, remaining),
         };
         // Unordered, each record is a unit: at most `limit` of them that run
         // a handler are admitted at a time, so a batch of 10,000 holds
@@ -520,11 +535,11 @@ impl Pipeline<'_> {
         // Too close to the deadline: fail without starting, so nothing is
         // cut off half way and the batch answers in time.
         if let Some(left) = remaining
-            && left < self.deadline_margin
+            && left < run.margin
         {
             return Err(FailureReason::OutOfTime {
                 remaining_ms: millis(left),
-                margin_ms: millis(self.deadline_margin),
+                margin_ms: millis(run.margin),
             });
         }
         // Boxed: a record waiting for its permit holds a small future; only
@@ -595,4 +610,19 @@ fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
 /// no body, as a duplicate of a record stored without its response does.
 fn to_value<T: Serialize>(t: &T) -> Option<Value> {
     catch_unwind(AssertUnwindSafe(|| serde_json::to_value(t).ok())).unwrap_or(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_margin_is_at_most_a_tenth_of_the_batch_time() {
+        let s = Duration::from_secs;
+        assert_eq!(margin(None, Some(s(30))), DEFAULT_DEADLINE_MARGIN);
+        assert_eq!(margin(None, Some(s(1))), Duration::from_millis(100));
+        assert_eq!(margin(None, None), DEFAULT_DEADLINE_MARGIN);
+        // A margin set is kept as it is.
+        assert_eq!(margin(Some(s(2)), Some(s(1))), s(2));
+    }
 }

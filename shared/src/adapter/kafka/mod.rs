@@ -91,7 +91,7 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{DEFAULT_DEADLINE_MARGIN, Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::{
@@ -111,7 +111,7 @@ pub struct KafkaProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
-    deadline_margin: Duration,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each record's value is parsed and keyed.
@@ -127,7 +127,7 @@ impl KafkaProcessor {
             engine,
             key,
             concurrency: None,
-            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: ValueRules {
@@ -149,10 +149,11 @@ impl KafkaProcessor {
     /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
     /// the records in flight finish and the batch answers before Lambda's
     /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);
-    /// set it above the time one record takes.
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = margin;
+        self.deadline_margin = Some(margin);
         self
     }
 

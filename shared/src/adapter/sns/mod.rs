@@ -88,7 +88,7 @@ pub use record::Notification;
 pub use response::{SnsError, answer};
 
 use crate::adapter::delivery::Ids;
-use crate::adapter::pipeline::{DEFAULT_DEADLINE_MARGIN, Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::{
@@ -108,7 +108,7 @@ pub struct SnsProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
-    deadline_margin: Duration,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each notification's `Message` is parsed and keyed.
@@ -124,7 +124,7 @@ impl SnsProcessor {
             engine,
             key,
             concurrency: None,
-            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: MessageRules {
@@ -144,10 +144,11 @@ impl SnsProcessor {
     /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
     /// the records in flight finish and the batch answers before Lambda's
     /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);
-    /// set it above the time one record takes.
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = margin;
+        self.deadline_margin = Some(margin);
         self
     }
 

@@ -102,7 +102,7 @@ pub use record::SqsRecord;
 
 use crate::adapter::delivery::SQS;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{DEFAULT_DEADLINE_MARGIN, Pipeline};
+use crate::adapter::pipeline::Pipeline;
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::{KeySelector, MissingKey, PayloadScope};
@@ -129,7 +129,7 @@ pub struct BatchProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
-    deadline_margin: Duration,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
@@ -145,7 +145,7 @@ impl BatchProcessor {
             engine,
             key,
             concurrency: None,
-            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             queue_kind: QueueKind::default(),
             fifo_failure_mode: FifoFailureMode::default(),
@@ -196,10 +196,11 @@ impl BatchProcessor {
     /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
     /// the records in flight finish and the batch answers before Lambda's
     /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s);
-    /// set it above the time one record takes.
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = margin;
+        self.deadline_margin = Some(margin);
         self
     }
 

@@ -636,6 +636,23 @@ async fn records_past_the_deadline_margin_fail_without_starting() {
     );
 }
 
+/// A function whose whole invocation is shorter than the default margin
+/// (a 1 s timeout) still runs its records: unset, the margin is at most a
+/// tenth of the batch's time.
+#[tokio::test]
+async fn a_short_invocation_still_runs_its_records() {
+    let (engine, _, _) = memory_engine();
+    let one = batch(vec![message(Some("m-1"), r#"{"id":"k"}"#)]);
+    let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+        .process(
+            one,
+            Some(Duration::from_millis(400)),
+            |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) },
+        )
+        .await;
+    assert!(report.is_success(), "{:?}", report.records[0].outcome);
+}
+
 #[tokio::test]
 async fn leases_are_capped_by_the_remaining_time() {
     let (engine, store, _) = memory_engine();
