@@ -76,8 +76,8 @@ pub use adapter::sns;
 /// The SQS adapter (standard and FIFO queues), in `adapter/sqs/`.
 pub use adapter::sqs as batch;
 pub use adapter::{
-    Attribute, Delivery, IdField, KeyFn, KeyInput, KeySelector, LaneField, MissingKey,
-    PayloadScope, SourceNames,
+    Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
+    KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{

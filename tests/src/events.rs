@@ -92,3 +92,26 @@ pub fn sqs_event(queue: &str, messages: &[Msg]) -> Value {
         .collect();
     json!({ "Records": records })
 }
+
+/// A standard-queue event of `n` orders as Lambda delivers them (bodies of
+/// `events/orders-standard.json`'s shape, about 576 bytes a record: 10,000 of
+/// them are a 5.76 MB event, under the 6 MB invocation payload cap), keys
+/// `{tag}-{i}`.
+pub fn orders_event(n: usize, tag: &str) -> Value {
+    let messages: Vec<Msg> = (0..n)
+        .map(|i| {
+            Msg::new(
+                format!("{tag}-{i:08}-4d3c-8b1a-5c1e0a11f00d"),
+                json!({
+                    "event_id": format!("{tag}-{i}"),
+                    "order_id": format!("ord-{tag}-{i}"),
+                    "customer_id": format!("cust-{:04}", i % 1000),
+                    "amount_cents": 1000 + (i % 9000) as i64,
+                    "status": "PLACED",
+                })
+                .to_string(),
+            )
+        })
+        .collect();
+    sqs_event("orders", &messages)
+}

@@ -69,6 +69,7 @@
 //!     missing_key: self.missing_key,
 //!     pre_read: self.pre_read,
 //!     concurrency: self.concurrency,
+//!     deadline_margin: self.deadline_margin,
 //!     ordering: Ordering::StopLane, // Unordered (SNS), SkipLane (FIFO)
 //!     names: &MY_SOURCE,            // its `SourceNames`
 //! };
@@ -119,7 +120,7 @@ pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
-pub use pipeline::PreRead;
+pub use pipeline::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead};
 pub use report::{
     BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
 };

@@ -66,6 +66,14 @@ pub enum FailureReason {
         /// The record that failed first.
         after: String,
     },
+    /// Not started: less than the deadline margin was left of the
+    /// invocation when its turn came (retry later; nothing ran).
+    OutOfTime {
+        /// What was left of the invocation, in ms.
+        remaining_ms: u64,
+        /// The margin, in ms (`deadline_margin` of the processor).
+        margin_ms: u64,
+    },
     /// An in-batch duplicate whose first copy failed.
     DuplicateOf {
         /// The first copy.
@@ -122,6 +130,14 @@ impl fmt::Display for FailureReason {
             Self::Skipped { after } => write!(
                 f,
                 "not run: an earlier record it must follow ({after}) failed"
+            ),
+            Self::OutOfTime {
+                remaining_ms,
+                margin_ms,
+            } => write!(
+                f,
+                "not started: {remaining_ms} ms of the invocation left, under the \
+                 {margin_ms} ms deadline margin (deadline_margin); nothing ran, retry later"
             ),
             Self::DuplicateOf { first, reason } => {
                 write!(f, "in-batch duplicate of {first}, which failed: {reason}")

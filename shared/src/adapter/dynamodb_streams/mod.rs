@@ -114,6 +114,7 @@ pub struct DynamoDbStreamsProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each record's images are keyed and hashed.
@@ -129,6 +130,7 @@ impl DynamoDbStreamsProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: ImageRules {
@@ -143,6 +145,18 @@ impl DynamoDbStreamsProcessor {
     /// hand).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = Some(margin);
         self
     }
 
@@ -224,6 +238,7 @@ impl DynamoDbStreamsProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering: Ordering::StopLane,
             names: &DYNAMODB_STREAMS,
         };

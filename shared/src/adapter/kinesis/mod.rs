@@ -109,6 +109,7 @@ pub struct KinesisProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each record's `data` is checked, parsed and keyed.
@@ -124,6 +125,7 @@ impl KinesisProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: DataRules {
@@ -133,11 +135,23 @@ impl KinesisProcessor {
         }
     }
 
-    /// At most `n` records run at a time (0 counts as 1). Default: the batch
-    /// size. Records waiting for the earlier records of their shard, or for
+    /// At most `n` records run at a time (0 counts as 1). Default:
+    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size. Records waiting for the earlier records of their shard, or for
     /// an in-batch duplicate's first copy, do not count.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = Some(margin);
         self
     }
 
@@ -227,6 +241,7 @@ impl KinesisProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering: Ordering::StopLane,
             names: &KINESIS,
         };

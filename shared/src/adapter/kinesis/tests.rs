@@ -430,3 +430,50 @@ async fn a_copy_whose_first_failed_stops_its_own_shard_too() {
     ));
     assert_eq!(named(&report), ["100", "201"]);
 }
+
+/// The deadline margin holds on a stream too (the core pipeline): the first
+/// record whose turn comes inside the margin fails as OutOfTime without
+/// running, the rest of its shard is skipped, and the response names it, so
+/// the stream resumes from the first record that did not run.
+#[tokio::test]
+async fn inside_the_deadline_margin_the_shard_stops_at_the_first_record_not_started() {
+    let runs = AtomicUsize::new(0);
+    let records = (0..10)
+        .map(|i| record("0", &format!("{}", 100 + i), &reading(&format!("r-{i}"), i)))
+        .collect();
+    let report = processor()
+        .deadline_margin(std::time::Duration::from_millis(200))
+        .process(
+            event(records),
+            Some(std::time::Duration::from_millis(500)),
+            |_r: KinesisRecord<Value>| {
+                let runs = &runs;
+                async move {
+                    runs.fetch_add(1, SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok::<_, HandlerError>(Value::Null)
+                }
+            },
+        )
+        .await;
+    let ran = runs.load(SeqCst);
+    assert!((1..10).contains(&ran), "{ran} of 10 ran");
+    assert!(report.records[..ran].iter().all(|r| !r.is_failure()));
+    let first = &report.records[ran];
+    assert!(
+        matches!(
+            first.outcome,
+            Err(FailureReason::OutOfTime { margin_ms: 200, .. })
+        ),
+        "{:?}",
+        first.outcome
+    );
+    let id = format!("{}", 100 + ran);
+    for later in &report.records[ran + 1..] {
+        assert_eq!(
+            later.outcome,
+            Err(FailureReason::Skipped { after: id.clone() })
+        );
+    }
+    assert_eq!(named(&report), [id]);
+}

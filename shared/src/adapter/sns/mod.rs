@@ -108,6 +108,7 @@ pub struct SnsProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     pre_read: PreRead,
     /// How each notification's `Message` is parsed and keyed.
@@ -123,6 +124,7 @@ impl SnsProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             rules: MessageRules {
@@ -132,9 +134,21 @@ impl SnsProcessor {
     }
 
     /// At most `n` notifications run at a time (0 counts as 1). Default:
-    /// the event's size.
+    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the event's size.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = Some(margin);
         self
     }
 
@@ -220,6 +234,7 @@ impl SnsProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering: Ordering::Unordered,
             names: &SNS,
         };

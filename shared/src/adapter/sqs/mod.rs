@@ -10,7 +10,7 @@
 //! [`Outcome`](crate::Outcome) or a [`FailureReason`].
 //!
 //! * **Standard queues**: records run concurrently, at most
-//!   [`BatchProcessor::concurrency`] at a time (default: the batch size).
+//!   [`BatchProcessor::concurrency`] at a time (default: [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size).
 //! * **FIFO queues** (recognised by an `eventSourceARN` ending in `.fifo`, or
 //!   forced with [`QueueKind::Fifo`]): the records of one `MessageGroupId`
 //!   run one after another in batch order, groups concurrently. When a record
@@ -129,6 +129,7 @@ pub struct BatchProcessor {
     engine: Idempotency,
     key: KeySelector,
     concurrency: Option<usize>,
+    deadline_margin: Option<Duration>,
     missing_key: MissingKey,
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
@@ -144,6 +145,7 @@ impl BatchProcessor {
             engine,
             key,
             concurrency: None,
+            deadline_margin: None,
             missing_key: MissingKey::default(),
             queue_kind: QueueKind::default(),
             fifo_failure_mode: FifoFailureMode::default(),
@@ -182,11 +184,23 @@ impl BatchProcessor {
         self
     }
 
-    /// At most `n` records run at a time (0 counts as 1). Default: the batch
-    /// size. Records waiting for an in-batch duplicate's first copy, or for
+    /// At most `n` records run at a time (0 counts as 1). Default:
+    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size. Records waiting for an in-batch duplicate's first copy, or for
     /// the earlier records of their FIFO group, do not count.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+    /// the records in flight finish and the batch answers before Lambda's
+    /// timeout. Default
+    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
+    /// tenth of the time the batch had at its start when that is less; set
+    /// it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = Some(margin);
         self
     }
 
@@ -284,6 +298,7 @@ impl BatchProcessor {
             missing_key: self.missing_key,
             pre_read: self.pre_read,
             concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
             ordering,
             names: &SQS,
         };

@@ -7,6 +7,8 @@
 //!
 //! ```sh
 //! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
+//! cargo build --release -p orders && \
+//!   cargo run --release -p integration-tests --bin bench -- bigbatch [RECORDS]
 //! cargo build --release -p payments && \
 //!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
@@ -21,6 +23,7 @@
 //! ```
 
 mod batch;
+mod bigbatch;
 mod hot;
 mod http;
 mod kinesis;
@@ -42,6 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     integration_tests::moto_keep_alive();
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
+        Some("bigbatch") => bigbatch::run(n.unwrap_or(1000)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("kinesis") => kinesis::run(n.unwrap_or(1000)).await,
@@ -55,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
+            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
                 .into(),
         ),
     }

@@ -325,9 +325,15 @@ async fn in_batch_copy_with_another_payload_is_a_mismatch() {
 
 #[tokio::test]
 async fn concurrency_is_bounded() {
-    for (limit, expect_max) in [(Some(3), 3), (Some(1), 1), (None, 10)] {
+    // Unset, the bound is DEFAULT_CONCURRENCY whatever the batch size.
+    let default = crate::DEFAULT_CONCURRENCY;
+    for (limit, size, expect_max) in [
+        (Some(3), 10, 3),
+        (Some(1), 10, 1),
+        (None, 3 * default, default),
+    ] {
         let (engine, _, _) = memory_engine();
-        let records = (0..10)
+        let records = (0..size)
             .map(|i| message(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
             .collect();
         let mut processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
@@ -510,6 +516,141 @@ async fn kill_switch_runs_every_record() {
     assert_eq!(runs.load(SeqCst), 4, "the in-batch duplicate runs too");
     assert_eq!(report.records[2].outcome, Ok(Outcome::Unprotected(())));
     assert!(store.is_empty());
+}
+
+/// Records are admitted a window at a time (the concurrency): copies of
+/// records admitted long before, and copies past a full window of first
+/// copies, still take their first copy's outcome (no copy waits for a first
+/// copy that is never admitted).
+#[tokio::test]
+async fn in_batch_copies_past_the_admission_window_take_the_first_outcome() {
+    let (engine, _, _) = memory_engine();
+    // k-0..k-4, then three rounds of copies of them, interleaved with new keys.
+    let mut records = Vec::new();
+    for round in 0..4 {
+        for i in 0..5 {
+            records.push(message(
+                Some(&format!("m-{round}-{i}")),
+                &format!(r#"{{"id":"k-{i}"}}"#),
+            ));
+            records.push(message(
+                Some(&format!("n-{round}-{i}")),
+                &format!(r#"{{"id":"new-{round}-{i}"}}"#),
+            ));
+        }
+    }
+    let runs = AtomicUsize::new(0);
+    let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+        .concurrency(2)
+        .process(batch(records), None, |_r: SqsRecord<Value>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                Ok::<_, HandlerError>(())
+            }
+        })
+        .await;
+    assert!(report.is_success(), "{:?}", report.records);
+    assert_eq!(runs.load(SeqCst), 5 + 20, "each key once");
+    let replayed = report
+        .records
+        .iter()
+        .filter(|r| matches!(r.outcome, Ok(Outcome::Replayed(_))))
+        .count();
+    assert_eq!(replayed, 15);
+}
+
+/// Near the deadline, the records whose turn has not come fail without
+/// starting (OutOfTime, retryable): the records in flight finish, none is
+/// started with less than the margin left, and the batch answers before the
+/// invocation's time is up.
+#[tokio::test]
+async fn records_past_the_deadline_margin_fail_without_starting() {
+    let (engine, store, _) = memory_engine();
+    let records = (0..20)
+        .map(|i| message(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
+        .collect();
+    let remaining = Duration::from_millis(600);
+    let margin = Duration::from_millis(300);
+    let processor = BatchProcessor::new(engine.clone(), KeySelector::pointer("/id"))
+        .concurrency(2)
+        .deadline_margin(margin);
+    let started = std::time::Instant::now();
+    let ran = Mutex::new(Vec::new());
+    let report = processor
+        .process(batch(records), Some(remaining), |r: SqsRecord<Value>| {
+            let ran = &ran;
+            async move {
+                // `started` is a little before the pipeline's start.
+                let left = remaining.saturating_sub(started.elapsed());
+                assert!(
+                    left + Duration::from_millis(20) >= margin,
+                    "started with {left:?} left"
+                );
+                ran.lock()
+                    .unwrap()
+                    .push(r.body["id"].as_str().unwrap().to_owned());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok::<_, HandlerError>(())
+            }
+        })
+        .await;
+    assert!(
+        started.elapsed() < remaining,
+        "answered after {:?}",
+        started.elapsed()
+    );
+    let ran = ran.into_inner().unwrap();
+    let done = report.records.iter().filter(|r| !r.is_failure()).count();
+    assert_eq!(done, ran.len(), "exactly the records that ran are done");
+    assert!((2..20).contains(&done), "{done} of 20 ran");
+    for r in report.records.iter().filter(|r| r.is_failure()) {
+        let Err(FailureReason::OutOfTime {
+            remaining_ms,
+            margin_ms,
+        }) = &r.outcome
+        else {
+            panic!("{:?}", r.outcome);
+        };
+        assert!(*remaining_ms < 300 && *margin_ms == 300, "{:?}", r.outcome);
+        assert!(
+            r.outcome
+                .as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("not started")
+        );
+        // Never started: no claim was written for its key.
+        let key = engine.key(&json!(format!("k-{}", r.position))).unwrap();
+        assert!(
+            crate::Store::get(&store, key.as_str())
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+    assert_eq!(
+        report.response().unwrap().batch_item_failures.len(),
+        20 - done
+    );
+}
+
+/// A function whose whole invocation is shorter than the default margin
+/// (a 1 s timeout) still runs its records: unset, the margin is at most a
+/// tenth of the batch's time.
+#[tokio::test]
+async fn a_short_invocation_still_runs_its_records() {
+    let (engine, _, _) = memory_engine();
+    let one = batch(vec![message(Some("m-1"), r#"{"id":"k"}"#)]);
+    let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+        .process(
+            one,
+            Some(Duration::from_millis(400)),
+            |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) },
+        )
+        .await;
+    assert!(report.is_success(), "{:?}", report.records[0].outcome);
 }
 
 #[tokio::test]
