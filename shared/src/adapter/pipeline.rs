@@ -69,6 +69,105 @@ fn margin(set: Option<Duration>, remaining: Option<Duration>) -> Duration {
     })
 }
 
+/// What every batch processor holds for the pipeline: the engine and the
+/// settings its builders set (`batch_settings!`).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) engine: Idempotency,
+    pub(crate) key: KeySelector,
+    pub(crate) concurrency: Option<usize>,
+    pub(crate) deadline_margin: Option<Duration>,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) pre_read: PreRead,
+}
+
+impl Settings {
+    /// The defaults over `engine`, keys from `key`.
+    pub(crate) fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self {
+            engine,
+            key,
+            concurrency: None,
+            deadline_margin: None,
+            missing_key: MissingKey::default(),
+            pre_read: PreRead::default(),
+        }
+    }
+
+    /// The pipeline for one batch of a source ordered by `ordering`.
+    pub(crate) fn pipeline<'a>(
+        &'a self,
+        ordering: Ordering,
+        names: &'static SourceNames,
+    ) -> Pipeline<'a> {
+        Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
+            ordering,
+            names,
+        }
+    }
+}
+
+/// The builders every batch processor shares, over its `settings` field
+/// (one definition, five sources).
+macro_rules! batch_settings {
+    ($processor:ty) => {
+        impl $processor {
+            /// At most `n` records run at a time (0 counts as 1). Default:
+            /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever
+            /// the batch size. Records waiting for the earlier records of
+            /// their lane, or for an in-batch duplicate's first copy, do not
+            /// count.
+            pub fn concurrency(mut self, n: usize) -> Self {
+                self.settings.concurrency = Some(n.max(1));
+                self
+            }
+
+            /// A record whose turn comes when less than `margin` is left of
+            /// the invocation fails without starting
+            /// ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+            /// the records in flight finish and the batch answers before
+            /// Lambda's timeout. Default
+            /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN)
+            /// (1 s), or a tenth of the time the batch had at its start when
+            /// that is less; set it above the time one record takes.
+            pub fn deadline_margin(mut self, margin: std::time::Duration) -> Self {
+                self.settings.deadline_margin = Some(margin);
+                self
+            }
+
+            /// What to do with records without a key. Default
+            /// [`MissingKey::Fail`](crate::MissingKey::Fail).
+            pub fn missing_key(mut self, policy: crate::MissingKey) -> Self {
+                self.settings.missing_key = policy;
+                self
+            }
+
+            /// When to read the batch's records ahead, in one `BatchGetItem`
+            /// per 100 keys. Default
+            /// [`PreRead::OnRedelivery`](crate::batch::PreRead::OnRedelivery):
+            /// when a record's receive count shows a redelivery (sources
+            /// without one, streams and Kafka, then never read ahead;
+            /// [`PreRead::Always`](crate::batch::PreRead::Always) does).
+            pub fn pre_read(mut self, policy: crate::batch::PreRead) -> Self {
+                self.settings.pre_read = policy;
+                self
+            }
+
+            /// The engine.
+            pub fn engine(&self) -> &crate::Idempotency {
+                &self.settings.engine
+            }
+        }
+    };
+}
+pub(crate) use batch_settings;
+
 /// How one batch runs: what every source's processor hands the pipeline.
 pub(crate) struct Pipeline<'a> {
     /// The engine.

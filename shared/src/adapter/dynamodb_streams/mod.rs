@@ -94,12 +94,10 @@ pub use crate::adapter::partial_response;
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{
-    BatchReport, Delivery, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
-};
+use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -111,15 +109,12 @@ use record::DYNAMODB_STREAMS;
 /// clone.
 #[derive(Debug, Clone)]
 pub struct DynamoDbStreamsProcessor {
-    engine: Idempotency,
-    key: KeySelector,
-    concurrency: Option<usize>,
-    deadline_margin: Option<Duration>,
-    missing_key: MissingKey,
-    pre_read: PreRead,
+    settings: Settings,
     /// How each record's images are keyed and hashed.
     rules: ImageRules,
 }
+
+crate::adapter::pipeline::batch_settings!(DynamoDbStreamsProcessor);
 
 impl DynamoDbStreamsProcessor {
     /// A processor over `engine` taking each record's key from `key`
@@ -127,43 +122,11 @@ impl DynamoDbStreamsProcessor {
     /// [`keys_and`]`("<a version attribute>")`.
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
         Self {
-            engine,
-            key,
-            concurrency: None,
-            deadline_margin: None,
-            missing_key: MissingKey::default(),
-            pre_read: PreRead::default(),
+            settings: Settings::new(engine, key),
             rules: ImageRules {
                 payload: PayloadScope::default(),
             },
         }
-    }
-
-    /// At most `n` records run at a time (0 counts as 1). A batch is one
-    /// lane, so its records run one after another whatever `n`; it bounds
-    /// the batches of several streams' records in one event (built by
-    /// hand).
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
-    /// the records in flight finish and the batch answers before Lambda's
-    /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
-    /// tenth of the time the batch had at its start when that is less; set
-    /// it above the time one record takes.
-    pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = Some(margin);
-        self
-    }
-
-    /// What to do with records without a key. Default [`MissingKey::Fail`].
-    pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
-        self
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`]: the
@@ -171,19 +134,6 @@ impl DynamoDbStreamsProcessor {
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.rules.payload = scope;
         self
-    }
-
-    /// When to read the batch's records ahead. Stream records carry no
-    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
-    /// reads ahead; [`PreRead::Always`] does, at one request per batch.
-    pub fn pre_read(mut self, policy: PreRead) -> Self {
-        self.pre_read = policy;
-        self
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Idempotency {
-        &self.engine
     }
 
     /// Handles one invocation: parses the DynamoDB Streams event, runs
@@ -232,16 +182,9 @@ impl DynamoDbStreamsProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let started = Instant::now();
-        let pipeline = Pipeline {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-            pre_read: self.pre_read,
-            concurrency: self.concurrency,
-            deadline_margin: self.deadline_margin,
-            ordering: Ordering::StopLane,
-            names: &DYNAMODB_STREAMS,
-        };
+        let pipeline = self
+            .settings
+            .pipeline(Ordering::StopLane, &DYNAMODB_STREAMS);
         let mut slots: Vec<_> = event
             .records
             .into_iter()

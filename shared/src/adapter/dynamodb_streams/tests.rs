@@ -5,7 +5,7 @@
 //! deletions recognised, images converted exactly.
 
 use super::*;
-use crate::Outcome;
+use crate::{MissingKey, Outcome};
 use crate::adapter::BatchError;
 use crate::testkit::*;
 use crate::value::AttrValue;

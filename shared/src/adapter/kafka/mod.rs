@@ -91,12 +91,10 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{
-    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
-};
+use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -108,15 +106,12 @@ use record::KAFKA;
 /// execution environment; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct KafkaProcessor {
-    engine: Idempotency,
-    key: KeySelector,
-    concurrency: Option<usize>,
-    deadline_margin: Option<Duration>,
-    missing_key: MissingKey,
-    pre_read: PreRead,
+    settings: Settings,
     /// How each record's value is parsed and keyed.
     rules: ValueRules,
 }
+
+crate::adapter::pipeline::batch_settings!(KafkaProcessor);
 
 impl KafkaProcessor {
     /// A processor over `engine` taking each record's key from `key`: a
@@ -124,43 +119,11 @@ impl KafkaProcessor {
     /// ([`KeySelector::attribute`]), not the offset.
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
         Self {
-            engine,
-            key,
-            concurrency: None,
-            deadline_margin: None,
-            missing_key: MissingKey::default(),
-            pre_read: PreRead::default(),
+            settings: Settings::new(engine, key),
             rules: ValueRules {
                 payload: PayloadScope::default(),
             },
         }
-    }
-
-    /// At most `n` records run at a time (0 counts as 1). Default:
-    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size. Records waiting for the earlier records of their
-    /// topic-partition, or for an in-batch duplicate's first copy, do not
-    /// count.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
-    /// the records in flight finish and the batch answers before Lambda's
-    /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
-    /// tenth of the time the batch had at its start when that is less; set
-    /// it above the time one record takes.
-    pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = Some(margin);
-        self
-    }
-
-    /// What to do with records without a key. Default [`MissingKey::Fail`].
-    pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
-        self
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`] (the
@@ -168,19 +131,6 @@ impl KafkaProcessor {
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.rules.payload = scope;
         self
-    }
-
-    /// When to read the batch's records ahead. Kafka records carry no
-    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
-    /// reads ahead; [`PreRead::Always`] does, at one request per batch.
-    pub fn pre_read(mut self, policy: PreRead) -> Self {
-        self.pre_read = policy;
-        self
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Idempotency {
-        &self.engine
     }
 
     /// Handles one invocation: parses the Kafka event, runs [`process`]
@@ -231,16 +181,7 @@ impl KafkaProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let started = Instant::now();
-        let pipeline = Pipeline {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-            pre_read: self.pre_read,
-            concurrency: self.concurrency,
-            deadline_margin: self.deadline_margin,
-            ordering: Ordering::StopLane,
-            names: &KAFKA,
-        };
+        let pipeline = self.settings.pipeline(Ordering::StopLane, &KAFKA);
         let mut partitions: Vec<_> = event.records.into_iter().collect();
         partitions.sort_by(|a, b| a.0.cmp(&b.0));
         let mut slots: Vec<_> = partitions

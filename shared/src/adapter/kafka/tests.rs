@@ -4,7 +4,7 @@
 //! partition, keys from headers, the response's exact shape.
 
 use super::*;
-use crate::Outcome;
+use crate::{MissingKey, Outcome};
 use crate::adapter::{BatchError, Delivery};
 use crate::testkit::*;
 use serde::Deserialize;

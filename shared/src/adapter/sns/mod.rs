@@ -88,12 +88,10 @@ pub use record::Notification;
 pub use response::{SnsError, answer};
 
 use crate::adapter::delivery::Ids;
-use crate::adapter::pipeline::{Pipeline, Prepared, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{
-    BatchReport, FailureReason, KeySelector, MissingKey, Ordering, PayloadScope, PreRead,
-};
+use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -105,15 +103,12 @@ use record::SNS;
 /// execution environment; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SnsProcessor {
-    engine: Idempotency,
-    key: KeySelector,
-    concurrency: Option<usize>,
-    deadline_margin: Option<Duration>,
-    missing_key: MissingKey,
-    pre_read: PreRead,
+    settings: Settings,
     /// How each notification's `Message` is parsed and keyed.
     rules: MessageRules,
 }
+
+crate::adapter::pipeline::batch_settings!(SnsProcessor);
 
 impl SnsProcessor {
     /// A processor over `engine` taking each notification's key from `key`:
@@ -121,42 +116,11 @@ impl SnsProcessor {
     /// or the SNS `MessageId` ([`KeySelector::Id`]).
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
         Self {
-            engine,
-            key,
-            concurrency: None,
-            deadline_margin: None,
-            missing_key: MissingKey::default(),
-            pre_read: PreRead::default(),
+            settings: Settings::new(engine, key),
             rules: MessageRules {
                 payload: PayloadScope::default(),
             },
         }
-    }
-
-    /// At most `n` notifications run at a time (0 counts as 1). Default:
-    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the event's size.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
-    /// the records in flight finish and the batch answers before Lambda's
-    /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
-    /// tenth of the time the batch had at its start when that is less; set
-    /// it above the time one record takes.
-    pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = Some(margin);
-        self
-    }
-
-    /// What to do with notifications without a key. Default
-    /// [`MissingKey::Fail`].
-    pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
-        self
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`] (the
@@ -165,19 +129,6 @@ impl SnsProcessor {
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.rules.payload = scope;
         self
-    }
-
-    /// When to read the event's records ahead. SNS records carry no
-    /// receive count, so [`PreRead::OnRedelivery`] (the default) never
-    /// reads ahead.
-    pub fn pre_read(mut self, policy: PreRead) -> Self {
-        self.pre_read = policy;
-        self
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Idempotency {
-        &self.engine
     }
 
     /// Handles one invocation: parses the SNS event, runs [`process`] with
@@ -228,16 +179,7 @@ impl SnsProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let started = Instant::now();
-        let pipeline = Pipeline {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-            pre_read: self.pre_read,
-            concurrency: self.concurrency,
-            deadline_margin: self.deadline_margin,
-            ordering: Ordering::Unordered,
-            names: &SNS,
-        };
+        let pipeline = self.settings.pipeline(Ordering::Unordered, &SNS);
         let slots: Vec<_> = event
             .records
             .into_iter()

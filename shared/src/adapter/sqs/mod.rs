@@ -102,10 +102,10 @@ pub use record::SqsRecord;
 
 use crate::adapter::delivery::SQS;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::Pipeline;
+use crate::adapter::pipeline::Settings;
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
-use crate::adapter::{KeySelector, MissingKey, PayloadScope};
+use crate::adapter::{KeySelector, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::signature::Verifier;
@@ -126,30 +126,22 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 262_144;
 /// handled. Build it once per execution environment; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct BatchProcessor {
-    engine: Idempotency,
-    key: KeySelector,
-    concurrency: Option<usize>,
-    deadline_margin: Option<Duration>,
-    missing_key: MissingKey,
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
-    pre_read: PreRead,
+    settings: Settings,
     /// How each record's body is checked, parsed and keyed.
     rules: BodyRules,
 }
+
+crate::adapter::pipeline::batch_settings!(BatchProcessor);
 
 impl BatchProcessor {
     /// A processor over `engine` taking each record's key from `key`.
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
         Self {
-            engine,
-            key,
-            concurrency: None,
-            deadline_margin: None,
-            missing_key: MissingKey::default(),
             queue_kind: QueueKind::default(),
             fifo_failure_mode: FifoFailureMode::default(),
-            pre_read: PreRead::default(),
+            settings: Settings::new(engine, key),
             rules: BodyRules {
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
                 verifier: None,
@@ -177,39 +169,6 @@ impl BatchProcessor {
         self
     }
 
-    /// When to read the batch's records ahead (default
-    /// [`PreRead::OnRedelivery`]).
-    pub fn pre_read(mut self, policy: PreRead) -> Self {
-        self.pre_read = policy;
-        self
-    }
-
-    /// At most `n` records run at a time (0 counts as 1). Default:
-    /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size. Records waiting for an in-batch duplicate's first copy, or for
-    /// the earlier records of their FIFO group, do not count.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
-        self
-    }
-
-    /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
-    /// the records in flight finish and the batch answers before Lambda's
-    /// timeout. Default
-    /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN) (1 s), or a
-    /// tenth of the time the batch had at its start when that is less; set
-    /// it above the time one record takes.
-    pub fn deadline_margin(mut self, margin: Duration) -> Self {
-        self.deadline_margin = Some(margin);
-        self
-    }
-
-    /// What to do with records without a key. Default [`MissingKey::Fail`].
-    pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
-        self
-    }
-
     /// Standard or FIFO. Default [`QueueKind::Auto`].
     pub fn queue_kind(mut self, kind: QueueKind) -> Self {
         self.queue_kind = kind;
@@ -232,11 +191,6 @@ impl BatchProcessor {
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
         self.rules.envelope = mode;
         self
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Idempotency {
-        &self.engine
     }
 
     /// Handles one invocation: parses the SQS event, runs [`process`] with
@@ -292,16 +246,7 @@ impl BatchProcessor {
             fifo::is_fifo(self.queue_kind, &event),
             self.fifo_failure_mode,
         );
-        let pipeline = Pipeline {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-            pre_read: self.pre_read,
-            concurrency: self.concurrency,
-            deadline_margin: self.deadline_margin,
-            ordering,
-            names: &SQS,
-        };
+        let pipeline = self.settings.pipeline(ordering, &SQS);
         let mut slots: Vec<_> = event
             .records
             .into_iter()
