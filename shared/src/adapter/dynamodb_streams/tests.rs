@@ -5,10 +5,10 @@
 //! deletions recognised, images converted exactly.
 
 use super::*;
-use crate::{MissingKey, Outcome};
 use crate::adapter::BatchError;
 use crate::testkit::*;
 use crate::value::AttrValue;
+use crate::{MissingKey, Outcome};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 

@@ -4,9 +4,9 @@
 //! partition, keys from headers, the response's exact shape.
 
 use super::*;
-use crate::{MissingKey, Outcome};
 use crate::adapter::{BatchError, Delivery};
 use crate::testkit::*;
+use crate::{MissingKey, Outcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Mutex;
