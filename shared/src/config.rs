@@ -253,6 +253,19 @@ impl Config {
         }
     }
 
+    /// Sets [`Config::commit_mode`] from the variable `var` when it is set
+    /// (`optimistic`, `fenced`, `claim-then-complete`): for a function whose
+    /// deployment picks its mode. An unknown mode is an error, not a silent
+    /// default.
+    pub fn commit_mode_from_env(self, var: &str) -> Result<Self, String> {
+        match std::env::var(var) {
+            Err(_) => Ok(self),
+            Ok(v) => CommitMode::parse(&v)
+                .map(|mode| self.commit_mode(mode))
+                .ok_or_else(|| format!("{var}={v:?} is not a mode")),
+        }
+    }
+
     /// Sets [`Config::prefix`] from [`PREFIX_ENV`] when it is set: the
     /// deployment names the prefix its role may write (the template derives
     /// both from one value). Unset (a local run, a test), the prefix stays

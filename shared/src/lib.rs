@@ -48,6 +48,7 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 
 mod adapter;
+mod backend;
 mod clock;
 mod config;
 pub mod diagnostic;
@@ -79,6 +80,7 @@ pub use adapter::{
     Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
     KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
 };
+pub use backend::{Backend, BackendError, Place, TableEnv, Wiring};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     Attributes, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV,

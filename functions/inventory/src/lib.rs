@@ -29,7 +29,7 @@ use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventPayload, EventResponse};
-use shared::{CommitMode, Config, HandlerError, Idempotency, MemoryStore, Staged, TerminalErrors};
+use shared::{CommitMode, Config, HandlerError, Idempotency, Staged, TerminalErrors};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -43,6 +43,8 @@ pub const RECORD_LIFETIME: Duration = Duration::from_secs(15 * 24 * 60 * 60);
 
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
+/// The stock table, as [`shared::Backend::from_env_or_valkey`] reads it.
+pub const STOCK: shared::TableEnv = shared::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
 /// The `source` of the events this function handles.
 pub const SOURCE: &str = "shop.orders";
 /// The `detail-type` of the events this function handles.
@@ -208,75 +210,19 @@ impl App {
     /// sample levels when unset): see [`VALKEY_COMMIT_MODE`].
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = Self::config().prefix_from_env()?.expires_after_from_env()?;
-        let stock = std::env::var(STOCK_TABLE_ENV)
-            .ok()
-            .filter(|t| !t.trim().is_empty());
-        Ok(match (shared::StoreChoice::from_env()?, stock) {
-            (shared::StoreChoice::Valkey, stock) => Self::on_valkey(config, stock).await?,
-            (shared::StoreChoice::DynamoDb(table), Some(stock)) => {
-                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                // One DescribeTable at start: an eventually consistent global
-                // table is refused (README "Multi-Region").
-                let store = shared::DynamoDbStore::checked(client.clone(), table)
-                    .await
-                    .map_err(|e| shared::report(&e))?;
-                let engine = Idempotency::new(store, config);
-                Self::new(engine, StockTable::dynamodb(client, stock))
-            }
-            (shared::StoreChoice::Memory, None) => {
-                tracing::warn!(
-                    sample = ?SAMPLE_STOCK,
-                    "IDEMPOTENCY_TABLE not set (nor STOCK_TABLE): idempotency records and stock \
-                     are kept in memory (local run), the stock seeded with sample levels"
-                );
-                let store = MemoryStore::new();
-                let engine = Idempotency::new(store.clone(), config);
-                Self::new(engine, StockTable::sample(store))
-            }
-            _ => {
-                return Err(format!(
-                    "set both IDEMPOTENCY_TABLE and {STOCK_TABLE_ENV}, or neither (local run): \
-                     the stock decrement commits in one transaction with the idempotency record"
-                )
-                .into());
-            }
-        })
-    }
-
-    /// Records in Valkey ([`shared::ValkeyStore::from_env`]), the stock in
-    /// the DynamoDB table `stock` (or in memory, seeded with
-    /// [`SAMPLE_STOCK`]), committing in [`VALKEY_COMMIT_MODE`].
-    async fn on_valkey(
-        config: Config,
-        stock: Option<String>,
-    ) -> Result<Self, lambda_runtime::Error> {
-        let config = config.commit_mode(VALKEY_COMMIT_MODE);
-        let valkey = shared::ValkeyStore::from_env()
+        let backend = shared::Backend::from_env_or_valkey(config, [STOCK], VALKEY_COMMIT_MODE)
             .await
             .map_err(|e| shared::report(&e))?;
-        Ok(match stock {
-            Some(stock) => {
-                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                // The decrement commits on its own through this store; it
-                // never writes a record there.
-                let tables = shared::DynamoDbStore::new(
-                    client.clone(),
-                    shared::TableConfig::new(stock.clone()),
-                );
-                let engine = Idempotency::try_new(valkey.with_tables(tables), config)?;
-                Self::new(engine, StockTable::dynamodb(client, stock))
+        let local = backend.local_store().cloned();
+        let (engine, [stock]) = backend.into_parts();
+        let stock = match local {
+            Some(store) => {
+                tracing::warn!(sample = ?SAMPLE_STOCK, "the stock is seeded with sample levels (local run)");
+                StockTable::sample(store)
             }
-            None => {
-                tracing::warn!(
-                    sample = ?SAMPLE_STOCK,
-                    "STOCK_TABLE not set: idempotency records in Valkey, stock kept in memory \
-                     (local run), seeded with sample levels"
-                );
-                let store = MemoryStore::new();
-                let engine = Idempotency::try_new(valkey.with_tables(store.clone()), config)?;
-                Self::new(engine, StockTable::sample(store))
-            }
-        })
+            None => StockTable::from_table(stock),
+        };
+        Ok(Self::new(engine, stock))
     }
 
     /// The stock table.
@@ -315,6 +261,7 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use serde_json::{Value, json};
+    use shared::MemoryStore;
     use shared::eventbridge::EventError;
     use shared::{
         Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,

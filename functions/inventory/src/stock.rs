@@ -57,6 +57,11 @@ fn stock_of(sku: &str, item: Option<&Item>) -> Result<Option<i64>, HandlerError>
 }
 
 impl StockTable {
+    /// Stock in `table` (as [`shared::Backend`] wires it).
+    pub fn from_table(table: Table) -> Self {
+        Self { table }
+    }
+
     /// Stock in the DynamoDB table `table`. The engine's store must be a
     /// [`shared::DynamoDbStore`] in the same account and region, so that one
     /// transaction spans both tables.

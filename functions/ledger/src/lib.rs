@@ -77,10 +77,15 @@ impl App {
     /// `AWS_ENDPOINT_URL`), the embedded memory store otherwise (local
     /// runs); `PAYMENTS_COMMIT_MODE` ([`payments::MODE_ENV`]) picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = payments::backend::mode_from_env(
-            Self::config().prefix_from_env()?.expires_after_from_env()?,
-        )?;
-        let (engine, accounts) = payments::backend::from_env(config).await?;
+        let config = Self::config()
+            .prefix_from_env()?
+            .expires_after_from_env()?
+            .commit_mode_from_env(payments::MODE_ENV)?;
+        let (engine, [accounts]) = shared::Backend::from_env(config, [payments::ACCOUNTS])
+            .await
+            .map_err(|e| shared::report(&e))?
+            .into_parts();
+        let accounts = payments::Accounts::from_table(accounts);
         Ok(Self::new(engine, accounts))
     }
 

@@ -36,8 +36,7 @@ use serde_json::Value;
 use shared::batch::{BatchProcessor, SqsRecord};
 use shared::outbox::Message;
 use shared::{
-    CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, MemoryStore,
-    Staged, Table,
+    CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Staged, Table,
 };
 
 /// How long an order event's record lives by default: the queue's retention
@@ -52,6 +51,8 @@ pub const RECORD_PREFIX: &str = "orders.record";
 pub const ORDERS_TABLE_ENV: &str = "ORDERS_TABLE";
 /// Environment variable holding the notifications (FIFO) queue URL.
 pub const NOTIFICATIONS_QUEUE_URL_ENV: &str = "NOTIFICATIONS_QUEUE_URL";
+/// The orders table, as [`shared::Backend::from_env`] reads it.
+pub const ORDERS: shared::TableEnv = shared::TableEnv::new(ORDERS_TABLE_ENV, LOCAL_ORDERS_TABLE);
 /// The orders table's name in local runs.
 pub const LOCAL_ORDERS_TABLE: &str = "orders";
 /// The notifications queue in local runs: nothing is published, the memory
@@ -220,46 +221,37 @@ impl App {
     /// to [`LOCAL_NOTIFICATIONS_QUEUE_URL`] unless `NOTIFICATIONS_QUEUE_URL`
     /// names another queue). One without the other is an error.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         // The prefix is fixed: `Recorded::notification_id` derives from it.
         let config = Self::config()
             .prefix_from_env()?
             .require_prefix(RECORD_PREFIX)?
             .expires_after_from_env()?;
-        shared::StoreChoice::transactional_from_env("orders")?;
-        let idempotency = shared::TableConfig::from_env();
-        let queue_url = set(NOTIFICATIONS_QUEUE_URL_ENV);
-        let app = match (idempotency, set(ORDERS_TABLE_ENV)) {
-            (Some(table), Some(orders)) => {
-                let queue_url = queue_url.ok_or_else(|| {
-                    format!("{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables")
-                })?;
-                let client = aws_sdk_dynamodb::Client::new(&shared::aws_sdk_config().await);
-                // One DescribeTable at start: an eventually consistent global
-                // table is refused (README "Multi-Region").
-                let store = shared::DynamoDbStore::checked(client.clone(), table)
-                    .await
-                    .map_err(|e| shared::report(&e))?;
-                let engine = Idempotency::new(store, config);
-                Self::new(engine, Table::dynamodb(client, orders), queue_url)
-            }
-            (None, None) => {
+        let wiring =
+            shared::Wiring::from_env(RECORD_PREFIX, [ORDERS]).map_err(|e| shared::report(&e))?;
+        let queue_url = std::env::var(NOTIFICATIONS_QUEUE_URL_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        let queue_url = match (queue_url, wiring.is_local()) {
+            (url, true) => {
                 tracing::warn!(
-                    "IDEMPOTENCY_TABLE not set (nor ORDERS_TABLE): idempotency records and \
-                     orders are kept in memory, OrderConfirmed notifications are logged, not \
-                     published (local run)"
+                    "OrderConfirmed notifications are logged, not published (local run)"
                 );
-                let store = MemoryStore::new();
-                let engine = Idempotency::new(store.clone(), config);
-                let queue_url = queue_url.unwrap_or_else(|| LOCAL_NOTIFICATIONS_QUEUE_URL.into());
-                Self::new(engine, Table::memory(store, LOCAL_ORDERS_TABLE), queue_url)
+                url.unwrap_or_else(|| LOCAL_NOTIFICATIONS_QUEUE_URL.into())
             }
-            _ => {
-                return Err(
-                    "set both IDEMPOTENCY_TABLE and ORDERS_TABLE, or neither (local run)".into(),
-                );
+            (Some(url), false) => url,
+            (None, false) => {
+                return Err(format!(
+                    "{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables"
+                )
+                .into());
             }
         };
+        let (engine, [orders]) = wiring
+            .connect(config)
+            .await
+            .map_err(|e| shared::report(&e))?
+            .into_parts();
+        let app = Self::new(engine, orders, queue_url);
         Ok(match shared::Verifier::from_lambda_env().await? {
             Some(verifier) => app.verify_signatures(verifier),
             None => app,
@@ -307,6 +299,7 @@ impl App {
 mod tests {
     use super::*;
     use serde_json::json;
+    use shared::MemoryStore;
     use shared::{ErrorKind, Store};
     use std::collections::BTreeMap;
 

@@ -120,10 +120,15 @@ impl App {
     /// without one are refused unless `IDEMPOTENCY_ANONYMOUS_CALLERS` is
     /// `share-one-scope`).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = payments::backend::mode_from_env(
-            Self::config().prefix_from_env()?.expires_after_from_env()?,
-        )?;
-        let (engine, accounts) = payments::backend::from_env(config).await?;
+        let config = Self::config()
+            .prefix_from_env()?
+            .expires_after_from_env()?
+            .commit_mode_from_env(payments::MODE_ENV)?;
+        let (engine, [accounts]) = shared::Backend::from_env(config, [payments::ACCOUNTS])
+            .await
+            .map_err(|e| shared::report(&e))?
+            .into_parts();
+        let accounts = payments::Accounts::from_table(accounts);
         let http = HttpProcessor::new(engine).callers_from_env()?;
         Ok(Self::with_http(http, accounts))
     }

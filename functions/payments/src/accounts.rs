@@ -29,6 +29,11 @@ fn balance_of(item: Option<&Item>) -> Result<Option<i64>, HandlerError> {
 }
 
 impl Accounts {
+    /// Balances in `table` (as [`shared::Backend::from_env`] wires it).
+    pub fn from_table(table: Table) -> Self {
+        Self { table }
+    }
+
     /// Balances in the DynamoDB table `table`.
     pub fn dynamodb(client: Client, table: impl Into<String>) -> Self {
         Self {

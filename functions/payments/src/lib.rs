@@ -10,7 +10,6 @@
 //! holds back the later records of its account only.
 
 pub mod accounts;
-pub mod backend;
 
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
@@ -31,6 +30,9 @@ pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
 pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
+/// The accounts table, as [`shared::Backend::from_env`] reads it.
+pub const ACCOUNTS: shared::TableEnv =
+    shared::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
 
 /// A payment message body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,10 +131,15 @@ impl App {
     /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
     /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config =
-            backend::mode_from_env(Self::config().prefix_from_env()?.expires_after_from_env()?)?;
-        let (engine, accounts) = backend::from_env(config).await?;
-        let app = Self::new(engine, accounts);
+        let config = Self::config()
+            .prefix_from_env()?
+            .expires_after_from_env()?
+            .commit_mode_from_env(MODE_ENV)?;
+        let (engine, [accounts]) = shared::Backend::from_env(config, [ACCOUNTS])
+            .await
+            .map_err(|e| shared::report(&e))?
+            .into_parts();
+        let app = Self::new(engine, Accounts::from_table(accounts));
         Ok(match shared::Verifier::from_lambda_env().await? {
             Some(verifier) => app.verify_signatures(verifier),
             None => app,
