@@ -49,13 +49,17 @@ pub const MAX_LOCAL_TIMEOUT_SECS: u64 = 900;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LocalTimeoutError {
     /// Not a whole number of seconds.
-    #[error("{LOCAL_TIMEOUT_ENV}={value:?} is not a whole number of seconds (1 to {MAX_LOCAL_TIMEOUT_SECS})")]
+    #[error(
+        "{LOCAL_TIMEOUT_ENV}={value:?} is not a whole number of seconds (1 to {MAX_LOCAL_TIMEOUT_SECS})"
+    )]
     NotSeconds {
         /// The value given.
         value: String,
     },
     /// Zero, or past Lambda's largest timeout.
-    #[error("{LOCAL_TIMEOUT_ENV}={seconds} is out of range: a Lambda timeout is 1 to {MAX_LOCAL_TIMEOUT_SECS} s")]
+    #[error(
+        "{LOCAL_TIMEOUT_ENV}={seconds} is out of range: a Lambda timeout is 1 to {MAX_LOCAL_TIMEOUT_SECS} s"
+    )]
     OutOfRange {
         /// The seconds given.
         seconds: u64,
@@ -282,8 +286,8 @@ where
         }
         Mode::Local(files) => files,
     };
-    let timeout =
-        local_timeout(std::env::var(LOCAL_TIMEOUT_ENV).ok().as_deref()).map_err(|e| e.to_string())?;
+    let timeout = local_timeout(std::env::var(LOCAL_TIMEOUT_ENV).ok().as_deref())
+        .map_err(|e| e.to_string())?;
     let mut failed = 0;
     for (n, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file)
