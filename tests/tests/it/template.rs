@@ -938,9 +938,10 @@ fn samconfig_builds_and_deploys_one_architecture() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    let macros = template["Transform"]
-        .as_sequence()
-        .is_some_and(|t| t.iter().any(|t| t.as_str() == Some("AWS::LanguageExtensions")));
+    let macros = template["Transform"].as_sequence().is_some_and(|t| {
+        t.iter()
+            .any(|t| t.as_str() == Some("AWS::LanguageExtensions"))
+    });
     let mut envs = 0;
     for (env, commands) in &config {
         let Some(commands) = commands.as_table() else {
