@@ -191,7 +191,7 @@ pub struct App {
 impl App {
     /// The function over the given engine, orders table and notifications
     /// queue URL. The engine's store must reach the orders table (the same
-    /// DynamoDB account, or the same [`MemoryStore`]), and its
+    /// DynamoDB account, or the same [`MemoryStore`](shared::MemoryStore)), and its
     /// configuration's prefix must be [`RECORD_PREFIX`] (see
     /// [`App::config`]) for [`Recorded::notification_id`] to hold.
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
