@@ -15,6 +15,7 @@ use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
 
+pub mod batch;
 mod choice;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
@@ -22,6 +23,7 @@ pub mod memory;
 #[cfg(feature = "valkey")]
 pub mod valkey;
 
+pub use batch::{Commit, CommitsError};
 pub use choice::{STORE_ENV, StoreChoice};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
@@ -133,6 +135,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn transactions(&self) -> bool {
         true
     }
+
+    /// Commits many records' commits in one transaction: all or nothing,
+    /// each commit's conditions as [`Store::commit`] evaluates them, within
+    /// the limits [`batch::check`] keeps (refused as a whole otherwise).
+    /// The default commits nothing and answers
+    /// [`CommitsError::Unsupported`]: the engine then commits each record
+    /// on its own.
+    async fn commit_many(&self, commits: &[Commit<'_>]) -> Result<(), CommitsError> {
+        let _ = commits;
+        Err(CommitsError::Unsupported)
+    }
 }
 
 #[async_trait]
@@ -157,5 +170,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn transactions(&self) -> bool {
         (**self).transactions()
+    }
+    async fn commit_many(&self, commits: &[Commit<'_>]) -> Result<(), CommitsError> {
+        (**self).commit_many(commits).await
     }
 }

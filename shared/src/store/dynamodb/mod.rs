@@ -148,6 +148,7 @@ impl DynamoDbStore {
     }
 }
 
+mod batch;
 mod item;
 mod table;
 
@@ -413,6 +414,10 @@ impl Store for DynamoDbStore {
 
     fn item_size(&self, record: &Record) -> usize {
         record.item_size(&self.table.attributes)
+    }
+
+    async fn commit_many(&self, commits: &[super::Commit<'_>]) -> Result<(), super::CommitsError> {
+        self.transact_many(commits).await
     }
 
     async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
