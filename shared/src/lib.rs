@@ -81,9 +81,9 @@ pub use adapter::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Attributes, BATCH_COMMITS_ENV, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV,
-    EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TABLE_ENV,
-    TableConfig, TerminalErrors, check_prefix,
+    Attributes, BATCH_COMMITS_ENV, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES,
+    DISABLED_ENV, EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError,
+    TABLE_ENV, TableConfig, TerminalErrors, check_prefix,
 };
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};

@@ -686,12 +686,13 @@ impl Pipeline<'_> {
         // Boxed: a record waiting for its permit holds a small future; only
         // the records in flight hold the engine's and the handler's (large:
         // the SDK's request futures) state.
-        let result = Box::pin(
-            self.engine
-                .run_seated(seat, key.as_ref(), payload.as_ref(), remaining, || {
-                    (run.handler)(record)
-                }),
-        )
+        let result = Box::pin(self.engine.run_seated(
+            seat,
+            key.as_ref(),
+            payload.as_ref(),
+            remaining,
+            || (run.handler)(record),
+        ))
         .await;
         super::split(result).map_err(FailureReason::from)
     }

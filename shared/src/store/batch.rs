@@ -126,7 +126,12 @@ fn value_bytes(v: &AttrValue) -> usize {
         AttrValue::B(b) => b.len(),
         AttrValue::Bool(_) | AttrValue::Null => 1,
         AttrValue::L(l) => 3 + l.iter().map(|v| 1 + value_bytes(v)).sum::<usize>(),
-        AttrValue::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + value_bytes(v)).sum::<usize>(),
+        AttrValue::M(m) => {
+            3 + m
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_bytes(v))
+                .sum::<usize>()
+        }
         AttrValue::Ss(ss) | AttrValue::Ns(ss) => ss.iter().map(String::len).sum(),
         AttrValue::Bs(bs) => bs.iter().map(Vec::len).sum(),
     }
@@ -150,7 +155,10 @@ pub fn check(commits: &[Commit<'_>], record_size: &dyn Fn(&Record) -> usize) -> 
     }
     let mut seen = HashSet::new();
     for commit in commits {
-        for (table, _) in items(commit).into_iter().filter(|i| !seen.insert(i.clone())) {
+        for (table, _) in items(commit)
+            .into_iter()
+            .filter(|i| !seen.insert(i.clone()))
+        {
             return Err(format!(
                 "two actions of one transaction touch one item of table {}",
                 table.trim_start_matches('\0')
@@ -224,8 +232,11 @@ mod tests {
     }
 
     fn credit(account: &str) -> Write {
-        Write::update("accounts", Item::from([("pk".to_owned(), AttrValue::s(account))]))
-            .add("balance", 1)
+        Write::update(
+            "accounts",
+            Item::from([("pk".to_owned(), AttrValue::s(account))]),
+        )
+        .add("balance", 1)
     }
 
     fn size(r: &Record) -> usize {
@@ -240,7 +251,10 @@ mod tests {
             .iter()
             .zip(&writes)
             .map(|(r, w)| Commit {
-                record: RecordWrite::Claim { record: r, now_ms: 0 },
+                record: RecordWrite::Claim {
+                    record: r,
+                    now_ms: 0,
+                },
                 writes: w,
             })
             .collect();
@@ -256,7 +270,10 @@ mod tests {
             .iter()
             .zip(&writes)
             .map(|(r, w)| Commit {
-                record: RecordWrite::Claim { record: r, now_ms: 0 },
+                record: RecordWrite::Claim {
+                    record: r,
+                    now_ms: 0,
+                },
                 writes: w,
             })
             .collect();
@@ -274,7 +291,10 @@ mod tests {
             .iter()
             .zip(&writes)
             .map(|(r, w)| Commit {
-                record: RecordWrite::Claim { record: r, now_ms: 0 },
+                record: RecordWrite::Claim {
+                    record: r,
+                    now_ms: 0,
+                },
                 writes: w,
             })
             .collect();
@@ -291,7 +311,10 @@ mod tests {
         let commits: Vec<Commit<'_>> = big
             .iter()
             .map(|r| Commit {
-                record: RecordWrite::Claim { record: r, now_ms: 0 },
+                record: RecordWrite::Claim {
+                    record: r,
+                    now_ms: 0,
+                },
                 writes: &[],
             })
             .collect();
@@ -301,6 +324,10 @@ mod tests {
             let part: Vec<Commit<'_>> = tx.iter().map(|&i| commits[i]).collect();
             assert_eq!(check(&part, &size), Ok(()));
         }
-        assert!(check(&commits, &size).unwrap_err().contains("bytes of items"));
+        assert!(
+            check(&commits, &size)
+                .unwrap_err()
+                .contains("bytes of items")
+        );
     }
 }

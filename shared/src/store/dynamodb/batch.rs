@@ -32,7 +32,8 @@ impl DynamoDbStore {
             crate::write::check(commit.writes).map_err(invalid)?;
             for w in commit.writes {
                 items.push(
-                    transact_item(w).map_err(|e| CommitsError::Transaction(TransactError::Store(e)))?,
+                    transact_item(w)
+                        .map_err(|e| CommitsError::Transaction(TransactError::Store(e)))?,
                 );
             }
             items.extend(

@@ -143,8 +143,7 @@ fn config() -> Config {
 }
 
 fn body(id: &str, account: &str, amount: i64) -> String {
-    serde_json::json!({"payment_id": id, "account_id": account, "amount_cents": amount})
-        .to_string()
+    serde_json::json!({"payment_id": id, "account_id": account, "amount_cents": amount}).to_string()
 }
 
 /// A standard-queue batch of `(payment, account, amount)`.
@@ -187,7 +186,9 @@ fn ten() -> Vec<(String, String, i64)> {
 }
 
 fn refs(v: &[(String, String, i64)]) -> Vec<(&str, &str, i64)> {
-    v.iter().map(|(p, a, n)| (p.as_str(), a.as_str(), *n)).collect()
+    v.iter()
+        .map(|(p, a, n)| (p.as_str(), a.as_str(), *n))
+        .collect()
 }
 
 fn executed<T>(report: &crate::batch::BatchReport<T>) -> usize {
@@ -233,9 +234,7 @@ async fn a_duplicate_is_replayed_and_the_others_commit_again_without_it() {
     app.process(standard(&refs(&payments[3..4])), None, pay)
         .await;
     store.sent();
-    let report = app
-        .process(standard(&refs(&payments)), None, pay)
-        .await;
+    let report = app.process(standard(&refs(&payments)), None, pay).await;
     assert_eq!(executed(&report), 9);
     assert!(
         matches!(&report.records[3].outcome, Ok(Outcome::Replayed(Some(p))) if p == "p3"),
@@ -341,7 +340,10 @@ async fn more_lanes_than_permits_do_not_deadlock() {
         assert_eq!(store.balance(&format!("g{g}")), Some(2));
     }
     let sent = store.sent();
-    assert!(sent.len() < 40, "some records shared transactions: {sent:?}");
+    assert!(
+        sent.len() < 40,
+        "some records shared transactions: {sent:?}"
+    );
 }
 
 #[tokio::test]
