@@ -1578,8 +1578,8 @@ pub async fn batch_commit_names_a_rejected_write(h: Harness) {
         }
         other => panic!("{other:?}"),
     }
-    for i in 0..3 {
-        assert_eq!(h.store.get(&records[i].id).await.unwrap(), None);
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(h.store.get(&record.id).await.unwrap(), None);
         assert_eq!(h.number(&table, &format!("rej-{i}"), "balance").await, None);
     }
     assert_eq!(h.number(&table, "stock", "stock").await, Some(1));

@@ -229,12 +229,13 @@ impl Seat<'_> {
         }
         let answer = answer.await;
         self.resume();
-        answer.unwrap_or_else(|_| {
-            Err(TransactError::Store(StoreError::Backend {
+        match answer {
+            Ok(result) => result,
+            Err(_) => Err(TransactError::Store(StoreError::Backend {
                 operation: "TransactWriteItems",
                 source: "the batch commit ended without an answer".into(),
-            }))
-        })
+            })),
+        }
     }
 }
 

@@ -154,16 +154,15 @@ pub fn check(commits: &[Commit<'_>], record_size: &dyn Fn(&Record) -> usize) -> 
         ));
     }
     let mut seen = HashSet::new();
-    for commit in commits {
-        for (table, _) in items(commit)
-            .into_iter()
-            .filter(|i| !seen.insert(i.clone()))
-        {
-            return Err(format!(
-                "two actions of one transaction touch one item of table {}",
-                table.trim_start_matches('\0')
-            ));
-        }
+    let twice = commits
+        .iter()
+        .flat_map(items)
+        .find(|item| !seen.insert(item.clone()));
+    if let Some((table, _)) = twice {
+        return Err(format!(
+            "two actions of one transaction touch one item of table {}",
+            table.trim_start_matches('\0')
+        ));
     }
     Ok(())
 }

@@ -244,6 +244,7 @@ impl Store for MemoryStore {
 impl MemoryStore {
     /// What DynamoDB refuses in a commit before evaluating it: invalid
     /// staged writes, a record over the item limit.
+    #[allow(clippy::result_large_err)] // the answer `Store::commit` gives
     fn validate(&self, commit: &Commit<'_>) -> Result<(), TransactError> {
         crate::write::check(commit.writes)
             .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
@@ -266,6 +267,7 @@ fn record_of(write: RecordWrite<'_>) -> Option<&Record> {
 
 /// Checks a commit's conditions against the current state and computes
 /// every new item, applying nothing.
+#[allow(clippy::result_large_err)] // the answer `Store::commit` gives
 fn evaluate(inner: &Inner, commit: &Commit<'_>) -> Result<Updates, TransactError> {
     if let Some(record) = record_of(commit.record) {
         let existing = inner.records.get(&record.id);

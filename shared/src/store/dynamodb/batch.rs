@@ -101,7 +101,8 @@ impl DynamoDbStore {
 
     /// What one commit's cancellation reasons (its staged writes', then its
     /// record's) say about it: `None` when none of its conditions failed.
-    fn failure(
+    /// Both commit paths read cancellations with it.
+    pub(super) fn failure(
         &self,
         reasons: &[CancellationReason],
         writes: usize,
