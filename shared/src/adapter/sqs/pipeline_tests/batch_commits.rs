@@ -408,3 +408,55 @@ async fn a_batch_applied_but_unanswered_is_found_record_by_record() {
         .collect();
     assert!(failures.is_empty(), "{failures:?}");
 }
+
+#[tokio::test]
+async fn in_batch_copies_across_lanes_wait_for_their_first_copy_without_deadlock() {
+    // p1 is a's third payment, and again b's second: b's copy waits for it
+    // while a's first two commit (the group must not wait for the copy);
+    // once more alone in c.
+    let payments = [
+        ("a1", "a", "a", 1),
+        ("q1", "b", "b", 10),
+        ("p1", "a", "a", 100),
+        ("a2", "a", "a", 1000),
+        ("p1", "b", "a", 100),
+        ("p1", "c", "a", 100),
+    ];
+    let event = batch(
+        payments
+            .iter()
+            .enumerate()
+            .map(|(i, (id, group, account, n))| {
+                fifo_message(&format!("m{i}"), Some(group), &body(id, account, *n))
+            })
+            .collect(),
+    );
+    for mode in [
+        crate::batch::FifoFailureMode::SkipGroup,
+        crate::batch::FifoFailureMode::StopBatch,
+    ] {
+        let store = Arc::new(Logged::default());
+        let app = processor(&store, config()).fifo_failure_mode(mode);
+        let report = tokio::time::timeout(
+            Duration::from_secs(10),
+            app.process(event.clone(), None, pay),
+        )
+        .await
+        .expect("the batch finishes");
+        let outcomes: Vec<_> = report.records.iter().map(|r| &r.outcome).collect();
+        for i in [0, 1, 2, 3] {
+            assert!(
+                matches!(outcomes[i], Ok(Outcome::Executed(_))),
+                "{mode:?} {outcomes:?}"
+            );
+        }
+        for i in [4, 5] {
+            assert!(
+                matches!(outcomes[i], Ok(Outcome::Replayed(_))),
+                "{mode:?} {outcomes:?}"
+            );
+        }
+        assert_eq!(store.balance("a"), Some(1101), "{mode:?}: p1 once");
+        assert_eq!(store.balance("b"), Some(10), "{mode:?}");
+    }
+}
