@@ -1,7 +1,9 @@
 //! Persistence: where idempotency records live.
 //!
 //! A [`Store`] implements four verbs: a conditional claim, an atomic commit
-//! of the record with staged writes, a fenced release, and a batch read. The engine decides
+//! of the record with staged writes, a fenced release, and a batch read;
+//! and, where the store has it, a fifth: many records' commits in one
+//! transaction ([`Store::commit_many`], batch commits). The engine decides
 //! what the outcomes mean; the store only guarantees the conditions
 //! atomically. [`MemoryStore`] and [`DynamoDbStore`] pass the same contract
 //! suite (see `tests/`); `ValkeyStore` (feature `valkey`) passes its
@@ -86,7 +88,8 @@ pub enum TransactError {
     Store(StoreError),
 }
 
-/// A conditional store of idempotency records: four verbs, over the
+/// A conditional store of idempotency records: four verbs (and
+/// [`Store::commit_many`] where the store has it), over the
 /// store-neutral [`Item`](crate::write::Item) of [`AttrValue`](crate::AttrValue)s
 /// (no SDK types). In DynamoDB each is usually one request: a claim that
 /// fails may read the record back, and [`Store::get_many`] takes one round
