@@ -6,7 +6,9 @@
 //! owner-conditioned `UpdateItem` (fenced), a claim-conditioned `PutItem`
 //! (optimistic) or, with staged writes, one `TransactWriteItems`; an
 //! owner-conditioned `DeleteItem` to release; `BatchGetItem` to read ahead
-//! (one request per 100 keys, plus retries of unprocessed keys).
+//! (one request per 100 keys, plus retries of unprocessed keys); many
+//! records' commits in one `TransactWriteItems` (`batch.rs`, batch
+//! commits).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
