@@ -207,7 +207,8 @@ impl App {
     /// refuses another `IDEMPOTENCY_KEY_PREFIX`), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), optimistic commits (one
-    /// `TransactWriteItems` per new order).
+    /// `TransactWriteItems` per new order, shared by the batch's new orders
+    /// with batch commits, the default).
     pub fn config() -> Config {
         Config::with_prefix(RECORD_PREFIX)
             .expires_after(RECORD_LIFETIME)

@@ -6,6 +6,7 @@
 mod async_invoke;
 mod bad_input;
 mod batch;
+mod batch_commits;
 mod big_batch;
 mod contract;
 mod crash;

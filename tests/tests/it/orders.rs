@@ -410,13 +410,14 @@ fn count(counts: &serde_json::Map<String, Value>, operation: &str) -> u64 {
 }
 
 /// Requests per new order, counted by the launcher (a moto of this test's
-/// own, so no other test's requests count): one `TransactWriteItems` each
-/// (the order put and the record with its outbox), no other DynamoDB
-/// request, no `SendMessage`; a redelivered batch is settled by one
+/// own, so no other test's requests count): one `TransactWriteItems` for
+/// the batch's ten new orders (each order put and its record with its
+/// outbox: batch commits), no other DynamoDB request, no `SendMessage`;
+/// a redelivered batch is settled by one
 /// `BatchGetItem` and writes nothing. The relay
 /// then publishes with `SendMessageBatch`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_transaction_per_new_order_and_no_send() {
+async fn one_transaction_for_a_batch_of_new_orders_and_no_send() {
     let own = Moto::start(&[]);
     let setup = setup_on(&own, 3).await;
     let new: Vec<OrderEvent> = (0..10).map(order).collect();
@@ -439,7 +440,8 @@ async fn one_transaction_per_new_order_and_no_send() {
     let n = new.len() as u64;
     let transactions = count(&first, "DynamoDB_20120810.TransactWriteItems");
     eprintln!("orders: {n} new orders: {first:?}");
-    assert_eq!(transactions, n, "one TransactWriteItems per new order");
+    assert!(n <= 10, "one transaction holds ten orders' 20 actions");
+    assert_eq!(transactions, 1, "one TransactWriteItems for the new orders");
     assert_eq!(first.len(), 1, "nothing but the transactions: {first:?}");
 
     // Redelivered (receive count 2): settled by one read of the records,
@@ -481,10 +483,11 @@ async fn one_transaction_per_new_order_and_no_send() {
 }
 
 /// `orders` as a real process under the local Lambda Runtime API.
-fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
+fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>, batch_commits: bool) -> Child {
     let mut command = lambda_command(&function_binary("orders"), "orders", api);
     moto().apply_env(&mut command);
     command
+        .env(shared::BATCH_COMMITS_ENV, batch_commits.to_string())
         .env("IDEMPOTENCY_TABLE", &s.idempotency)
         .env("ORDERS_TABLE", &s.orders_table)
         .env("NOTIFICATIONS_QUEUE_URL", &s.notifications)
@@ -499,10 +502,10 @@ const LEASE: Duration = Duration::from_millis(1500);
 /// DynamoDB request is answered, restarted, the batch redelivered until it
 /// succeeds, then the relay run. Returns whether the kill happened, and the
 /// setup to read the results from.
-async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
+async fn crash_trial(n: u32, event: &Value, batch_commits: bool) -> (bool, Setup<'static>) {
     let s = setup(3).await;
     let api = RuntimeApi::start().await;
-    let mut child = spawn_orders(&api, &s);
+    let mut child = spawn_orders(&api, &s, batch_commits);
     let started = Instant::now();
     // Wait for the response, or for the kill (then no response ever comes).
     let Watched {
@@ -520,7 +523,7 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
     } else {
         // The runtime restarts the function; SQS redelivers the batch.
         let api = RuntimeApi::start().await;
-        let mut child = spawn_orders(&api, &s);
+        let mut child = spawn_orders(&api, &s, batch_commits);
         let mut pending = event.clone();
         for round in 0..6 {
             let wait = (started + LEASE + Duration::from_millis(200))
@@ -559,7 +562,8 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
 /// duplicate) redelivered, then the relay run: in every trial each order is
 /// written once with its content and the consumer receives exactly one
 /// `OrderConfirmed` per event. Without a `SendMessage` in the function there
-/// is no boundary between the effect and its record to crash in.
+/// is no boundary between the effect and its record to crash in. With batch
+/// commits (the default) and without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_survive_a_kill_at_every_request_boundary() {
     let new: Vec<OrderEvent> = (0..4).map(order).collect();
@@ -570,20 +574,28 @@ async fn orders_survive_a_kill_at_every_request_boundary() {
         .collect();
     messages.push(Msg::new("m-dup", serde_json::to_string(&new[0]).unwrap()));
     let event = sqs_event("orders", &messages);
-    let mut boundaries = 0;
-    for n in 1..=20 {
-        let (killed, s) = crash_trial(n, &event).await;
-        assert_eq!(
-            s.notifications_by_event().await,
-            once(new.iter().map(|o| o.event_id.as_str())),
-            "killed after request {n}"
-        );
-        assert_eq!(s.orders().await, by_id(&new), "killed after request {n}");
-        if !killed {
-            break;
+    for batch_commits in [true, false] {
+        let mut boundaries = 0;
+        for n in 1..=20 {
+            let (killed, s) = crash_trial(n, &event, batch_commits).await;
+            assert_eq!(
+                s.notifications_by_event().await,
+                once(new.iter().map(|o| o.event_id.as_str())),
+                "batch commits {batch_commits}: killed after request {n}"
+            );
+            assert_eq!(
+                s.orders().await,
+                by_id(&new),
+                "batch commits {batch_commits}: killed after request {n}"
+            );
+            if !killed {
+                break;
+            }
+            boundaries += 1;
         }
-        boundaries += 1;
+        // Batch commits: one transaction for the batch's four new orders
+        // (the copy waits for its first). Per record: one each.
+        let requests = if batch_commits { 1 } else { new.len() };
+        assert_eq!(boundaries, requests, "batch commits {batch_commits}");
     }
-    // One request per new order: its transaction.
-    assert_eq!(boundaries, new.len());
 }

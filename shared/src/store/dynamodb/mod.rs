@@ -6,7 +6,9 @@
 //! owner-conditioned `UpdateItem` (fenced), a claim-conditioned `PutItem`
 //! (optimistic) or, with staged writes, one `TransactWriteItems`; an
 //! owner-conditioned `DeleteItem` to release; `BatchGetItem` to read ahead
-//! (one request per 100 keys, plus retries of unprocessed keys).
+//! (one request per 100 keys, plus retries of unprocessed keys); many
+//! records' commits in one `TransactWriteItems` (`batch.rs`, batch
+//! commits).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -27,7 +29,7 @@ use crate::config::TableConfig;
 use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
-use crate::write::dynamodb::{build_error, from_sdk_item, transact_item};
+use crate::write::dynamodb::{build_error, transact_item};
 
 /// Keys per `BatchGetItem` request (the service's limit).
 const BATCH_GET_LIMIT: usize = 100;
@@ -148,6 +150,7 @@ impl DynamoDbStore {
     }
 }
 
+mod batch;
 mod item;
 mod table;
 
@@ -415,6 +418,10 @@ impl Store for DynamoDbStore {
         record.item_size(&self.table.attributes)
     }
 
+    async fn commit_many(&self, commits: &[super::Commit<'_>]) -> Result<(), super::CommitsError> {
+        self.transact_many(commits).await
+    }
+
     async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
         if writes.is_empty() {
             return self.commit_record(record).await;
@@ -444,29 +451,12 @@ impl Store for DynamoDbStore {
             && let TransactWriteItemsError::TransactionCanceledException(cancel) = se.err()
         {
             let reasons = cancel.cancellation_reasons();
-            let failed = |i: usize| {
-                reasons
-                    .get(i)
-                    .and_then(|r| r.code())
-                    .is_some_and(|c| c == "ConditionalCheckFailed")
-            };
-            if failed(writes.len()) {
-                let old = reasons
-                    .get(writes.len())
-                    .and_then(|r| r.item())
-                    .filter(|item| !item.is_empty())
-                    .map(|item| from_item(&self.table.attributes, item))
-                    .transpose()
-                    .map_err(TransactError::Store)?;
-                return Err(TransactError::Record(old));
-            }
-            if let Some(i) = (0..writes.len()).find(|&i| failed(i)) {
-                let item = reasons
-                    .get(i)
-                    .and_then(|r| r.item())
-                    .filter(|item| !item.is_empty())
-                    .map(from_sdk_item);
-                return Err(TransactError::Write { index: i, item });
+            let has_record = !matches!(record, RecordWrite::None);
+            if let Some(failure) = self
+                .failure(reasons, writes.len(), has_record)
+                .map_err(TransactError::Store)?
+            {
+                return Err(failure);
             }
             // No condition failed: an item was being written by another
             // transaction (a hot item). Nothing applied; the engine retries.
