@@ -209,7 +209,8 @@ fn check_run(what: &str, run: &Run) {
 }
 
 /// One batch of `event`'s records, delivered twice: the first delivery
-/// executes every record with one `TransactWriteItems` each; the second
+/// executes every record, the records sharing `TransactWriteItems` (batch
+/// commits); the second
 /// (`ApproximateReceiveCount` 2) replays every record from one
 /// `BatchGetItem` per 100 keys. Each run: no failure, under 1,024 open
 /// files, a peak RSS within [`MAX_RSS_KB`] (see [`check_run`]); one order item a record.
@@ -230,19 +231,31 @@ async fn batch_completes_once(what: &str, event: Value) {
     moto.reset_counts().await;
     let first = run_orders(&moto, &idempotency, &orders, &event).await;
     check_run(&format!("{what}, first delivery"), &first);
-    // One TransactWriteItems a record (order + outbox + record), as for a
+    // Batch commits: the records share transactions of up to 100 actions
+    // (two a record: the order's Put and the record with its outbox), so at
+    // least records / 50 of them and at most one per 10 records, as for a
     // 10-record batch; besides, only the store's one table check at start.
+    let requests = dynamodb_requests(&moto).await;
+    let transactions = requests
+        .iter()
+        .find(|(op, _)| op == "DynamoDB_20120810.TransactWriteItems")
+        .map_or(0, |(_, n)| *n);
     assert_eq!(
-        dynamodb_requests(&moto).await,
+        requests,
         vec![
             ("DynamoDB_20120810.DescribeTable".to_owned(), 1),
             (
                 "DynamoDB_20120810.TransactWriteItems".to_owned(),
-                records as u64
+                transactions
             )
         ],
         "{what}, first delivery"
     );
+    assert!(
+        (records.div_ceil(50) as u64..=records.div_ceil(10) as u64).contains(&transactions),
+        "{what}, first delivery: {transactions} transactions for {records} records"
+    );
+    eprintln!("big batch: {what}: {transactions} transactions for {records} records");
 
     let mut again = event;
     for r in again["Records"].as_array_mut().unwrap() {
