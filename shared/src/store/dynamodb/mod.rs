@@ -4,7 +4,8 @@
 //! ALL_OLD`, so a duplicate costs no extra read; a consistent `GetItem`
 //! only when an emulator did not return the old item); a commit is an
 //! owner-conditioned `UpdateItem` (fenced), a claim-conditioned `PutItem`
-//! (optimistic) or, with staged writes, one `TransactWriteItems`; an
+//! (optimistic) or, with staged writes, one `TransactWriteItems` (a lone
+//! staged write without a record write: its plain conditional write); an
 //! owner-conditioned `DeleteItem` to release; `BatchGetItem` to read ahead
 //! (one request per 100 keys, plus retries of unprocessed keys).
 
@@ -27,7 +28,7 @@ use crate::config::TableConfig;
 use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
-use crate::write::dynamodb::{build_error, from_sdk_item, transact_item};
+use crate::write::dynamodb::{PlainWriteError, build_error, from_sdk_item, transact_item};
 
 /// Keys per `BatchGetItem` request (the service's limit).
 const BATCH_GET_LIMIT: usize = 100;
@@ -421,6 +422,9 @@ impl Store for DynamoDbStore {
         }
         crate::write::check(writes)
             .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
+        if let (RecordWrite::None, [write]) = (&record, writes) {
+            return commit_one(&self.client, write).await;
+        }
         let mut items = writes
             .iter()
             .map(transact_item)
@@ -484,6 +488,29 @@ impl Store for DynamoDbStore {
             "TransactWriteItems",
             err,
         )))
+    }
+}
+
+/// A commit of one staged write and nothing else: the plain conditional
+/// write ([`crate::write::dynamodb::commit_one`]: one write unit per KB
+/// where a one-item `TransactWriteItems` costs two), its failed condition
+/// reported as the transaction's would be (`Write { index: 0 }`).
+async fn commit_one(client: &Client, write: &Write) -> Result<(), TransactError> {
+    match crate::write::dynamodb::commit_one(client, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(item)) => Err(TransactError::Write { index: 0, item }),
+        Err(PlainWriteError::Conflict {
+            operation, source, ..
+        }) => Err(TransactError::Conflict(StoreError::Backend {
+            operation,
+            source,
+        })),
+        Err(PlainWriteError::Backend {
+            operation, source, ..
+        }) => Err(TransactError::Store(StoreError::Backend {
+            operation,
+            source,
+        })),
     }
 }
 
