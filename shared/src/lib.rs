@@ -103,7 +103,7 @@ pub use store::dynamodb::{TableCheck, TableCheckError};
 pub use store::valkey;
 pub use store::{Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError};
 pub use table::Table;
-pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
+pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError, item_size, number_size};
 #[cfg(feature = "dynamodb")]
 pub use write::sdk_error;
 pub use write::{

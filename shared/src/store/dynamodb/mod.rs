@@ -626,6 +626,26 @@ mod tests {
         assert_eq!(from_item(&a, &item).unwrap(), r);
     }
 
+    /// The record's size check and the size of the item the store writes
+    /// are one rule: they agree to the byte.
+    #[test]
+    fn record_size_is_the_size_of_its_item() {
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let store = DynamoDbStore::new(client, TableConfig::new("t"));
+        let mut r = record(Some("{\"ok\":true}"), Some("boom"));
+        r.in_progress_expiration = Some(1_700_000_000_999);
+        r.outbox = Some("[{\"id\":\"x\"}]".into());
+        let item = from_sdk_item(&store.to_item(&r));
+        assert_eq!(
+            r.item_size(&Attributes::default()),
+            crate::value::item_size(&item)
+        );
+    }
+
     #[test]
     fn corrupt_items_are_reported() {
         let a = Attributes::default();
