@@ -14,6 +14,7 @@
 )]
 
 pub mod async_invoke;
+pub mod bill;
 pub mod capture;
 pub mod contract;
 pub mod esm;
@@ -251,6 +252,25 @@ impl Moto {
         // The launcher refuses the marker's requests once the kill has fired.
         self.kill_after(u32::MAX, 0, marker).await;
         watched
+    }
+
+    /// Starts an empty request ledger (every DynamoDB, DynamoDB Streams, SQS
+    /// and EventBridge request served from now on, with the items each
+    /// DynamoDB request names as they stood before and after it): what
+    /// [`bill`] prices. For benchmarks.
+    pub async fn reset_ledger(&self) {
+        http_request(self.port, "POST", "/_launcher/ledger/reset").await;
+    }
+
+    /// The ledger's entries so far (see `tests/moto/launcher.py`).
+    pub async fn ledger(&self) -> Vec<serde_json::Value> {
+        let body = http_request(self.port, "GET", "/_launcher/ledger").await;
+        serde_json::from_str(&body).expect("the ledger is JSON")
+    }
+
+    /// Stops keeping the ledger.
+    pub async fn stop_ledger(&self) {
+        http_request(self.port, "DELETE", "/_launcher/ledger").await;
     }
 
     /// Forgets the request counts.

@@ -9,9 +9,26 @@ pub fn app(
     orders_table: String,
     queue_url: String,
 ) -> orders::App {
+    app_with(
+        ddb,
+        idempotency,
+        orders_table,
+        queue_url,
+        orders::App::config().disabled(false),
+    )
+}
+
+/// The orders function with its engine configured by `config`.
+pub fn app_with(
+    ddb: aws_sdk_dynamodb::Client,
+    idempotency: String,
+    orders_table: String,
+    queue_url: String,
+    config: shared::Config,
+) -> orders::App {
     let engine = Idempotency::new(
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
-        orders::App::config().disabled(false),
+        config,
     );
     orders::App::new(engine, Table::dynamodb(ddb, orders_table), queue_url)
 }

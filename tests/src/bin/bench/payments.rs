@@ -31,12 +31,12 @@ const BATCH: usize = 10;
 
 /// One message of a scenario.
 #[derive(Clone)]
-struct Payment {
-    id: usize,
-    redelivered: bool,
+pub(crate) struct Payment {
+    pub(crate) id: usize,
+    pub(crate) redelivered: bool,
 }
 
-fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
+pub(crate) fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
     payments
         .chunks(BATCH)
         .enumerate()
