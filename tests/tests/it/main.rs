@@ -7,6 +7,7 @@ mod async_invoke;
 mod bad_input;
 mod batch;
 mod big_batch;
+mod bill;
 mod contract;
 mod crash;
 mod deploy_check;
