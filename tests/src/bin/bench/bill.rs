@@ -258,19 +258,8 @@ async fn inventory(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::err
 }
 
 async fn payments_api(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
-    // The HTTP API has no claim-then-complete mode (a request waits on
-    // its commit either way): fenced, optimistic, and the kill switch.
-    for (mode, commit, disabled) in [
-        ("fenced", CommitMode::Fenced, false),
-        ("optimistic", CommitMode::Optimistic, false),
-        ("no idempotency", CommitMode::Fenced, true),
-    ] {
-        let app = crate::http::app(commit, disabled).await;
-        let tag = match mode {
-            "fenced" => "f",
-            "optimistic" => "o",
-            _ => "x",
-        };
+    for (tag, (mode, commit)) in ["c", "f", "o", "x"].into_iter().zip(MODES) {
+        let app = crate::http::app(commit.unwrap_or(CommitMode::Fenced), commit.is_none()).await;
         let events: Vec<Value> = (0..n).map(|i| crate::http::request(i, tag)).collect();
         for scenario in ["new", "redelivered"] {
             let app = &app;
@@ -370,11 +359,17 @@ async fn relay(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error::
 pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     let n = messages.clamp(10, 20_000) / 10 * 10;
     let mut rows = Vec::new();
+    eprintln!("bench bill: payments");
     payments(n, &mut rows).await?;
+    eprintln!("bench bill: orders");
     orders(n, &mut rows).await?;
+    eprintln!("bench bill: inventory");
     inventory(n, &mut rows).await?;
+    eprintln!("bench bill: payments-api");
     payments_api(n, &mut rows).await?;
+    eprintln!("bench bill: ledger");
     ledger(n, &mut rows).await?;
+    eprintln!("bench bill: outbox-relay");
     relay(n, &mut rows).await?;
 
     println!(

@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("bigbatch") => bigbatch::run(n.unwrap_or(1000)).await,
-        Some("bill") => bill::run(n.unwrap_or(200)).await,
+        Some("bill") => bill::run(n.unwrap_or(1000)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("kinesis") => kinesis::run(n.unwrap_or(1000)).await,
