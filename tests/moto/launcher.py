@@ -52,11 +52,14 @@ never reached moto does not count for kill-after. Kinds:
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
               (a request overtaken by later ones: lease races)
-  conflict    TransactWriteItems only: HTTP 400 TransactionCanceledException
+  conflict    TransactWriteItems: HTTP 400 TransactionCanceledException
               whose first cancellation reason is TransactionConflict (the
               others None), as DynamoDB answers a transaction on an item
-              another request is writing; nothing applied (moto itself never
-              answers it: it serves DynamoDB requests one at a time)
+              another request is writing; PutItem, UpdateItem, DeleteItem:
+              HTTP 400 TransactionConflictException, as DynamoDB answers a
+              write on an item in an ongoing transaction; nothing applied
+              (moto itself never answers either: it serves DynamoDB requests
+              one at a time)
   partial     SendMessageBatch only: the second half of the entries (at least
               one) is not applied and answered in `Failed` (SenderFault
               false, InternalError), the rest goes to moto
@@ -135,6 +138,10 @@ class KillAfterResponse:
             pass
 
 
+# The requests a `conflict` fault answers: a transaction, or a single-item
+# write on an item in another request's transaction.
+CONFLICT_TARGETS = (".TransactWriteItems", ".PutItem", ".UpdateItem", ".DeleteItem")
+
 FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial", "conflict")
 
 # Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
@@ -156,6 +163,12 @@ FAULT_ERRORS = {
         "500 Internal Server Error",
         "com.amazonaws.dynamodb.v20120810#InternalServerError",
         "Internal server error (injected fault).",
+    ),
+    # A `conflict` on a single-item write (not a fault kind of its own).
+    "item-conflict": (
+        "400 Bad Request",
+        "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
+        "Transaction is ongoing for the item (injected fault).",
     ),
 }
 
@@ -196,7 +209,7 @@ class Faults:
         kind = self.rng.choice(self.kinds)
         if kind == "partial" and not target.endswith(".SendMessageBatch"):
             return None
-        if kind == "conflict" and not target.endswith(".TransactWriteItems"):
+        if kind == "conflict" and not target.endswith(CONFLICT_TARGETS):
             return None
         self.counts[kind] += 1
         self.counts["injected"] += 1
@@ -541,7 +554,9 @@ class SerializedDynamoDB:
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
         if fault == "conflict":
-            return conflict_response(start_response, request_body)
+            if target.endswith(".TransactWriteItems"):
+                return conflict_response(start_response, request_body)
+            return error_response(start_response, "item-conflict")
         if fault == "reset":
             reset_connection(environ)
         if fault == "stall":

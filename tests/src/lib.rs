@@ -352,9 +352,11 @@ pub enum Fault {
     /// Held [`FaultPlan::stall`] before reaching moto, then applied and
     /// answered: a request overtaken by later ones.
     Stall,
-    /// `TransactWriteItems` only: HTTP 400 `TransactionCanceledException`
-    /// with a `TransactionConflict` reason on its first item (a hot item
-    /// another request is writing), before moto: nothing applied.
+    /// `TransactWriteItems`: HTTP 400 `TransactionCanceledException` with a
+    /// `TransactionConflict` reason on its first item (a hot item another
+    /// request is writing); `PutItem`, `UpdateItem`, `DeleteItem`: HTTP 400
+    /// `TransactionConflictException` (the item is in another request's
+    /// transaction). Before moto: nothing applied.
     Conflict,
 }
 
