@@ -37,8 +37,10 @@
 //! - `DescribeTable` (control plane) is not a data read or write and is not
 //!   billed in request units (the on-demand price list bills "the data
 //!   reads and writes your application performs on your tables"); reads of
-//!   a DynamoDB stream by a Lambda trigger are free (the same price list,
-//!   "DynamoDB Streams"), so the stream mapping's requests are counted
+//!   a DynamoDB stream by a Lambda trigger are free ("Read requests made by
+//!   Lambda-based consumers of DynamoDB Streams are free",
+//!   <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CostOptimization_StreamsUsage.html>),
+//!   so the stream mapping's requests are counted
 //!   ([`Bill::stream_requests`]), not priced.
 //!
 //! Item sizes use the library's one rule ([`shared::item_size`]).
