@@ -466,7 +466,7 @@ pub struct Prices {
 
 impl Prices {
     /// US East (N. Virginia), the public on-demand price lists (first
-    /// tiers, free tiers not deducted) as read on 2026-12-01: DynamoDB
+    /// tiers, free tiers not deducted) as of 2026-12-01: DynamoDB
     /// Standard table class on-demand $0.625 per million write request
     /// units and $0.125 per million read request units
     /// (<https://aws.amazon.com/dynamodb/pricing/on-demand/>); Lambda $0.20
