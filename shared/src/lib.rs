@@ -108,7 +108,7 @@ pub use store::{
     TransactError,
 };
 pub use table::Table;
-pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
+pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError, item_size, number_size};
 #[cfg(feature = "dynamodb")]
 pub use write::sdk_error;
 pub use write::{

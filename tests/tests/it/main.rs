@@ -8,6 +8,7 @@ mod bad_input;
 mod batch;
 mod batch_commits;
 mod big_batch;
+mod bill;
 mod contract;
 mod crash;
 mod deploy_check;

@@ -18,7 +18,7 @@ use crate::payments::{counts, cpu_time};
 
 const BATCH: usize = 10;
 
-fn batches(ids: &[usize], tag: &str, redelivered: bool) -> Vec<Value> {
+pub(crate) fn batches(ids: &[usize], tag: &str, redelivered: bool) -> Vec<Value> {
     ids.chunks(BATCH)
         .enumerate()
         .map(|(b, chunk)| {

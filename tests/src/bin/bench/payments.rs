@@ -35,15 +35,15 @@ const BATCH: usize = 10;
 
 /// One message of a scenario.
 #[derive(Clone)]
-struct Payment {
-    id: usize,
-    redelivered: bool,
+pub(crate) struct Payment {
+    pub(crate) id: usize,
+    pub(crate) redelivered: bool,
     /// Sent in another account's group: rejected (a terminal error).
-    bad_group: bool,
+    pub(crate) bad_group: bool,
 }
 
 impl Payment {
-    fn new(id: usize) -> Self {
+    pub(crate) fn new(id: usize) -> Self {
         Self {
             id,
             redelivered: false,
@@ -52,7 +52,7 @@ impl Payment {
     }
 }
 
-fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
+pub(crate) fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
     payments
         .chunks(BATCH)
         .enumerate()
