@@ -141,7 +141,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Commits many records' commits in one transaction: all or nothing,
     /// each commit's conditions as [`Store::commit`] evaluates them, within
-    /// the limits [`batch::check`] keeps (refused as a whole otherwise).
+    /// the limits of one transaction (100 actions, 4 MB, one action per
+    /// item; refused as a whole otherwise).
     /// The default commits nothing and answers
     /// [`CommitsError::Unsupported`]: the engine then commits each record
     /// on its own.
