@@ -18,9 +18,10 @@
 //!   `DescribeTable`: [`DynamoDbStore::checked`](crate::DynamoDbStore::checked)).
 
 use crate::CommitMode;
-use crate::config::{Config, TABLE_ENV, TableConfig};
+use crate::config::Config;
 use crate::engine::{Idempotency, ModeError};
 use crate::store::{MemoryStore, StoreChoice};
+use crate::store::{TABLE_ENV, TableConfig};
 use crate::table::Table;
 
 /// A business table a function names by an environment variable.
@@ -267,7 +268,7 @@ impl<const N: usize> Wiring<N> {
             }
             #[cfg(feature = "dynamodb")]
             Plan::DynamoDb(table, names) => {
-                let client = aws_sdk_dynamodb::Client::new(&crate::aws_sdk_config().await);
+                let client = aws_sdk_dynamodb::Client::new(&crate::aws::aws_sdk_config().await);
                 // One DescribeTable at start: an eventually consistent
                 // global table is refused (README "Multi-Region").
                 let store = crate::DynamoDbStore::checked(client.clone(), table)
@@ -295,7 +296,8 @@ impl<const N: usize> Wiring<N> {
                 match names {
                     #[cfg(feature = "dynamodb")]
                     Some(names) => {
-                        let client = aws_sdk_dynamodb::Client::new(&crate::aws_sdk_config().await);
+                        let client =
+                            aws_sdk_dynamodb::Client::new(&crate::aws::aws_sdk_config().await);
                         // The tables' writes commit on their own through this
                         // store; it never writes a record there.
                         let writes = crate::DynamoDbStore::new(

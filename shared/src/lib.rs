@@ -48,6 +48,8 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 
 mod adapter;
+#[cfg(any(feature = "dynamodb", feature = "ssm"))]
+mod aws;
 mod backend;
 mod clock;
 mod config;
@@ -80,12 +82,13 @@ pub use adapter::{
     Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
     KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
 };
+#[cfg(any(feature = "dynamodb", feature = "ssm"))]
+pub use aws::{aws_sdk_config, aws_sdk_config_loader};
 pub use backend::{Backend, BackendError, Place, TableEnv, Wiring};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Attributes, BATCH_COMMITS_ENV, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES,
-    DISABLED_ENV, EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError,
-    TABLE_ENV, TableConfig, TerminalErrors, check_prefix,
+    BATCH_COMMITS_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
+    MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TerminalErrors, check_prefix,
 };
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
@@ -100,50 +103,19 @@ pub use store::DynamoDbStore;
 #[cfg(feature = "valkey")]
 pub use store::ValkeyStore;
 #[cfg(feature = "dynamodb")]
+pub use store::dynamodb::write::sdk_error;
+#[cfg(feature = "dynamodb")]
 pub use store::dynamodb::{TableCheck, TableCheckError};
 #[cfg(feature = "valkey")]
 pub use store::valkey;
+pub use store::{Attributes, CLAIMS_ROUTED_ENV, TABLE_ENV, TableConfig};
 pub use store::{
     Claim, Commit, CommitsError, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice,
     TransactError,
 };
-pub use table::Table;
+pub use table::{Table, TableStore};
 pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError, item_size, number_size};
-#[cfg(feature = "dynamodb")]
-pub use write::sdk_error;
 pub use write::{
     Change, CmpOp, Cond, Describe, IntoStaged, Item, MAX_STAGED_WRITES, Rejection, Staged, Write,
     WriteOp,
 };
-
-/// The AWS SDK configuration every client of this crate uses: region and
-/// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service
-/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`) honoured, and the
-/// explicit retry and timeout settings of [`aws_sdk_config_loader`].
-#[cfg(any(feature = "dynamodb", feature = "ssm"))]
-pub async fn aws_sdk_config() -> aws_config::SdkConfig {
-    aws_sdk_config_loader().load().await
-}
-
-/// The loader behind [`aws_sdk_config`], for callers that add settings:
-/// 3 attempts with standard exponential backoff (50 ms initial), 1 s to
-/// connect, 3 s per attempt, 8 s per operation (well under a Lambda timeout
-/// of 30 s, so a slow store fails a record, not the invocation).
-#[cfg(any(feature = "dynamodb", feature = "ssm"))]
-pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
-    use aws_config::retry::RetryConfig;
-    use aws_config::timeout::TimeoutConfig;
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(std::time::Duration::from_millis(50)),
-        )
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(std::time::Duration::from_secs(1))
-                .operation_attempt_timeout(std::time::Duration::from_secs(3))
-                .operation_timeout(std::time::Duration::from_secs(8))
-                .build(),
-        )
-}

@@ -76,7 +76,7 @@ impl Record {
     /// by the library's one size rule ([`crate::value::item_size`]: strings
     /// their UTF-8 bytes, numbers [`crate::value::number_size`]), without
     /// building the item.
-    pub fn item_size(&self, names: &crate::config::Attributes) -> usize {
+    pub fn item_size(&self, names: &crate::store::Attributes) -> usize {
         fn attr(name: &str, len: usize) -> usize {
             name.len() + len
         }
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn item_size_counts_names_and_values() {
-        let names = crate::config::Attributes::default();
+        let names = crate::store::Attributes::default();
         let mut r = rec(Status::Completed, 1_700_000_000, None);
         let base = r.item_size(&names);
         r.data = Some("x".repeat(1000));

@@ -182,7 +182,7 @@ impl Verifier {
     /// environment (at cold start), not per invocation.
     #[cfg(feature = "ssm")]
     pub async fn from_ssm(name: &str) -> Result<Self, SecretError> {
-        Self::from_ssm_with(&crate::aws_sdk_config().await, name).await
+        Self::from_ssm_with(&crate::aws::aws_sdk_config().await, name).await
     }
 
     /// [`Verifier::from_ssm`] with an explicit SDK configuration.

@@ -1,51 +1,63 @@
-//! A business table, in DynamoDB or in the [`MemoryStore`]: what a function
-//! reads and writes outside its staged writes (seeding, tools, tests, or an
-//! effect applied as its own request in claim-then-complete mode).
+//! A business table, in any store that implements [`TableStore`] (DynamoDB,
+//! the [`MemoryStore`]): what a function reads and writes outside its staged
+//! writes (seeding, tools, tests, or an effect applied as its own request in
+//! claim-then-complete mode).
+
+use async_trait::async_trait;
+use std::sync::Arc;
 
 use crate::error::HandlerError;
 use crate::store::MemoryStore;
 use crate::write::{Item, Write};
 
+/// Where business tables live: what a store implements for [`Table`] to
+/// read and write its items outside the records' transactions. The
+/// [`MemoryStore`] implements it, and so does the DynamoDB client (feature
+/// `dynamodb`): a new store plugs its tables in here.
+#[async_trait]
+pub trait TableStore: Send + Sync + std::fmt::Debug {
+    /// The item at `key` in `table`, if any (a strongly consistent read).
+    async fn get_item(&self, table: &str, key: &Item) -> Result<Option<Item>, HandlerError>;
+
+    /// Applies `write` as a request of its own, with its condition: the
+    /// item as it stands afterwards (`Ok`, `None` when deleted or absent),
+    /// or as it stood when the condition failed (`Err`).
+    async fn write_item(
+        &self,
+        write: &Write,
+    ) -> Result<Result<Option<Item>, Option<Item>>, HandlerError>;
+}
+
 /// One business table. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Table {
     name: String,
-    backend: Backend,
-}
-
-#[derive(Debug, Clone)]
-enum Backend {
-    #[cfg(feature = "dynamodb")]
-    DynamoDb(aws_sdk_dynamodb::Client),
-    Memory(MemoryStore),
+    store: Arc<dyn TableStore>,
 }
 
 impl Table {
-    /// The DynamoDB table `name`. For staged writes to commit with the
-    /// idempotency record, the engine's store must be a
-    /// [`DynamoDbStore`](crate::DynamoDbStore) in the same account and region.
-    #[cfg(feature = "dynamodb")]
-    pub fn dynamodb(client: aws_sdk_dynamodb::Client, name: impl Into<String>) -> Self {
+    /// The table `name` in `store`. For staged writes to commit with the
+    /// idempotency records, `store` is where the engine's store keeps them
+    /// (the same [`MemoryStore`], or DynamoDB in the same account and
+    /// Region).
+    pub fn new(store: impl TableStore + 'static, name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            backend: Backend::DynamoDb(client),
+            store: Arc::new(store),
         }
     }
 
     /// The table `name` inside `store`. Pass the engine's own store, so that
     /// staged writes commit atomically with the records.
     pub fn memory(store: MemoryStore, name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            backend: Backend::Memory(store),
-        }
+        Self::new(store, name)
     }
 
     /// The table `name` in the same place (client or store) as this one.
     pub fn sibling(&self, name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            backend: self.backend.clone(),
+            store: self.store.clone(),
         }
     }
 
@@ -56,11 +68,7 @@ impl Table {
 
     /// The item at `key`, if any (a strongly consistent read).
     pub async fn get(&self, key: &Item) -> Result<Option<Item>, HandlerError> {
-        match &self.backend {
-            #[cfg(feature = "dynamodb")]
-            Backend::DynamoDb(client) => crate::write::dynamodb::get(client, &self.name, key).await,
-            Backend::Memory(store) => Ok(store.item(&self.name, key)),
-        }
+        self.store.get_item(&self.name, key).await
     }
 
     /// Writes `item` at `key` (replacing any item there; the key's
@@ -79,18 +87,16 @@ impl Table {
     /// so.
     pub async fn write(&self, write: &Write) -> Result<Option<Item>, HandlerError> {
         debug_assert_eq!(write.table, self.name, "a write on another table");
-        let result = match &self.backend {
-            #[cfg(feature = "dynamodb")]
-            Backend::DynamoDb(client) => crate::write::dynamodb::write(client, write).await?,
-            Backend::Memory(store) => store.write_one(write)?,
-        };
-        result.map_err(|old| match &write.rejection {
-            Some(rejection) => HandlerError::terminal(rejection.message(old.as_ref())),
-            None => HandlerError::retryable(format!(
-                "the condition of a write on table {} failed",
-                write.table
-            )),
-        })
+        self.store
+            .write_item(write)
+            .await?
+            .map_err(|old| match &write.rejection {
+                Some(rejection) => HandlerError::terminal(rejection.message(old.as_ref())),
+                None => HandlerError::retryable(format!(
+                    "the condition of a write on table {} failed",
+                    write.table
+                )),
+            })
     }
 }
 

@@ -14,11 +14,6 @@ use std::sync::Arc;
 
 use crate::value::{AttrValue, Decimal};
 
-#[cfg(feature = "dynamodb")]
-pub(crate) mod dynamodb;
-#[cfg(feature = "dynamodb")]
-pub use dynamodb::sdk_error;
-
 /// An item (or key): attribute name → value.
 pub type Item = HashMap<String, AttrValue>;
 

@@ -251,7 +251,7 @@ async fn an_undecodable_stored_response_replays_without_body() {
 #[tokio::test]
 async fn item_sizes_use_the_stores_attribute_names() {
     let long = |n: &str| format!("{n}_{}", "x".repeat(300));
-    let names = crate::config::Attributes {
+    let names = crate::store::Attributes {
         id: long("id"),
         status: long("status"),
         expiration: long("expiration"),

@@ -239,7 +239,7 @@ mod tests {
     }
 
     fn size(r: &Record) -> usize {
-        r.item_size(&crate::config::Attributes::default())
+        r.item_size(&crate::store::Attributes::default())
     }
 
     #[test]

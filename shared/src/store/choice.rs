@@ -1,6 +1,6 @@
 //! Which store a function uses, from its environment.
 
-use crate::config::{TABLE_ENV, TableConfig};
+use crate::store::{TABLE_ENV, TableConfig};
 
 /// Environment variable selecting the idempotency store: `dynamodb`,
 /// `valkey` (also `redis`) or `memory`. Unset: DynamoDB when

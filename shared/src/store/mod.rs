@@ -21,6 +21,7 @@ pub mod batch;
 mod choice;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
+mod layout;
 pub mod memory;
 #[cfg(feature = "valkey")]
 pub mod valkey;
@@ -29,6 +30,7 @@ pub use batch::{Commit, CommitsError};
 pub use choice::{STORE_ENV, StoreChoice};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
+pub use layout::{Attributes, CLAIMS_ROUTED_ENV, TABLE_ENV, TableConfig};
 pub use memory::MemoryStore;
 #[cfg(feature = "valkey")]
 pub use valkey::ValkeyStore;
@@ -127,7 +129,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The size the store counts for `record` against its item limit (with
     /// its own attribute names).
     fn item_size(&self, record: &Record) -> usize {
-        record.item_size(&crate::config::Attributes::default())
+        record.item_size(&crate::store::Attributes::default())
     }
 
     /// Whether staged writes commit atomically with the record (one

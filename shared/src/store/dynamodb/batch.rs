@@ -6,12 +6,12 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::CancellationReason;
 
+use super::write::{from_sdk_item, transact_item};
 use super::{DynamoDbStore, TRANSACTION_CONFLICT, from_item};
 use crate::error::StoreError;
 use crate::record::Record;
 use crate::store::batch::{self, Commit, CommitsError};
 use crate::store::{RecordWrite, TransactError};
-use crate::write::dynamodb::{from_sdk_item, transact_item};
 
 /// The cancellation reason of a failed condition.
 const CONDITIONAL_CHECK_FAILED: &str = "ConditionalCheckFailed";

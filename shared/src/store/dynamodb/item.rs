@@ -5,9 +5,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
 use super::SdkItem;
-use crate::config::Attributes;
 use crate::error::StoreError;
 use crate::record::{Record, Status};
+use crate::store::Attributes;
 
 /// A condition or update expression with its placeholders.
 #[derive(Debug, Clone, PartialEq)]

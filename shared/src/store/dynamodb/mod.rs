@@ -26,11 +26,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{Claim, RecordWrite, Store, TransactError};
-use crate::config::TableConfig;
 use crate::error::StoreError;
 use crate::record::Record;
+use crate::store::TableConfig;
 use crate::write::Write;
-use crate::write::dynamodb::{PlainWriteError, build_error, transact_item};
+use write::{PlainWriteError, build_error, transact_item};
 
 /// Keys per `BatchGetItem` request (the service's limit).
 const BATCH_GET_LIMIT: usize = 100;
@@ -72,7 +72,7 @@ impl DynamoDbStore {
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`, explicit retries
     /// and timeouts).
     pub async fn from_env(table: TableConfig) -> Result<Self, TableCheckError> {
-        let sdk = crate::aws_sdk_config().await;
+        let sdk = crate::aws::aws_sdk_config().await;
         Self::checked(Client::new(&sdk), table).await
     }
 
@@ -154,6 +154,8 @@ impl DynamoDbStore {
 mod batch;
 mod item;
 mod table;
+mod tables;
+pub(crate) mod write;
 
 pub use table::{TableCheck, TableCheckError, check_description};
 
@@ -482,11 +484,11 @@ impl Store for DynamoDbStore {
 }
 
 /// A commit of one staged write and nothing else: the plain conditional
-/// write ([`crate::write::dynamodb::commit_one`]: one write unit per KB
+/// write ([`write::commit_one`]: one write unit per KB
 /// where a one-item `TransactWriteItems` costs two), its failed condition
 /// reported as the transaction's would be (`Write { index: 0 }`).
 async fn commit_one(client: &Client, write: &Write) -> Result<(), TransactError> {
-    match crate::write::dynamodb::commit_one(client, write).await {
+    match write::commit_one(client, write).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(item)) => Err(TransactError::Write { index: 0, item }),
         Err(PlainWriteError::Conflict {
@@ -508,8 +510,8 @@ async fn commit_one(client: &Client, write: &Write) -> Result<(), TransactError>
 mod tests {
     use super::item::Expr;
     use super::*;
-    use crate::config::Attributes;
     use crate::record::Status;
+    use crate::store::Attributes;
 
     /// Every `#name` and `:value` defined is used, and every one used is
     /// defined (DynamoDB rejects both; moto answers the first with HTTP 500).
@@ -629,7 +631,7 @@ mod tests {
         let mut r = record(Some("{\"ok\":true}"), Some("boom"));
         r.in_progress_expiration = Some(1_700_000_000_999);
         r.outbox = Some("[{\"id\":\"x\"}]".into());
-        let item = crate::write::dynamodb::from_sdk_item(&store.to_item(&r));
+        let item = write::from_sdk_item(&store.to_item(&r));
         assert_eq!(
             r.item_size(&Attributes::default()),
             crate::value::item_size(&item)

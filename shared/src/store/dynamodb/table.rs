@@ -12,7 +12,7 @@
 
 use aws_sdk_dynamodb::types::{MultiRegionConsistency, TableDescription};
 
-use crate::config::{CLAIMS_ROUTED_ENV, TableConfig};
+use crate::store::{CLAIMS_ROUTED_ENV, TableConfig};
 
 /// An idempotency table the check accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]

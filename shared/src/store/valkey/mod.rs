@@ -37,9 +37,10 @@ use std::time::Duration;
 
 use super::{Claim, RecordWrite, Store, TransactError};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Attributes, DEFAULT_MAX_ITEM_BYTES};
+use crate::config::DEFAULT_MAX_ITEM_BYTES;
 use crate::error::StoreError;
 use crate::record::Record;
+use crate::store::Attributes;
 use crate::write::Write;
 
 /// Environment variable with the server URL (`redis://host:6379`,

@@ -1,17 +1,23 @@
 //! The embedded in-memory store: local runs and unit tests, with the same
-//! conditions, expiry, fencing and transactions as DynamoDB. It also holds
-//! business tables, so a handler's staged writes commit atomically with its
-//! record here too.
+//! conditions, expiry, fencing and transactions as DynamoDB. This file: the
+//! records and the [`Store`] verbs. It also holds business tables
+//! (`tables.rs`), so a handler's staged writes commit atomically with its
+//! record here too, and shows what a committed outbox would publish
+//! (`outbox.rs`).
 
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Claim, Commit, CommitsError, RecordWrite, Store, TransactError};
-use crate::config::{Attributes, DEFAULT_MAX_ITEM_BYTES};
+use crate::config::DEFAULT_MAX_ITEM_BYTES;
 use crate::error::StoreError;
 use crate::record::{Record, Status};
+use crate::store::Attributes;
 use crate::write::{Item, Write, holds, key_text};
+
+mod outbox;
+mod tables;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -66,60 +72,6 @@ impl MemoryStore {
     /// Whether the store holds no idempotency records.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Reads a business item.
-    pub fn item(&self, table: &str, key: &Item) -> Option<Item> {
-        self.lock()
-            .tables
-            .get(table)
-            .and_then(|t| t.get(&key_text(key)))
-            .cloned()
-    }
-
-    /// Writes a business item (seeding tables for local runs and tests).
-    pub fn put_item(&self, table: &str, key: &Item, item: Item) {
-        // Numbers as DynamoDB keeps them (`12.50` reads back as `12.5`).
-        let mut item = crate::write::canonical_item(&item).unwrap_or(item);
-        item.extend(key.clone());
-        self.lock()
-            .tables
-            .entry(table.to_owned())
-            .or_default()
-            .insert(key_text(key), item);
-    }
-
-    /// Applies one write outside any transaction (with its condition), as a
-    /// single DynamoDB request would: `Ok(false)` when the condition failed;
-    /// [`StoreError::Invalid`] for a write DynamoDB refuses (an update
-    /// without changes, a malformed number).
-    pub fn write(&self, write: &Write) -> Result<bool, StoreError> {
-        Ok(self.write_one(write)?.is_ok())
-    }
-
-    /// [`MemoryStore::write`], returning the item as it stands after the
-    /// write (`Ok`), or as it stood when the condition failed (`Err`);
-    /// `None`: no item.
-    pub(crate) fn write_one(
-        &self,
-        write: &Write,
-    ) -> Result<Result<Option<Item>, Option<Item>>, StoreError> {
-        crate::write::check(std::slice::from_ref(write))
-            .map_err(|reason| StoreError::Invalid { reason })?;
-        let mut inner = self.lock();
-        let table = inner.tables.entry(write.table.clone()).or_default();
-        let key = key_text(&write.key);
-        if let Some(cond) = &write.condition
-            && !holds(cond, table.get(&key))
-        {
-            return Ok(Err(table.get(&key).cloned()));
-        }
-        let new = crate::write::apply(write, table.get(&key).cloned()).map_err(invalid)?;
-        match &new {
-            Some(item) => table.insert(key, item.clone()),
-            None => table.remove(&key),
-        };
-        Ok(Ok(new))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -315,25 +267,6 @@ fn apply_updates(inner: &mut Inner, commit: &Commit<'_>, updates: Updates) {
 
 fn show_committed(commit: &Commit<'_>) {
     if let Some(outbox) = record_of(commit.record).and_then(|r| r.outbox.as_deref()) {
-        show_outbox(outbox);
-    }
-}
-
-/// What the relay would publish from a committed outbox: no relay reads a
-/// memory store, so a local run shows it in the log.
-fn show_outbox(outbox: &str) {
-    match crate::outbox::decode(outbox) {
-        Ok(entries) => {
-            for entry in entries {
-                tracing::info!(
-                    outbox_id = entry.id.as_str(),
-                    destination = ?entry.message.destination,
-                    group_id = entry.message.group_id.as_deref(),
-                    body = entry.message.body.as_str(),
-                    "would publish (memory store: no relay)"
-                );
-            }
-        }
-        Err(err) => tracing::error!(error = %err, "unreadable outbox"),
+        outbox::show(outbox);
     }
 }

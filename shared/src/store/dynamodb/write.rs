@@ -1,7 +1,8 @@
 //! The DynamoDB side of staged writes and values: conversions between
 //! [`AttrValue`] and the SDK's `AttributeValue`, and the rendering of a
-//! [`Write`] to expressions and to one item of `TransactWriteItems`. With
-//! `store/dynamodb.rs`, the only place where SDK types appear.
+//! [`Write`] to expressions, to one item of `TransactWriteItems` and to its
+//! plain conditional write. With the rest of `store/dynamodb/`, the only
+//! place where SDK types appear.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
@@ -15,9 +16,9 @@ use aws_sdk_dynamodb::types::{
 };
 use std::collections::HashMap;
 
-use super::{Change, Cond, Item, Rejection, Write, WriteOp};
 use crate::error::{HandlerError, StoreError};
 use crate::value::AttrValue;
+use crate::write::{Change, Cond, Item, Rejection, Write, WriteOp};
 
 impl From<&AttrValue> for AttributeValue {
     fn from(v: &AttrValue) -> Self {
@@ -186,14 +187,14 @@ pub(crate) async fn write(
     client: &Client,
     w: &Write,
 ) -> Result<Result<Option<Item>, Option<Item>>, HandlerError> {
-    super::check(std::slice::from_ref(w)).map_err(HandlerError::terminal)?;
+    crate::write::check(std::slice::from_ref(w)).map_err(HandlerError::terminal)?;
     let all_old = Some(ReturnValuesOnConditionCheckFailure::AllOld);
     let written = plain_write(client, w, all_old, Some(ReturnValue::AllNew))
         .await
         .map_err(|e| HandlerError::retryable(e.to_string()))?;
     match (&w.op, written) {
         (WriteOp::Put(item), Ok(_)) => Ok(Ok(Some(
-            super::canonical_item(item).map_err(HandlerError::terminal)?,
+            crate::write::canonical_item(item).map_err(HandlerError::terminal)?,
         ))),
         (_, written) => Ok(written),
     }
@@ -409,7 +410,7 @@ async fn plain_write(
             let holds = w
                 .condition
                 .as_ref()
-                .is_none_or(|c| super::holds(c, item.as_ref()));
+                .is_none_or(|c| crate::write::holds(c, item.as_ref()));
             Ok(if holds { Ok(item) } else { Err(item) })
         }
     }

@@ -1,0 +1,33 @@
+//! The AWS SDK configuration every AWS client of this crate uses (the
+//! DynamoDB store and tables, the SSM signature secret): one place for the
+//! region, credentials, endpoint, retry and timeout settings.
+
+/// The AWS SDK configuration every client of this crate uses: region and
+/// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service
+/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`) honoured, and the
+/// explicit retry and timeout settings of [`aws_sdk_config_loader`].
+pub async fn aws_sdk_config() -> aws_config::SdkConfig {
+    aws_sdk_config_loader().load().await
+}
+
+/// The loader behind [`aws_sdk_config`], for callers that add settings:
+/// 3 attempts with standard exponential backoff (50 ms initial), 1 s to
+/// connect, 3 s per attempt, 8 s per operation (well under a Lambda timeout
+/// of 30 s, so a slow store fails a record, not the invocation).
+pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
+    use aws_config::retry::RetryConfig;
+    use aws_config::timeout::TimeoutConfig;
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(3)
+                .with_initial_backoff(std::time::Duration::from_millis(50)),
+        )
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(std::time::Duration::from_secs(1))
+                .operation_attempt_timeout(std::time::Duration::from_secs(3))
+                .operation_timeout(std::time::Duration::from_secs(8))
+                .build(),
+        )
+}
