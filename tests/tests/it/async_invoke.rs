@@ -1,8 +1,8 @@
-//! The asynchronous invocation (`integration_tests::async_invoke`), as SNS
+//! The asynchronous invocation (`test_kit::async_invoke`), as SNS
 //! invokes a function: the same event again after an error, up to the bound.
 
-use integration_tests::async_invoke::{Options, invoke};
-use integration_tests::source_events::{Notification, sns_event};
+use test_kit::async_invoke::{Options, invoke};
+use test_kit::source_events::{Notification, sns_event};
 use std::sync::Mutex;
 
 #[tokio::test]

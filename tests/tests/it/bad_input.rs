@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::events::{Msg, sample, sqs_event};
-use integration_tests::{create_idempotency_table, create_table, moto, unique_name};
+use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
@@ -170,7 +170,7 @@ async fn orders_app(table: Option<String>) -> Orders {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
         orders::App::config().disabled(false),
     );
-    let orders_table = integration_tests::create_table(&ddb, "orders", "order_id", None).await;
+    let orders_table = test_kit::create_table(&ddb, "orders", "order_id", None).await;
     let app = orders::App::new(
         engine,
         shared::Table::dynamodb(ddb.clone(), &orders_table),

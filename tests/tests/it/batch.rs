@@ -1,8 +1,8 @@
 //! The batch adapters over the DynamoDB store on moto: in-batch duplicates,
 //! FIFO groups, and processors racing over overlapping batches.
 
-use integration_tests::events::{Msg, sample, sqs_event};
-use integration_tests::{create_idempotency_table, moto};
+use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::{create_idempotency_table, moto};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, TableConfig};
@@ -139,7 +139,7 @@ async fn overlapping_batches_race_to_exactly_once() {
         let table = table().await;
         let effects = Effects::default();
         let batch = |range: std::ops::Range<u32>, tag: &str| {
-            integration_tests::events::keyed_batch(queue, range, tag)
+            test_kit::events::keyed_batch(queue, range, tag)
         };
         let mut pending = vec![batch(0..10, "a"), batch(5..15, "b")];
         let processors = [
@@ -193,14 +193,14 @@ async fn overlapping_batches_race_to_exactly_once() {
 /// `BatchGetItem` and applies nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_batch_and_pre_read_request_counts() {
-    use integration_tests::capture::Capture;
-    use integration_tests::contract::pk_key;
+    use test_kit::capture::Capture;
+    use test_kit::contract::pk_key;
     use shared::{Staged, Write};
 
     let sdk = moto().sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
     let table = create_idempotency_table(&plain).await;
-    let accounts = integration_tests::create_table(&plain, "accounts", "pk", None).await;
+    let accounts = test_kit::create_table(&plain, "accounts", "pk", None).await;
     let capture = Capture::default();
     let client = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

@@ -9,9 +9,9 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration_tests::events::orders_event;
-use integration_tests::runtime_api::function_binary;
-use integration_tests::{Moto, create_idempotency_table, create_table};
+use test_kit::events::orders_event;
+use test_kit::runtime_api::function_binary;
+use test_kit::{Moto, create_idempotency_table, create_table};
 use serde_json::Value;
 
 /// Records in the CI-sized batch: more than 1,024 (each in flight once held

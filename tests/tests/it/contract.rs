@@ -1,7 +1,7 @@
 //! The store contract, against the in-memory store, DynamoDB on moto and
 //! Valkey on a real redis-server (its record cases).
 
-integration_tests::contract_suite!(
+test_kit::contract_suite!(
     records: [
         first_claim_executes,
         duplicate_replays,

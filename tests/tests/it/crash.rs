@@ -3,11 +3,11 @@
 //! answered — every boundary in turn — then restarted; the batch is
 //! redelivered after the lease. Balances must be exact in every trial.
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{
     Invocation, RuntimeApi, Watched, function_binary, lambda_command,
 };
-use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::Child;

@@ -15,7 +15,7 @@
 //! commands printed what the function wrote.
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use integration_tests::Moto;
+use test_kit::Moto;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -111,7 +111,7 @@ Outputs:
 /// Runs the payments binary locally on the sample event twice, as Lambda
 /// would log it: its stderr lines (JSON logs and EMF lines).
 fn payments_log_lines() -> Vec<String> {
-    let binary = integration_tests::runtime_api::function_binary("payments");
+    let binary = test_kit::runtime_api::function_binary("payments");
     let event = workspace_root().join("events/payments-fifo.json");
     let output = Command::new(binary)
         .arg("--event")

@@ -3,7 +3,7 @@
 //! files) and answer the error endpoint with what failed (`InvalidEvent`,
 //! `StoreUnavailable`), not a Rust type name.
 
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -77,9 +77,9 @@ async fn a_wrong_event_is_an_invalid_event() {
 async fn a_store_lost_after_start_is_store_unavailable() {
     // The table passes the check at start, then goes away: every request
     // of the invocation fails, the event fails as a whole.
-    let moto = integration_tests::moto();
+    let moto = test_kit::moto();
     let ddb = moto.dynamodb().await;
-    let table = integration_tests::create_idempotency_table(&ddb).await;
+    let table = test_kit::create_idempotency_table(&ddb).await;
     let api = RuntimeApi::start().await;
     let mut command = lambda_command(&function_binary("inventory"), "inventory", &api);
     moto.apply_env(&mut command);

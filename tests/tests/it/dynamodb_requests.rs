@@ -1,8 +1,8 @@
 //! Pins the exact requests the DynamoDB store sends, as captured on the wire
 //! by an SDK interceptor, against moto.
 
-use integration_tests::capture::Capture;
-use integration_tests::contract::START_MS;
+use test_kit::capture::Capture;
+use test_kit::contract::START_MS;
 use serde_json::{Value, json};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableConfig};
 
@@ -12,10 +12,10 @@ async fn engine() -> (Idempotency, Capture, String) {
 }
 
 async fn engine_and_store() -> (Idempotency, DynamoDbStore, Capture, String) {
-    let moto = integration_tests::moto();
+    let moto = test_kit::moto();
     let sdk = moto.sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = integration_tests::create_idempotency_table(&plain).await;
+    let table = test_kit::create_idempotency_table(&plain).await;
     let capture = Capture::default();
     let client = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)
@@ -153,8 +153,8 @@ async fn transactional_modes_cost_one_or_two_requests() {
     use shared::CommitMode;
     use shared::{Staged, Write};
     let (engine, engine_store, capture, table) = engine_and_store().await;
-    let business = integration_tests::create_table(
-        &integration_tests::moto().dynamodb().await,
+    let business = test_kit::create_table(
+        &test_kit::moto().dynamodb().await,
         "pinned-business",
         "pk",
         None,
@@ -165,7 +165,7 @@ async fn transactional_modes_cost_one_or_two_requests() {
         move || async move {
             Ok::<_, HandlerError>(
                 Staged::new(json!(n)).write(
-                    Write::update(&business, integration_tests::contract::pk_key("a"))
+                    Write::update(&business, test_kit::contract::pk_key("a"))
                         .add("balance", n),
                 ),
             )

@@ -1,13 +1,13 @@
 //! A user handler on the library's DynamoDB Streams adapter, fed by the
-//! stream event source mapping emulator (`integration_tests::stream_esm`)
+//! stream event source mapping emulator (`test_kit::stream_esm`)
 //! from a real table's stream on moto: each change applied once and in
 //! stream order, a refused record holding back what follows it until the
 //! mapping's retry from it succeeds, exact numbers through the stream, and
 //! a re-read of the whole stream replayed.
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
-use integration_tests::stream_esm::{self, Options};
-use integration_tests::{create_idempotency_table_with_stream, moto, unique_name};
+use test_kit::stream_esm::{self, Options};
+use test_kit::{create_idempotency_table_with_stream, moto, unique_name};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};

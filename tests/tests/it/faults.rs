@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{
     Fault, FaultCounts, FaultPlan, Moto, PaymentTables, now_ms, payment_tables_on, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};

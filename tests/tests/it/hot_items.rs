@@ -9,8 +9,8 @@
 //! conflicted, its record is reported as a failure (retryable): never a
 //! duplicate, never a rejection.
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{Fault, FaultPlan, PaymentTables, moto, payment_tables};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;

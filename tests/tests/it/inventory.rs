@@ -5,8 +5,8 @@
 //! record.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::capture::Capture;
-use integration_tests::{create_idempotency_table, create_table, moto};
+use test_kit::capture::Capture;
+use test_kit::{create_idempotency_table, create_table, moto};
 use inventory::{App, Reservation, Response, StockTable};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
@@ -361,8 +361,8 @@ async fn new_event_costs_exactly_one_transact_write_items() {
 /// first delivered again, byte for byte, replays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_hashes_the_detail_with_exact_numbers() {
-    use integration_tests::now_ms;
-    use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+    use test_kit::now_ms;
+    use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 
     let s = setup().await;
     let api = RuntimeApi::start().await;

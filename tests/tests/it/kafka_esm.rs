@@ -1,10 +1,10 @@
-//! The in-memory Kafka event source mapping (`integration_tests::kafka_esm`):
+//! The in-memory Kafka event source mapping (`test_kit::kafka_esm`):
 //! batches over partitions in order, shaped as the Kafka event type reads
 //! them, and the Kafka partial batch response read as Lambda reads it.
 
 use aws_lambda_events::kafka::KafkaEvent;
-use integration_tests::kafka_esm::{self, Options, Outcome, Topic, records, response};
-use integration_tests::source_events::Kafka;
+use test_kit::kafka_esm::{self, Options, Outcome, Topic, records, response};
+use test_kit::source_events::Kafka;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

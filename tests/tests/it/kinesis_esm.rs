@@ -1,4 +1,4 @@
-//! The Kinesis event source mapping emulator (`integration_tests::kinesis_esm`)
+//! The Kinesis event source mapping emulator (`test_kit::kinesis_esm`)
 //! on moto: records reach the handler per shard, in order, shaped as Lambda
 //! sends them; the partial batch response, invocation errors, bad answers and
 //! the retry bound are honoured as Lambda honours them; shards run side by
@@ -6,10 +6,10 @@
 
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::streams::KinesisEventResponse;
-use integration_tests::kinesis_esm::{
+use test_kit::kinesis_esm::{
     self, Options, Outcome, Put, create_stream, put_to_shard, records, sequence_number, shard_of,
 };
-use integration_tests::{moto, now_ms};
+use test_kit::{moto, now_ms};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -4,10 +4,10 @@
 //! retries credit once; a poison record holds back its own shard only;
 //! nothing after a failed record of a shard is applied before it.
 
-use integration_tests::kinesis_esm::{
+use test_kit::kinesis_esm::{
     self, Options, Outcome, Put, Stats, create_stream, put_to_shard, records, shard_of,
 };
-use integration_tests::{Fault, FaultPlan, PaymentTables, moto, payment_tables, unique_name};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables, unique_name};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, TableConfig};

@@ -7,9 +7,9 @@
 //! producer's retries included.
 
 use crate::ledger::{balances, payment};
-use integration_tests::kinesis_esm::{self, Options, create_stream, put_to_shard};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
+use test_kit::kinesis_esm::{self, Options, create_stream, put_to_shard};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Child;

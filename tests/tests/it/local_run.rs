@@ -8,7 +8,7 @@
 //! --bins`) next to this test binary's directory: `target/debug/<name>`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::{create_idempotency_table, create_table, moto};
+use test_kit::{create_idempotency_table, create_table, moto};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -593,7 +593,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inventory_on_valkey_with_stock_on_dynamodb() {
     let moto = moto();
-    let valkey = integration_tests::valkey::valkey();
+    let valkey = test_kit::valkey::valkey();
     let ddb = moto.dynamodb().await;
     let stock = create_table(&ddb, "stock", "sku", None).await;
     ddb.put_item()
@@ -603,7 +603,7 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
         .send()
         .await
         .unwrap();
-    let prefix = format!("{}:", integration_tests::unique_name("inventory"));
+    let prefix = format!("{}:", test_kit::unique_name("inventory"));
     let env = vec![
         ("IDEMPOTENCY_STORE", "valkey".to_owned()),
         ("VALKEY_URL", valkey.url()),

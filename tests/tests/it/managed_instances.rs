@@ -6,9 +6,9 @@
 //! invocations: duplicates of one key have one effect, and each
 //! invocation's EMF line counts only its own records.
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use integration_tests::{Fault, FaultPlan, moto, now_ms, payment_tables};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{Fault, FaultPlan, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;

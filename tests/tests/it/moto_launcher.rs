@@ -2,7 +2,7 @@
 //! requests answered on one connection, an unread request body drained
 //! before the next request, and the default mode's one connection per request.
 
-use integration_tests::Moto;
+use test_kit::Moto;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

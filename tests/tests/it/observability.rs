@@ -4,8 +4,8 @@
 //! the outcome and the latency; duplicates at info; one EMF metrics line per
 //! invocation.
 
-use integration_tests::now_ms;
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::now_ms;
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use serde_json::Value;
 use std::io::Read;
 use std::process::Stdio;

@@ -8,13 +8,13 @@
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use integration_tests::esm::{self, Queue};
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{
+use test_kit::esm::{self, Queue};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{
     Invocation, RuntimeApi, Watched, function_binary, lambda_command,
 };
-use integration_tests::stream_esm::{self, Options};
-use integration_tests::{
+use test_kit::stream_esm::{self, Options};
+use test_kit::{
     Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};

@@ -2,8 +2,8 @@
 //! source mapping loop, DynamoDB idempotency and accounts tables.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::esm::{self, Queue};
-use integration_tests::{create_idempotency_table, create_table, moto};
+use test_kit::esm::{self, Queue};
+use test_kit::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
@@ -161,7 +161,7 @@ async fn sample_poison_event_fails_only_its_group() {
 /// (which would credit again on each redelivery).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credit_past_i64_is_applied_once_in_every_mode() {
-    use integration_tests::events::{Msg, sqs_event};
+    use test_kit::events::{Msg, sqs_event};
     use shared::CommitMode;
     let moto = moto();
     let ddb = moto.dynamodb().await;

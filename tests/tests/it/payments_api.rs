@@ -4,9 +4,9 @@
 //! against two processes) and bad input.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::events::sample;
-use integration_tests::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use integration_tests::{Fault, FaultPlan, PaymentTables, moto, now_ms, payment_tables};
+use test_kit::events::sample;
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, now_ms, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;

@@ -6,8 +6,8 @@
 
 use crate::payments_api::{balance, post, spawn};
 use aws_sdk_dynamodb::types::AttributeValue;
-use integration_tests::runtime_api::{Invocation, RuntimeApi, Watched};
-use integration_tests::{PaymentTables, moto, now_ms, payment_tables};
+use test_kit::runtime_api::{Invocation, RuntimeApi, Watched};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 

@@ -1,14 +1,14 @@
 //! The outbox relay (issue 10, relay half) on moto: completed idempotency
 //! records with an `outbox` written into a table with a stream, the stream
-//! event source mapping emulator (`integration_tests::stream_esm`) invoking
+//! event source mapping emulator (`test_kit::stream_esm`) invoking
 //! the relay in process with the real SQS and EventBridge clients, then the
 //! target queues read as a consumer reads them.
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use integration_tests::esm::{Queue, create_queue};
-use integration_tests::stream_esm::{self, Options, Stats};
-use integration_tests::{
+use test_kit::esm::{Queue, create_queue};
+use test_kit::stream_esm::{self, Options, Stats};
+use test_kit::{
     Fault, FaultPlan, create_idempotency_table_with_stream, moto, unique_name,
 };
 use lambda_runtime::{Context, LambdaEvent};
@@ -220,7 +220,7 @@ fn sent(counts: &serde_json::Map<String, Value>, operation: &str) -> u64 {
 /// A transaction (Put b; Put a if absent) cancelled by its second item's
 /// condition, between a write of `a` and one of `c`, on `m`; returns the
 /// stream as the mapping delivers it ("INSERT a", ...) and the items left.
-async fn stream_after_a_cancelled_transaction(m: &integration_tests::Moto) -> (Vec<String>, i32) {
+async fn stream_after_a_cancelled_transaction(m: &test_kit::Moto) -> (Vec<String>, i32) {
     use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
     let ddb = m.dynamodb().await;
     let table = format!("{}-idem", unique_name("relay-txn"));
@@ -305,7 +305,7 @@ async fn a_cancelled_transaction_leaves_no_stream_records() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_rollback_a_cancelled_transaction_leaves_a_stream_record() {
     let _serial = SERIAL.lock().await;
-    let control = integration_tests::Moto::start(&["--keep-cancelled-stream-records"]);
+    let control = test_kit::Moto::start(&["--keep-cancelled-stream-records"]);
     let (stream, items) = stream_after_a_cancelled_transaction(&control).await;
     assert_eq!(stream, ["INSERT a", "INSERT b", "INSERT c"]);
     assert_eq!(items, 2, "b was never written");
@@ -654,7 +654,7 @@ async fn entries_outside_the_allowlist_are_refused_not_sent() {
 /// never guesses who may publish where), and says why.
 #[tokio::test]
 async fn the_relay_does_not_start_without_its_allowlist() {
-    use integration_tests::runtime_api::{RuntimeApi, function_binary, lambda_command};
+    use test_kit::runtime_api::{RuntimeApi, function_binary, lambda_command};
     let api = RuntimeApi::start().await;
     let mut command = lambda_command(&function_binary("outbox-relay"), "outbox-relay", &api);
     moto().apply_env(&mut command);
@@ -689,7 +689,7 @@ async fn the_relay_does_not_start_without_its_allowlist() {
 /// requests it would send, then the (empty) partial batch response.
 #[test]
 fn the_relay_runs_locally_on_the_sample() {
-    let binary = integration_tests::runtime_api::function_binary("outbox-relay");
+    let binary = test_kit::runtime_api::function_binary("outbox-relay");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = std::process::Command::new(binary)
         .current_dir(&root)

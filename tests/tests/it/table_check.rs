@@ -6,8 +6,8 @@
 //! moto is accepted at the cost of one request, and a table that cannot be
 //! described is refused with a clear error.
 
-use integration_tests::capture::Capture;
-use integration_tests::contract::START_MS;
+use test_kit::capture::Capture;
+use test_kit::contract::START_MS;
 use serde_json::json;
 use shared::{
     Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableCheck,
@@ -15,7 +15,7 @@ use shared::{
 };
 
 async fn captured_client() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Client, Capture) {
-    let sdk = integration_tests::moto().sdk_config().await;
+    let sdk = test_kit::moto().sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
     let capture = Capture::default();
     let client = aws_sdk_dynamodb::Client::from_conf(
@@ -29,7 +29,7 @@ async fn captured_client() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Clien
 #[tokio::test]
 async fn a_plain_table_is_accepted_at_the_cost_of_one_describe_table_at_start() {
     let (plain, client, capture) = captured_client().await;
-    let table = integration_tests::create_idempotency_table(&plain).await;
+    let table = test_kit::create_idempotency_table(&plain).await;
     let store = DynamoDbStore::checked(client, TableConfig::new(&table))
         .await
         .unwrap();
@@ -71,7 +71,7 @@ async fn a_plain_table_is_accepted_at_the_cost_of_one_describe_table_at_start() 
 #[tokio::test]
 async fn a_table_that_cannot_be_described_is_refused_naming_it() {
     let (_, client, capture) = captured_client().await;
-    let missing = integration_tests::unique_name("absent");
+    let missing = test_kit::unique_name("absent");
     let err = DynamoDbStore::checked(client, TableConfig::new(&missing))
         .await
         .unwrap_err();

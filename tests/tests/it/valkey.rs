@@ -4,9 +4,9 @@
 //! timeouts, a restart without persistence) and bad input (sizes at the
 //! limits, keys holding something that is not a record).
 
-use integration_tests::contract::pk_key;
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::valkey::{Valkey, valkey};
+use test_kit::contract::pk_key;
+use test_kit::events::{Msg, sqs_event};
+use test_kit::valkey::{Valkey, valkey};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
 use shared::valkey::ValkeyTimeouts;
@@ -232,9 +232,9 @@ async fn records_are_hashes_with_a_ttl_one_round_trip_per_verb() {
 async fn four_processors_over_overlapping_batches_execute_each_key_once() {
     for queue in ["orders", "payments.fifo"] {
         let tally = Tally::default();
-        let prefix = integration_tests::unique_name("vk.race");
+        let prefix = test_kit::unique_name("vk.race");
         let batch = |range: std::ops::Range<u32>, tag: &str| {
-            integration_tests::events::keyed_batch(queue, range, tag)
+            test_kit::events::keyed_batch(queue, range, tag)
         };
         let mut pending = vec![
             batch(0..10, "a"),
@@ -317,7 +317,7 @@ where
 /// second owner's response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_lapse_while_the_first_owner_runs_refuses_its_completion() {
-    let prefix = integration_tests::unique_name("vk.lease");
+    let prefix = test_kit::unique_name("vk.lease");
     let cfg = config(&prefix).lease(Duration::from_millis(300));
     // Two connections over one key space, as two Lambda instances.
     let store = || async { valkey().store().await.with_key_prefix(format!("{prefix}:")) };
@@ -500,7 +500,7 @@ async fn dropped_connections_fail_retryably_and_complete_once() {
     // A server of its own: the drops must not hit the other tests.
     let server = Valkey::start();
     let url = server.url();
-    let prefix = integration_tests::unique_name("vk.drop");
+    let prefix = test_kit::unique_name("vk.drop");
     let engine = Idempotency::try_new(
         server.store().await,
         config(&prefix).lease(Duration::from_millis(300)),
@@ -550,7 +550,7 @@ async fn dropped_connections_fail_retryably_and_complete_once() {
 async fn timeouts_fail_retryably_and_complete_once() {
     let server = Valkey::start();
     let url = server.url();
-    let prefix = integration_tests::unique_name("vk.timeout");
+    let prefix = test_kit::unique_name("vk.timeout");
     let store = server
         .store_with(ValkeyTimeouts {
             response: Duration::from_millis(100),
@@ -598,7 +598,7 @@ async fn a_restart_without_persistence_fails_retryably_and_forgets_every_record(
     let started = Valkey::start();
     let store = started.store().await;
     let server = Arc::new(Mutex::new(started));
-    let prefix = integration_tests::unique_name("vk.restart");
+    let prefix = test_kit::unique_name("vk.restart");
     let engine = Idempotency::try_new(
         store.clone(),
         config(&prefix).lease(Duration::from_millis(300)),
@@ -670,7 +670,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
     let store = server.store().await;
     let engine = Idempotency::try_new(store.clone(), config("vk.foreign")).unwrap();
     let mut conn = server.connection().await;
-    let far = (integration_tests::now_ms() / 1000 + 3600).to_string();
+    let far = (test_kit::now_ms() / 1000 + 3600).to_string();
     // (name, hash fields when a hash, what the error says)
     type Case<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, &'a str);
     let cases: Vec<Case<'_>> = vec![
@@ -830,7 +830,7 @@ async fn sizes_at_the_limits() {
     let mut big = record.clone();
     big.id = engine.key(&json!("direct")).unwrap().as_str().to_owned();
     big.data = Some("y".repeat(limit));
-    let claim = store.claim(&big, integration_tests::now_ms()).await;
+    let claim = store.claim(&big, test_kit::now_ms()).await;
     assert!(
         matches!(claim, Err(StoreError::ItemTooLarge { .. })),
         "{claim:?}"

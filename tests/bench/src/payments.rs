@@ -14,9 +14,9 @@
 //! and tables, the variants interleaved scenario by scenario, e.g.
 //! `bench payments 2000 before=/tmp/payments-old after=target/release/payments`.
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use integration_tests::{create_idempotency_table, create_table, moto};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use test_kit::{create_idempotency_table, create_table, moto};
 use payments::Accounts;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

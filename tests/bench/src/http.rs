@@ -6,7 +6,7 @@
 //! operation (counted by the moto launcher), calls/s, the function's CPU
 //! time per call, p50/p99 latency, and the CPU ratio to (c).
 
-use integration_tests::{create_idempotency_table, create_table, moto};
+use test_kit::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;

@@ -6,8 +6,8 @@
 //! message (the relay that publishes staged notifications is measured by
 //! `bench relay`).
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{create_idempotency_table, create_table, esm, moto};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{create_idempotency_table, create_table, esm, moto};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use std::time::Duration;

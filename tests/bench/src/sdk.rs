@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::types::{
     Update,
 };
 use futures_util::future::join_all;
-use integration_tests::{create_idempotency_table, create_table, moto_keep_alive};
+use test_kit::{create_idempotency_table, create_table, moto_keep_alive};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};

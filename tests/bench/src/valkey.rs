@@ -11,8 +11,8 @@
 //! redis-server run in their own), and latency per batch.
 
 use async_trait::async_trait;
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{create_idempotency_table, moto};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{create_idempotency_table, moto};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
 use shared::{
@@ -143,7 +143,7 @@ async fn scenario(
 pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     let messages = messages.clamp(BATCH, 20_000) / BATCH * BATCH;
     let moto = moto();
-    let server = integration_tests::valkey::valkey();
+    let server = test_kit::valkey::valkey();
     let config = || Config::with_prefix("bench.valkey").disabled(false);
 
     let ddb = moto.dynamodb().await;
@@ -256,7 +256,7 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-async fn redis_version(server: &integration_tests::valkey::Valkey) -> String {
+async fn redis_version(server: &test_kit::valkey::Valkey) -> String {
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut server.connection().await)

@@ -2,7 +2,7 @@
 //! test process, clients pointed at it, tables and queues with unique names,
 //! and request capture; a real redis-server for the Valkey store ([`valkey`]).
 //!
-//! The server is `tests/moto/launcher.py` (moto's WSGI app with DynamoDB
+//! The server is `tests/kit/moto/launcher.py` (moto's WSGI app with DynamoDB
 //! requests serialized, see that file) run by the Python found in
 //! `MOTO_PYTHON` or `target/moto-venv/bin/python` (what `tests/run` installs).
 //! It starts once per test binary and exits when the test process does (it
@@ -49,10 +49,7 @@ pub struct Moto {
 static MOTO: OnceLock<Moto> = OnceLock::new();
 
 fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default()
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 fn python() -> PathBuf {
@@ -105,7 +102,7 @@ impl Moto {
     /// When moto cannot be started, with a message saying how to get it.
     pub fn start(args: &[&str]) -> Moto {
         let python = python();
-        let launcher = workspace_root().join("tests/moto/launcher.py");
+        let launcher = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/moto/launcher.py"));
         let mut child = Command::new(&python)
             .arg(&launcher)
             .args(args)
@@ -315,7 +312,7 @@ fn path_safe(marker: &str) -> &str {
 }
 
 /// A fault the launcher injects into a DynamoDB request (see
-/// `tests/moto/launcher.py`).
+/// `tests/kit/moto/launcher.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Fault {
     /// HTTP 400 `ThrottlingException`, before moto sees the request.

@@ -5,10 +5,10 @@
 //! published message (moto launcher counts) and the relay process's CPU
 //! time per message (from /proc).
 
-use integration_tests::esm::create_queue;
-use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use integration_tests::stream_esm::{self, Options};
-use integration_tests::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
+use test_kit::esm::create_queue;
+use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use test_kit::stream_esm::{self, Options};
+use test_kit::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

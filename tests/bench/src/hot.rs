@@ -12,8 +12,8 @@
 //! units per second, and a transactional write costs 2 write units per KB,
 //! so at most 500 transactional credits per second of one item under 1 KB.
 
-use integration_tests::events::{Msg, sqs_event};
-use integration_tests::{Fault, FaultPlan, moto, payment_tables};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{Fault, FaultPlan, moto, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;

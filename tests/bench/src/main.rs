@@ -42,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let command = args.next();
     let n = args.next().map(|r| r.parse::<usize>()).transpose()?;
     let rest: Vec<String> = args.collect();
-    integration_tests::moto_keep_alive();
+    test_kit::moto_keep_alive();
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("bigbatch") => bigbatch::run(n.unwrap_or(1000)).await,

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 /// A file of `events/`, parsed.
 pub fn sample(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../events")
+        .join("../../events")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))

@@ -9,9 +9,9 @@
 //! operation (moto launcher counts; the mapping's own Kinesis reads apart),
 //! records/s and the function process's CPU time per record.
 
-use integration_tests::kinesis_esm::{self, Options, Stream, create_stream, put_records};
-use integration_tests::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use integration_tests::{create_idempotency_table, create_table, moto, now_ms};
+use test_kit::kinesis_esm::{self, Options, Stream, create_stream, put_records};
+use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use test_kit::{create_idempotency_table, create_table, moto, now_ms};
 use ledger::Accounts;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
