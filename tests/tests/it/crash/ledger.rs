@@ -6,7 +6,7 @@
 //! lease lapses. Every payment credits exactly once in every trial, the
 //! producer's retries included.
 
-use crate::ledger::{balances, payment};
+use crate::exactly_once::ledger::{balances, payment};
 use test_kit::kinesis_esm::{self, Options, create_stream, put_to_shard};
 use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use test_kit::{PaymentTables, moto, now_ms, payment_tables};

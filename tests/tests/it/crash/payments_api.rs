@@ -4,7 +4,7 @@
 //! lease. Exactly one credit in every trial, and the retry gets the answer
 //! kept with the key (the first execution's, when it committed).
 
-use crate::payments_api::{balance, post, spawn};
+use crate::exactly_once::payments_api::{balance, post, spawn};
 use aws_sdk_dynamodb::types::AttributeValue;
 use test_kit::runtime_api::{Invocation, RuntimeApi, Watched};
 use test_kit::{PaymentTables, moto, now_ms, payment_tables};

@@ -80,8 +80,8 @@ async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Err
 
 fn sample(name: &str) -> Value {
     let text = match name {
-        "order-placed" => include_str!("../../../events/inventory-order-placed.json"),
-        "insufficient" => include_str!("../../../events/inventory-insufficient-stock.json"),
+        "order-placed" => include_str!("../../../../events/inventory-order-placed.json"),
+        "insufficient" => include_str!("../../../../events/inventory-insufficient-stock.json"),
         other => panic!("no sample {other}"),
     };
     serde_json::from_str(text).unwrap()

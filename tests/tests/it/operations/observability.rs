@@ -21,7 +21,7 @@ async fn json_logs_carry_the_request_id_and_one_line_per_record() {
         .spawn()
         .expect("start payments");
     let event: Value =
-        serde_json::from_str(include_str!("../../../events/payments-fifo.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../events/payments-fifo.json")).unwrap();
     let records = event["Records"].as_array().unwrap().len();
     for _ in 0..2 {
         let result = api

@@ -234,7 +234,7 @@ async fn trial(n: u32) -> bool {
 /// (one per queue), so at least 6 boundaries, each survived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_survives_a_kill_after_every_request() {
-    let _serial = crate::relay::SERIAL.lock().await;
+    let _serial = crate::exactly_once::relay::SERIAL.lock().await;
     let mut boundaries = 0;
     for n in 1..=20 {
         if !trial(n).await {

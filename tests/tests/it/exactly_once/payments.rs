@@ -109,7 +109,7 @@ async fn balances_are_exact_under_redelivery() {
 async fn sample_duplicate_event_applies_once() {
     let Setup { app, .. } = setup().await;
     let event: serde_json::Value =
-        serde_json::from_str(include_str!("../../../events/payments-fifo-duplicate.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../events/payments-fifo-duplicate.json")).unwrap();
     for _ in 0..2 {
         let response = invoke(&app, event.clone()).await.unwrap();
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
@@ -139,7 +139,7 @@ async fn sample_duplicate_event_applies_once() {
 async fn sample_poison_event_fails_only_its_group() {
     let Setup { app, .. } = setup().await;
     let event: serde_json::Value =
-        serde_json::from_str(include_str!("../../../events/payments-fifo-poison.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../events/payments-fifo-poison.json")).unwrap();
     let response = invoke(&app, event.clone()).await.unwrap();
     let failed: Vec<_> = response
         .batch_item_failures

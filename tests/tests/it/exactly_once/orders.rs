@@ -113,7 +113,7 @@ impl Setup<'_> {
     /// before).
     async fn relay(&self) {
         // The relay tests count SendMessageBatch requests on the shared moto.
-        let _serial = crate::relay::SERIAL.lock().await;
+        let _serial = crate::exactly_once::relay::SERIAL.lock().await;
         let allowlist = json!({ orders::RECORD_PREFIX: [&self.notifications] }).to_string();
         let relay = Relay::new(
             Arc::new(AwsPublisher::new(&self.moto.sdk_config().await)),
@@ -376,7 +376,7 @@ async fn concurrent_pollers_confirm_each_event_once() {
 async fn sample_batch_is_confirmed_once() {
     let setup = setup(3).await;
     let event: Value =
-        serde_json::from_str(include_str!("../../../events/orders-standard.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../events/orders-standard.json")).unwrap();
     let poison_id = event["Records"][3]["messageId"].as_str().unwrap();
     for _delivery in 0..2 {
         let response = invoke(&setup.app, event.clone()).await.unwrap();
