@@ -3,12 +3,12 @@
 //! and concurrently (concurrency 10), interleaved round by round so both see
 //! the same machine load; with and without a simulated network round trip.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{create_idempotency_table, create_table, moto};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, TableConfig};
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::percentile;
 

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use test_kit::events::orders_event;
-use test_kit::{create_idempotency_table, create_table, moto};
 use serde_json::Value;
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, TableConfig};
+use test_kit::events::orders_event;
+use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::payments::sibling;
 

@@ -12,13 +12,13 @@
 //! units per second, and a transactional write costs 2 write units per KB,
 //! so at most 500 transactional credits per second of one item under 1 KB.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{Fault, FaultPlan, moto, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{Fault, FaultPlan, moto, payment_tables};
 
 use crate::percentile;
 

@@ -6,7 +6,6 @@
 //! operation (counted by the moto launcher), calls/s, the function's CPU
 //! time per call, p50/p99 latency, and the CPU ratio to (c).
 
-use test_kit::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
@@ -14,6 +13,7 @@ use serde_json::{Value, json};
 use shared::{CommitMode, DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::payments::{counts, cpu_time};
 use crate::percentile;

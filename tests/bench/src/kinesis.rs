@@ -9,13 +9,13 @@
 //! operation (moto launcher counts; the mapping's own Kinesis reads apart),
 //! records/s and the function process's CPU time per record.
 
-use test_kit::kinesis_esm::{self, Options, Stream, create_stream, put_records};
-use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use test_kit::{create_idempotency_table, create_table, moto, now_ms};
 use ledger::Accounts;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use test_kit::kinesis_esm::{self, Options, Stream, create_stream, put_records};
+use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use test_kit::{create_idempotency_table, create_table, moto, now_ms};
 
 use crate::payments::{process_cpu, sibling};
 

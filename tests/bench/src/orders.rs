@@ -6,11 +6,11 @@
 //! message (the relay that publishes staged notifications is measured by
 //! `bench relay`).
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{create_idempotency_table, create_table, esm, moto};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use std::time::Duration;
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{create_idempotency_table, create_table, esm, moto};
 
 use crate::payments::{counts, cpu_time};
 

@@ -14,15 +14,15 @@
 //! and tables, the variants interleaved scenario by scenario, e.g.
 //! `bench payments 2000 before=/tmp/payments-old after=target/release/payments`.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use test_kit::{create_idempotency_table, create_table, moto};
 use payments::Accounts;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
+use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::percentile;
 

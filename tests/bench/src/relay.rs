@@ -5,12 +5,12 @@
 //! published message (moto launcher counts) and the relay process's CPU
 //! time per message (from /proc).
 
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 use test_kit::esm::create_queue;
 use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use test_kit::stream_esm::{self, Options};
 use test_kit::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 /// CPU time (user + system) of process `pid`.
 fn cpu_of(pid: u32) -> Duration {

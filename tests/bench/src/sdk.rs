@@ -21,10 +21,10 @@ use aws_sdk_dynamodb::types::{
     Update,
 };
 use futures_util::future::join_all;
-use test_kit::{create_idempotency_table, create_table, moto_keep_alive};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
+use test_kit::{create_idempotency_table, create_table, moto_keep_alive};
 
 const ROUNDS: usize = 5;
 

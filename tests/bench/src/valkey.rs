@@ -11,8 +11,6 @@
 //! redis-server run in their own), and latency per batch.
 
 use async_trait::async_trait;
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{create_idempotency_table, moto};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
 use shared::{
@@ -23,6 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{create_idempotency_table, moto};
 
 use crate::payments::cpu_time;
 use crate::percentile;

@@ -14,8 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::events::{Msg, sample, sqs_event};
-use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
@@ -26,6 +24,8 @@ use shared::{
     OversizedResponse, TableConfig,
 };
 use shared::{payload_hash, sha256_hex};
+use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
 // ---------------------------------------------------------------------------
 // Tooling: log capture, the functions over moto, table scans.

@@ -7,13 +7,13 @@
 //! producer's retries included.
 
 use crate::exactly_once::ledger::{balances, payment};
-use test_kit::kinesis_esm::{self, Options, create_stream, put_to_shard};
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::Duration;
+use test_kit::kinesis_esm::{self, Options, create_stream, put_to_shard};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 
 /// Each invocation's deadline, so the lease a killed process leaves behind.
 const LEASE: Duration = Duration::from_millis(1000);

@@ -3,15 +3,13 @@
 //! answered — every boundary in turn — then restarted; the batch is
 //! redelivered after the lease. Balances must be exact in every trial.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{
-    Invocation, RuntimeApi, Watched, function_binary, lambda_command,
-};
-use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, Watched, function_binary, lambda_command};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 
 const LEASE: Duration = Duration::from_millis(1500);
 

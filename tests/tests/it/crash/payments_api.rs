@@ -6,10 +6,10 @@
 
 use crate::exactly_once::payments_api::{balance, post, spawn};
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::runtime_api::{Invocation, RuntimeApi, Watched};
-use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 use serde_json::Value;
 use std::time::{Duration, Instant};
+use test_kit::runtime_api::{Invocation, RuntimeApi, Watched};
+use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 
 const LEASE: Duration = Duration::from_millis(1500);
 /// No payment_id: each execution generates its own, so a retry that got

@@ -7,15 +7,15 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use test_kit::esm::create_queue;
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use test_kit::stream_esm::{self, Options};
-use test_kit::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
 use outbox_relay::stable_id;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Child;
 use std::time::Duration;
+use test_kit::esm::create_queue;
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::stream_esm::{self, Options};
+use test_kit::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
 
 const RECORDS: usize = 12;
 const BATCH: usize = 5;

@@ -1,14 +1,14 @@
 //! The batch adapters over the DynamoDB store on moto: in-batch duplicates,
 //! FIFO groups, and processors racing over overlapping batches.
 
-use test_kit::events::{Msg, sample, sqs_event};
-use test_kit::{create_idempotency_table, moto};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, TableConfig};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::{create_idempotency_table, moto};
 
 /// Effects applied, per key: what must end at exactly one each.
 #[derive(Debug, Clone, Default)]
@@ -193,9 +193,9 @@ async fn overlapping_batches_race_to_exactly_once() {
 /// `BatchGetItem` and applies nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_batch_and_pre_read_request_counts() {
+    use shared::{Staged, Write};
     use test_kit::capture::Capture;
     use test_kit::contract::pk_key;
-    use shared::{Staged, Write};
 
     let sdk = moto().sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);

@@ -6,14 +6,14 @@
 //! a re-read of the whole stream replayed.
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
-use test_kit::stream_esm::{self, Options};
-use test_kit::{create_idempotency_table_with_stream, moto, unique_name};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
 use shared::{AttrValue, Config, HandlerError, Idempotency, MemoryStore};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use test_kit::stream_esm::{self, Options};
+use test_kit::{create_idempotency_table_with_stream, moto, unique_name};
 
 /// 23 significant digits: more than `f64` holds.
 const PRICE: &str = "12345678901234567890.125";

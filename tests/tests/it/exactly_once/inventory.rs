@@ -5,8 +5,6 @@
 //! record.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::capture::Capture;
-use test_kit::{create_idempotency_table, create_table, moto};
 use inventory::{App, Reservation, Response, StockTable};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
@@ -14,6 +12,8 @@ use shared::CommitMode;
 use shared::eventbridge::EventError;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::time::Duration;
+use test_kit::capture::Capture;
+use test_kit::{create_idempotency_table, create_table, moto};
 
 struct Setup {
     app: App,

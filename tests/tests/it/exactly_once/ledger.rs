@@ -4,10 +4,6 @@
 //! retries credit once; a poison record holds back its own shard only;
 //! nothing after a failed record of a shard is applied before it.
 
-use test_kit::kinesis_esm::{
-    self, Options, Outcome, Put, Stats, create_stream, put_to_shard, records, shard_of,
-};
-use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables, unique_name};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, TableConfig};
@@ -16,6 +12,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use test_kit::kinesis_esm::{
+    self, Options, Outcome, Put, Stats, create_stream, put_to_shard, records, shard_of,
+};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables, unique_name};
 
 pub(crate) fn payment(id: &str, account: &str, amount: u64) -> Vec<u8> {
     json!({"payment_id": id, "account_id": account, "amount_cents": amount})

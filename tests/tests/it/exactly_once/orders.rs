@@ -8,15 +8,6 @@
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use test_kit::esm::{self, Queue};
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{
-    Invocation, RuntimeApi, Watched, function_binary, lambda_command,
-};
-use test_kit::stream_esm::{self, Options};
-use test_kit::{
-    Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
-};
 use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher};
@@ -26,6 +17,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use test_kit::esm::{self, Queue};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, Watched, function_binary, lambda_command};
+use test_kit::stream_esm::{self, Options};
+use test_kit::{
+    Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
+};
 
 struct Setup<'m> {
     moto: &'m Moto,

@@ -2,14 +2,14 @@
 //! source mapping loop, DynamoDB idempotency and accounts tables.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::esm::{self, Queue};
-use test_kit::{create_idempotency_table, create_table, moto};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use test_kit::esm::{self, Queue};
+use test_kit::{create_idempotency_table, create_table, moto};
 
 struct Setup {
     app: App,
@@ -108,8 +108,10 @@ async fn balances_are_exact_under_redelivery() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_duplicate_event_applies_once() {
     let Setup { app, .. } = setup().await;
-    let event: serde_json::Value =
-        serde_json::from_str(include_str!("../../../../events/payments-fifo-duplicate.json")).unwrap();
+    let event: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../../events/payments-fifo-duplicate.json"
+    ))
+    .unwrap();
     for _ in 0..2 {
         let response = invoke(&app, event.clone()).await.unwrap();
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
@@ -161,8 +163,8 @@ async fn sample_poison_event_fails_only_its_group() {
 /// (which would credit again on each redelivery).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credit_past_i64_is_applied_once_in_every_mode() {
-    use test_kit::events::{Msg, sqs_event};
     use shared::CommitMode;
+    use test_kit::events::{Msg, sqs_event};
     let moto = moto();
     let ddb = moto.dynamodb().await;
     for mode in [

@@ -4,9 +4,6 @@
 //! against two processes) and bad input.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::events::sample;
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use test_kit::{Fault, FaultPlan, PaymentTables, moto, now_ms, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
@@ -15,6 +12,9 @@ use shared::http::{HttpProcessor, HttpRequest, HttpResponse, Problem};
 use shared::{DynamoDbStore, HandlerError, Idempotency, TableConfig};
 use std::process::Child;
 use std::time::Duration;
+use test_kit::events::sample;
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, now_ms, payment_tables};
 
 /// The app over the test's tables on moto.
 pub(crate) async fn app(t: &PaymentTables) -> App {

@@ -6,16 +6,14 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use test_kit::esm::{Queue, create_queue};
-use test_kit::stream_esm::{self, Options, Stats};
-use test_kit::{
-    Fault, FaultPlan, create_idempotency_table_with_stream, moto, unique_name,
-};
 use lambda_runtime::{Context, LambdaEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher, stable_id};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use test_kit::esm::{Queue, create_queue};
+use test_kit::stream_esm::{self, Options, Stats};
+use test_kit::{Fault, FaultPlan, create_idempotency_table_with_stream, moto, unique_name};
 
 /// The relay tests run one at a time: they read the launcher's global
 /// request counts (other modules run the relay under this lock too, so no

@@ -10,10 +10,6 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{
-    Fault, FaultCounts, FaultPlan, Moto, PaymentTables, now_ms, payment_tables_on, unique_name,
-};
 use lambda_runtime::{Context, LambdaEvent};
 use payments::{Accounts, App};
 use serde_json::json;
@@ -21,6 +17,10 @@ use shared::CommitMode;
 use shared::{Claim, DynamoDbStore, Idempotency, Record, Status, Store, TableConfig};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{
+    Fault, FaultCounts, FaultPlan, Moto, PaymentTables, now_ms, payment_tables_on, unique_name,
+};
 
 /// The fault tests' own moto server: their timed runs (short SDK timeouts,
 /// injected stalls) must not queue behind the other tests' requests, which

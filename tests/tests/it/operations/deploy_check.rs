@@ -15,10 +15,10 @@
 //! commands printed what the function wrote.
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use test_kit::Moto;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use test_kit::Moto;
 
 const HOW_TO_GET_THE_CLI: &str = "the AWS CLI is needed for this test: run `tests/run` (it \
     installs `awscli` into <target>/awscli-venv), or set AWS_CLI to an `aws` executable";

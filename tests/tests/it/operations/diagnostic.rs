@@ -3,10 +3,10 @@
 //! files) and answer the error endpoint with what failed (`InvalidEvent`,
 //! `StoreUnavailable`), not a Rust type name.
 
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 
 fn event(file: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,10 +2,10 @@
 //! requests answered on one connection, an unread request body drained
 //! before the next request, and the default mode's one connection per request.
 
-use test_kit::Moto;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
+use test_kit::Moto;
 
 /// One answer read off the connection: (head, body).
 fn read_answer(reader: &mut BufReader<TcpStream>) -> (String, String) {

@@ -4,12 +4,12 @@
 //! the outcome and the latency; duplicates at info; one EMF metrics line per
 //! invocation.
 
-use test_kit::now_ms;
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 use serde_json::Value;
 use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
+use test_kit::now_ms;
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_request_id_and_one_line_per_record() {

@@ -9,13 +9,13 @@
 //! conflicted, its record is reported as a failure (retryable): never a
 //! duplicate, never a rejection.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
 use shared::{CommitMode, DynamoDbStore, Idempotency, TableConfig};
 use std::time::Duration;
+use test_kit::events::{Msg, sqs_event};
+use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables};
 
 const ACCOUNT: &str = "acct-hot";
 

@@ -6,14 +6,14 @@
 //! invocations: duplicates of one key have one effect, and each
 //! invocation's EMF line counts only its own records.
 
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use test_kit::{Fault, FaultPlan, moto, now_ms, payment_tables};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
+use test_kit::events::{Msg, sqs_event};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::{Fault, FaultPlan, moto, now_ms, payment_tables};
 
 const CONCURRENCY: usize = 4;
 

@@ -9,10 +9,10 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use test_kit::events::orders_event;
 use test_kit::runtime_api::function_binary;
 use test_kit::{Moto, create_idempotency_table, create_table};
-use serde_json::Value;
 
 /// Records in the CI-sized batch: more than 1,024 (each in flight once held
 /// a descriptor; a batch's default concurrency was its size).

@@ -6,14 +6,14 @@
 
 use aws_lambda_events::kinesis::KinesisEvent;
 use aws_lambda_events::streams::KinesisEventResponse;
-use test_kit::kinesis_esm::{
-    self, Options, Outcome, Put, create_stream, put_to_shard, records, sequence_number, shard_of,
-};
-use test_kit::{moto, now_ms};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
+use test_kit::kinesis_esm::{
+    self, Options, Outcome, Put, create_stream, put_to_shard, records, sequence_number, shard_of,
+};
+use test_kit::{moto, now_ms};
 
 fn payment(n: usize) -> Vec<u8> {
     json!({"payment_id": format!("pay-{n}"), "amount_cents": 100 + n})

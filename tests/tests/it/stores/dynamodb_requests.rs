@@ -1,10 +1,10 @@
 //! Pins the exact requests the DynamoDB store sends, as captured on the wire
 //! by an SDK interceptor, against moto.
 
-use test_kit::capture::Capture;
-use test_kit::contract::START_MS;
 use serde_json::{Value, json};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableConfig};
+use test_kit::capture::Capture;
+use test_kit::contract::START_MS;
 
 async fn engine() -> (Idempotency, Capture, String) {
     let (engine, _, capture, table) = engine_and_store().await;
@@ -160,17 +160,15 @@ async fn transactional_modes_cost_one_or_two_requests() {
         None,
     )
     .await;
-    let stage = |n: i64| {
-        let business = business.clone();
-        move || async move {
-            Ok::<_, HandlerError>(
-                Staged::new(json!(n)).write(
-                    Write::update(&business, test_kit::contract::pk_key("a"))
-                        .add("balance", n),
-                ),
-            )
-        }
-    };
+    let stage =
+        |n: i64| {
+            let business = business.clone();
+            move || async move {
+                Ok::<_, HandlerError>(Staged::new(json!(n)).write(
+                    Write::update(&business, test_kit::contract::pk_key("a")).add("balance", n),
+                ))
+            }
+        };
 
     let key = engine.key(&json!("tx-opt")).unwrap();
     let out = engine

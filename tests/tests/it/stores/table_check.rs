@@ -6,13 +6,13 @@
 //! moto is accepted at the cost of one request, and a table that cannot be
 //! described is refused with a clear error.
 
-use test_kit::capture::Capture;
-use test_kit::contract::START_MS;
 use serde_json::json;
 use shared::{
     Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableCheck,
     TableCheckError, TableConfig,
 };
+use test_kit::capture::Capture;
+use test_kit::contract::START_MS;
 
 async fn captured_client() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Client, Capture) {
     let sdk = test_kit::moto().sdk_config().await;

@@ -4,9 +4,6 @@
 //! timeouts, a restart without persistence) and bad input (sizes at the
 //! limits, keys holding something that is not a record).
 
-use test_kit::contract::pk_key;
-use test_kit::events::{Msg, sqs_event};
-use test_kit::valkey::{Valkey, valkey};
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
 use shared::valkey::ValkeyTimeouts;
@@ -17,6 +14,9 @@ use shared::{
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use test_kit::contract::pk_key;
+use test_kit::events::{Msg, sqs_event};
+use test_kit::valkey::{Valkey, valkey};
 
 /// What happened per key: handler runs, and completions committed
 /// (`Outcome::Executed`), which must end at exactly one each.
