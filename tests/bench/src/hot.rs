@@ -102,7 +102,7 @@ async fn pass(payments: usize, conflict_rate: f64) -> Result<(), Box<dyn std::er
     let mut latencies: Vec<Duration> = results.iter().flat_map(|(l, _)| l.clone()).collect();
     latencies.sort();
     let failed: usize = results.iter().map(|(_, f)| f).sum();
-    let balance = balance(&t.accounts).await;
+    let balance = t.balance(ACCOUNT).await;
     let credited = payments - failed;
     println!(
         "  conflicts {:>4.0} %: {:>6.0} credits/s on one item ({credited} credited in {wall:.2?}), \
@@ -119,21 +119,4 @@ async fn pass(payments: usize, conflict_rate: f64) -> Result<(), Box<dyn std::er
         return Err(format!("balance {balance:?}, expected {credited}").into());
     }
     Ok(())
-}
-
-async fn balance(accounts: &str) -> Option<i64> {
-    let out = moto()
-        .dynamodb()
-        .await
-        .get_item()
-        .table_name(accounts)
-        .key(
-            "account_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(ACCOUNT.into()),
-        )
-        .consistent_read(true)
-        .send()
-        .await
-        .ok()?;
-    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
 }

@@ -5,6 +5,7 @@
 //! published message (moto launcher counts) and the relay process's CPU
 //! time per message (from /proc).
 
+use crate::payments::{process_cpu, sibling};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use test_kit::esm::create_queue;
@@ -12,39 +13,12 @@ use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use test_kit::stream_esm::{self, Options};
 use test_kit::{create_idempotency_table_with_stream, moto, now_ms, unique_name};
 
-/// CPU time (user + system) of process `pid`.
-fn cpu_of(pid: u32) -> Duration {
-    let ticks_per_s: f64 = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    Duration::from_secs_f64((ticks(11) + ticks(12)) / ticks_per_s)
-}
-
 fn count(counts: &serde_json::Map<String, Value>, op: &str) -> u64 {
     counts.get(op).and_then(Value::as_u64).unwrap_or(0)
 }
 
 pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let binary = std::env::current_exe()?
-        .parent()
-        .ok_or("no exe dir")?
-        .join("outbox-relay");
-    if !binary.exists() {
-        return Err(format!("{} is missing: build outbox-relay first", binary.display()).into());
-    }
+    let binary = sibling("outbox-relay")?;
     let ddb = moto().dynamodb().await;
     let sqs = moto().sqs().await;
     let table = format!("{}-idem", unique_name("bench-relay"));
@@ -96,7 +70,7 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
         .spawn()?;
     api.wait_first_poll(Duration::from_secs(10)).await;
     let pid = child.id();
-    let cpu0 = cpu_of(pid);
+    let cpu0 = process_cpu(pid);
     moto().reset_counts().await;
     let start = Instant::now();
     let streams = moto().dynamodbstreams().await;
@@ -114,7 +88,7 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     })
     .await;
     let wall = start.elapsed();
-    let cpu = cpu_of(pid).saturating_sub(cpu0);
+    let cpu = process_cpu(pid).saturating_sub(cpu0);
     let counts = moto().request_counts().await;
     let _ = child.kill();
     let _ = child.wait();

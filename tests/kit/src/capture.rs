@@ -28,6 +28,16 @@ impl Capture {
         self.requests().into_iter().map(|c| c.operation).collect()
     }
 
+    /// A DynamoDB client over `sdk` that records every request it sends
+    /// here.
+    pub fn dynamodb_client(&self, sdk: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(sdk)
+                .interceptor(self.clone())
+                .build(),
+        )
+    }
+
     /// Forgets what was captured.
     pub fn clear(&self) {
         self.0.lock().expect("capture lock").clear();

@@ -130,6 +130,82 @@ pub async fn drain_bodies(sqs: &Client, url: &str) -> Vec<String> {
     bodies
 }
 
+/// A message as a consumer receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// Its body.
+    pub body: String,
+    /// Its `outbox_id` message attribute (the outbox entry's stable id).
+    pub outbox_id: Option<String>,
+    /// Its `MessageDeduplicationId` (FIFO queues).
+    pub dedup_id: Option<String>,
+    /// Its `MessageGroupId` (FIFO queues).
+    pub group_id: Option<String>,
+    /// Its string message attributes, by name.
+    pub attributes: std::collections::BTreeMap<String, String>,
+}
+
+/// Every message of the queue at `url` as a consumer receives it (with its
+/// attributes), each received once and deleted, until two receives in a
+/// row come back empty (a FIFO group delivers nothing more while a message
+/// of it is in flight).
+pub async fn receive_all(sqs: &Client, url: &str) -> Vec<Received> {
+    let mut out = Vec::new();
+    let mut empty = 0;
+    while empty < 2 {
+        let got = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(600)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receive from moto");
+        if got.messages().is_empty() {
+            empty += 1;
+            continue;
+        }
+        delete(sqs, url, got.messages().iter()).await;
+        for m in got.messages() {
+            let system = |name: MessageSystemAttributeName| {
+                m.attributes().and_then(|a| a.get(&name)).cloned()
+            };
+            let attributes: std::collections::BTreeMap<String, String> = m
+                .message_attributes()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.string_value()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(Received {
+                body: m.body().unwrap_or_default().to_owned(),
+                outbox_id: attributes.get(shared::outbox::OUTBOX_ID).cloned(),
+                dedup_id: system(MessageSystemAttributeName::MessageDeduplicationId),
+                group_id: system(MessageSystemAttributeName::MessageGroupId),
+                attributes,
+            });
+        }
+    }
+    out
+}
+
+/// Messages visible or in flight in the queue at `url`.
+pub async fn messages_left(sqs: &Client, url: &str) -> u64 {
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .expect("queue attributes");
+    let attrs = out.attributes().cloned().unwrap_or_default();
+    attrs.values().map(|v| v.parse::<u64>().unwrap_or(0)).sum()
+}
+
 /// What a mapping run did.
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
@@ -187,49 +263,46 @@ where
             }
         };
         stats.reported_failures += failed.len();
-        let done: Vec<_> = messages
+        let done = messages
             .iter()
-            .filter(|m| !failed.contains(m.message_id().unwrap_or_default()))
-            .enumerate()
-            .map(|(i, m)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .build()
-                    .expect("delete entry")
-            })
-            .collect();
-        if !done.is_empty() {
-            stats.deleted += done.len();
-            sqs.delete_message_batch()
-                .queue_url(&queue.url)
-                .set_entries(Some(done))
-                .send()
-                .await
-                .expect("delete from moto");
-        }
+            .filter(|m| !failed.contains(m.message_id().unwrap_or_default()));
+        stats.deleted += delete(sqs, &queue.url, done).await;
     }
     stats
 }
 
-async fn queue_is_empty(sqs: &Client, url: &str) -> bool {
-    let out = sqs
-        .get_queue_attributes()
+/// Deletes `messages` (at most 10: one receive's) from the queue at `url`
+/// in one request; returns how many (no request for none).
+async fn delete<'a>(
+    sqs: &Client,
+    url: &str,
+    messages: impl Iterator<Item = &'a aws_sdk_sqs::types::Message>,
+) -> usize {
+    let entries: Vec<_> = messages
+        .enumerate()
+        .map(|(i, m)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .build()
+                .expect("delete entry")
+        })
+        .collect();
+    if entries.is_empty() {
+        return 0;
+    }
+    let n = entries.len();
+    sqs.delete_message_batch()
         .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .set_entries(Some(entries))
         .send()
         .await
-        .expect("queue attributes");
-    let attrs = out.attributes().cloned().unwrap_or_default();
-    let n = |k: QueueAttributeName| {
-        attrs
-            .get(&k)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    n(QueueAttributeName::ApproximateNumberOfMessages) == 0
-        && n(QueueAttributeName::ApproximateNumberOfMessagesNotVisible) == 0
+        .expect("delete from moto");
+    n
+}
+
+async fn queue_is_empty(sqs: &Client, url: &str) -> bool {
+    messages_left(sqs, url).await == 0
 }
 
 /// One event record as Lambda's SQS poller builds it.

@@ -39,6 +39,26 @@ impl Msg {
     }
 }
 
+/// The `itemIdentifier`s an SQS partial batch response names, in order.
+pub fn failed_ids(response: &aws_lambda_events::sqs::SqsBatchResponse) -> Vec<String> {
+    response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+/// Message `m{i}` of a `payments` batch: payment `p{i}` of `amount_cents`
+/// to `account`, in the account's FIFO group.
+pub fn payment(i: usize, account: &str, amount_cents: i64) -> Msg {
+    Msg::new(
+        format!("m{i}"),
+        json!({"payment_id": format!("p{i}"), "account_id": account, "amount_cents": amount_cents})
+            .to_string(),
+    )
+    .in_group(account)
+}
+
 /// Messages `{tag}-{k}` with body `{"key": "k{k}"}` for each `k` in
 /// `keys`: batches over overlapping key ranges race on the same keys (race
 /// tests). On a `.fifo` `queue` they spread over three message groups.

@@ -356,25 +356,6 @@ impl Stats {
     }
 }
 
-/// Retries a stream request until it succeeds or `deadline` passes.
-macro_rules! retrying {
-    ($stats:expr, $deadline:expr, $request:expr) => {{
-        loop {
-            match $request.send().await {
-                Ok(out) => break Some(out),
-                Err(_) if Instant::now() < $deadline => {
-                    $stats.stream_errors += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(_) => {
-                    $stats.stream_errors += 1;
-                    break None;
-                }
-            }
-        }
-    }};
-}
-
 /// Runs the mapping over every shard of `stream` from the trim horizon (or
 /// [`Options::start_after`]), the shards concurrently. The handler gets the
 /// event as JSON and answers anything that serializes to the function's

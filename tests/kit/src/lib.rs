@@ -13,9 +13,31 @@
     reason = "test tooling: a failed step is a failed test"
 )]
 
+/// Retries a stream request (Kinesis, DynamoDB Streams: the emulators'
+/// reads) until it succeeds or `deadline` passes, counting each failure in
+/// `stats.stream_errors`: `Some(answer)`, or `None` past the deadline.
+macro_rules! retrying {
+    ($stats:expr, $deadline:expr, $request:expr) => {{
+        loop {
+            match $request.send().await {
+                Ok(out) => break Some(out),
+                Err(_) if std::time::Instant::now() < $deadline => {
+                    $stats.stream_errors += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(_) => {
+                    $stats.stream_errors += 1;
+                    break None;
+                }
+            }
+        }
+    }};
+}
+
 pub mod async_invoke;
 pub mod capture;
 pub mod contract;
+pub mod crash;
 pub mod esm;
 pub mod events;
 pub mod kafka_esm;
@@ -161,14 +183,20 @@ impl Moto {
             ))
     }
 
-    /// Points a child process's AWS clients at this server (endpoint,
-    /// region, test credentials).
+    /// The variables that point a process's AWS clients at this server
+    /// (endpoint, region, test credentials).
+    pub fn env(&self) -> [(&'static str, String); 4] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+        ]
+    }
+
+    /// Points a child process's AWS clients at this server ([`Moto::env`]).
     pub fn apply_env(&self, command: &mut std::process::Command) {
-        command
-            .env("AWS_ENDPOINT_URL", self.endpoint())
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test");
+        command.envs(self.env());
     }
 
     /// A DynamoDB client for this server.
@@ -604,6 +632,69 @@ pub struct PaymentTables {
     pub idempotency: String,
     /// The accounts table (`account_id`).
     pub accounts: String,
+}
+
+impl PaymentTables {
+    /// The variables that point a payments function (`payments`,
+    /// `payments-api`, `ledger`) at these tables.
+    pub fn env(&self) -> [(&'static str, &str); 2] {
+        [
+            ("IDEMPOTENCY_TABLE", self.idempotency.as_str()),
+            ("ACCOUNTS_TABLE", self.accounts.as_str()),
+        ]
+    }
+
+    /// The balance of `account` in these tables ([`balance`]).
+    pub async fn balance(&self, account: &str) -> Option<i64> {
+        balance(&self.accounts, account).await
+    }
+}
+
+/// The `balance_cents` of `account` in the accounts table `accounts` on
+/// this process's moto (a consistent read); `None` when it has none.
+///
+/// # Panics
+/// When the table cannot be read.
+pub async fn balance(accounts: &str, account: &str) -> Option<i64> {
+    let out = moto()
+        .dynamodb()
+        .await
+        .get_item()
+        .table_name(accounts)
+        .key(
+            "account_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(account.to_owned()),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("read balance");
+    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
+}
+
+/// Every balance of the accounts table `accounts` on this process's moto,
+/// by account (a consistent scan).
+///
+/// # Panics
+/// When the table cannot be read, or an item has no balance.
+pub async fn balances(accounts: &str) -> std::collections::BTreeMap<String, i64> {
+    let out = moto()
+        .dynamodb()
+        .await
+        .scan()
+        .table_name(accounts)
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("scan accounts");
+    out.items()
+        .iter()
+        .map(|item| {
+            let account = item["account_id"].as_s().unwrap().clone();
+            let balance = item["balance_cents"].as_n().unwrap().parse().unwrap();
+            (account, balance)
+        })
+        .collect()
 }
 
 /// Creates the idempotency and accounts tables of a payments test.

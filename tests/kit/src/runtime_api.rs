@@ -391,3 +391,44 @@ pub fn lambda_command(
         .stderr(std::process::Stdio::null());
     command
 }
+
+/// [`lambda_command`] for the workspace binary `name` ([`function_binary`]),
+/// its AWS clients pointed at this process's moto
+/// ([`Moto::apply_env`](crate::Moto::apply_env)), logging at `warn`: the
+/// function's own variables are added, then it is spawned.
+pub fn function_command(name: &str, api: &RuntimeApi) -> std::process::Command {
+    let mut command = lambda_command(&function_binary(name), name, api);
+    crate::moto().apply_env(&mut command);
+    command.env("RUST_LOG", "warn");
+    command
+}
+
+/// [`function_command`] with the variables `env`, started.
+///
+/// # Panics
+/// When the binary cannot be started.
+pub fn spawn_function(name: &str, api: &RuntimeApi, env: &[(&str, &str)]) -> std::process::Child {
+    function_command(name, api)
+        .envs(env.iter().copied())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start the {name} binary: {e}"))
+}
+
+/// Stops `child` (started with its stderr piped) and returns what it wrote
+/// to stderr.
+///
+/// # Panics
+/// When it cannot be killed, its stderr was not piped, or it cannot be read.
+pub fn stderr_of(mut child: std::process::Child) -> String {
+    use std::io::Read;
+    child.kill().expect("kill the function");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr piped")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    child.wait().expect("reap the function");
+    stderr
+}

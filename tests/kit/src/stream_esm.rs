@@ -82,25 +82,6 @@ pub async fn stream_arn(ddb: &aws_sdk_dynamodb::Client, table: &str) -> String {
         .to_owned()
 }
 
-/// Retries a stream request until it succeeds or `deadline` passes.
-macro_rules! retrying {
-    ($stats:expr, $deadline:expr, $request:expr) => {{
-        loop {
-            match $request.send().await {
-                Ok(out) => break Some(out),
-                Err(_) if Instant::now() < $deadline => {
-                    $stats.stream_errors += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(_) => {
-                    $stats.stream_errors += 1;
-                    break None;
-                }
-            }
-        }
-    }};
-}
-
 /// Runs the mapping over every shard of `stream_arn` (moto has one), from
 /// the trim horizon.
 pub async fn run<F, Fut>(streams: &Client, stream_arn: &str, options: &Options, handler: F) -> Stats

@@ -24,7 +24,7 @@ use shared::{
     OversizedResponse, TableConfig,
 };
 use shared::{payload_hash, sha256_hex};
-use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::events::{Msg, failed_ids, sample, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
 // ---------------------------------------------------------------------------
@@ -112,14 +112,6 @@ impl Logs {
 
 fn context() -> lambda_runtime::Context {
     shared::runtime::local_context(0, Duration::from_secs(30))
-}
-
-fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
-    response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect()
 }
 
 /// `payments` with its idempotency and accounts tables on moto.

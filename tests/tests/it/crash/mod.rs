@@ -6,6 +6,7 @@
 //! claim / effect / complete sequence is shown to apply twice).
 
 mod ledger;
+mod orders;
 mod payments;
 mod payments_api;
 mod relay;

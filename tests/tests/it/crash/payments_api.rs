@@ -4,11 +4,12 @@
 //! lease. Exactly one credit in every trial, and the retry gets the answer
 //! kept with the key (the first execution's, when it committed).
 
-use crate::exactly_once::payments_api::{balance, post, spawn};
+use crate::exactly_once::payments_api::{post, spawn};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::Value;
-use std::time::{Duration, Instant};
-use test_kit::runtime_api::{Invocation, RuntimeApi, Watched};
+use std::time::Duration;
+use test_kit::crash::{Restarted, every_boundary, first_invocation};
+use test_kit::runtime_api::Invocation;
 use test_kit::{PaymentTables, moto, now_ms, payment_tables};
 
 const LEASE: Duration = Duration::from_millis(1500);
@@ -43,31 +44,17 @@ async fn kept_bodies(t: &PaymentTables) -> Vec<String> {
 async fn trial(mode: &str, n: u32) -> bool {
     let t = payment_tables("papi-crash").await;
     let event = post(Some("k-crash"), BODY);
-    let api = RuntimeApi::start().await;
-    let mut child = spawn(&api, &t, mode);
-    let started = Instant::now();
-    // Wait for the response, or for the kill (then no response ever comes).
-    let Watched {
-        result: first,
-        killed,
-    } = moto()
-        .invoke_killing_after(n, &t.marker, &api, &mut child, event.clone(), LEASE)
-        .await;
-    let answer = if killed {
+    let first = first_invocation(n, &t.marker, LEASE, &event, |api| spawn(api, &t, mode)).await;
+    let answer = if first.killed {
         // The client retries the same request after the lease.
-        let api = RuntimeApi::start().await;
-        let mut child = spawn(&api, &t, mode);
-        let wait = (started + LEASE + Duration::from_millis(200))
-            .saturating_duration_since(Instant::now());
-        tokio::time::sleep(wait).await;
-        let retry = api
+        let again = Restarted::start(|api| spawn(api, &t, mode)).await;
+        first.after_the_lease().await;
+        again
+            .api
             .invoke(event.clone(), now_ms() + 30_000, Duration::from_secs(20))
-            .await;
-        let _ = child.kill();
-        let _ = child.wait();
-        retry
+            .await
     } else {
-        first
+        first.result
     };
     let Some(Invocation::Response(answer)) = answer else {
         panic!("{mode} n={n}: {answer:?}");
@@ -79,23 +66,17 @@ async fn trial(mode: &str, n: u32) -> bool {
         "{mode} n={n}: the answer is the one kept with the key"
     );
     assert_eq!(
-        balance(&t.accounts, "acct-1").await,
+        t.balance("acct-1").await,
         Some(250),
         "{mode} n={n}: exactly one credit"
     );
-    killed
+    first.killed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_at_every_request_boundary_credits_once() {
     for (mode, requests) in [("fenced", 2), ("optimistic", 1)] {
-        let mut boundaries = 0;
-        for n in 1..=10 {
-            if !trial(mode, n).await {
-                break;
-            }
-            boundaries += 1;
-        }
+        let boundaries = every_boundary(10, |n| trial(mode, n)).await;
         // A new key: claim + commit (fenced), one commit (optimistic).
         assert_eq!(boundaries, requests, "{mode}");
     }

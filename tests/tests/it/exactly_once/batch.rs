@@ -7,7 +7,7 @@ use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outc
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use test_kit::events::{Msg, sample, sqs_event};
+use test_kit::events::{Msg, failed_ids, sample, sqs_event};
 use test_kit::{create_idempotency_table, moto};
 
 /// Effects applied, per key: what must end at exactly one each.
@@ -58,11 +58,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
     };
     let report = processor.process(event.clone(), None, handler).await;
     let response = report.into_response().unwrap();
-    let failed: Vec<_> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let failed = failed_ids(&response);
     assert_eq!(failed.len(), 1, "only the poison record: {failed:?}");
     assert!(ids.contains(&failed[0]));
     let counts = effects.counts();
@@ -108,13 +104,7 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
             }
         })
         .await;
-    let failed: Vec<_> = report
-        .into_response()
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier)
-        .collect();
+    let failed = failed_ids(&report.into_response().unwrap());
     // g1 = m1, m4 (poison), m7 (held back); g0 and g2 complete.
     assert_eq!(failed, ["m4", "m7"]);
     let seen = seen.lock().unwrap().clone();
@@ -168,13 +158,7 @@ async fn overlapping_batches_race_to_exactly_once() {
                 .into_iter()
                 .zip(&pending)
                 .map(|(report, msgs)| {
-                    let failed: Vec<String> = report
-                        .into_response()
-                        .unwrap()
-                        .batch_item_failures
-                        .into_iter()
-                        .map(|f| f.item_identifier)
-                        .collect();
+                    let failed = failed_ids(&report.into_response().unwrap());
                     msgs.iter()
                         .filter(|m| failed.contains(&m.id))
                         .cloned()
@@ -202,11 +186,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
     let table = create_idempotency_table(&plain).await;
     let accounts = test_kit::create_table(&plain, "accounts", "pk", None).await;
     let capture = Capture::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&sdk)
-            .interceptor(capture.clone())
-            .build(),
-    );
+    let client = capture.dynamodb_client(&sdk);
     let engine = Idempotency::new(
         DynamoDbStore::new(client, TableConfig::new(&table)),
         Config::with_prefix("it.tx-batch")

@@ -34,11 +34,7 @@ async fn setup() -> Setup {
         set_level(&ddb, &stock_table, sku, level).await;
     }
     let capture = Capture::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&sdk)
-            .interceptor(capture.clone())
-            .build(),
-    );
+    let client = capture.dynamodb_client(&sdk);
     let engine = Idempotency::new(
         DynamoDbStore::new(client.clone(), TableConfig::new(&idempotency_table)),
         App::config(),

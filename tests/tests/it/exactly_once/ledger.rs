@@ -13,14 +13,37 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use test_kit::kinesis_esm::{
-    self, Options, Outcome, Put, Stats, create_stream, put_to_shard, records, shard_of,
+    self, Options, Outcome, Put, Stats, Stream, create_stream, put_to_shard, records, shard_of,
 };
-use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables, unique_name};
+use test_kit::{Fault, FaultPlan, PaymentTables, balances, moto, payment_tables, unique_name};
 
 pub(crate) fn payment(id: &str, account: &str, amount: u64) -> Vec<u8> {
     json!({"payment_id": id, "account_id": account, "amount_cents": amount})
         .to_string()
         .into_bytes()
+}
+
+/// Puts each `(shard, payment id, account, amount)` of `writes` into its
+/// shard (partition key: the account), in order; returns the puts.
+pub(crate) async fn put_payments(
+    kinesis: &aws_sdk_kinesis::Client,
+    stream: &Stream,
+    writes: &[(usize, &str, &str, u64)],
+) -> Vec<Put> {
+    let mut puts = Vec::new();
+    for &(shard, id, account, amount) in writes {
+        puts.push(
+            put_to_shard(
+                kinesis,
+                stream,
+                shard,
+                account,
+                payment(id, account, amount),
+            )
+            .await,
+        );
+    }
+    puts
 }
 
 /// The function's app over the test's tables on moto.
@@ -29,27 +52,6 @@ async fn app(t: &PaymentTables) -> ledger::App {
     let store = DynamoDbStore::new(ddb.clone(), TableConfig::new(t.idempotency.clone()));
     let engine = Idempotency::new(store, ledger::App::config().disabled(false));
     ledger::App::new(engine, ledger::Accounts::dynamodb(ddb, &t.accounts))
-}
-
-/// Every balance of the accounts table (one consistent `Scan`).
-pub(crate) async fn balances(accounts: &str) -> BTreeMap<String, i64> {
-    let out = moto()
-        .dynamodb()
-        .await
-        .scan()
-        .table_name(accounts)
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("scan accounts");
-    out.items()
-        .iter()
-        .map(|item| {
-            let account = item["account_id"].as_s().unwrap().clone();
-            let balance = item["balance_cents"].as_n().unwrap().parse().unwrap();
-            (account, balance)
-        })
-        .collect()
 }
 
 /// Items of the idempotency table.
@@ -98,15 +100,7 @@ async fn a_producer_retry_credits_once_in_a_batch_across_batches_and_across_shar
         (1, "p4", "c", 4000),
     ];
     let mut sequence_numbers = BTreeSet::new();
-    for (shard, id, account, amount) in writes {
-        let put = put_to_shard(
-            &kinesis,
-            &stream,
-            shard,
-            account,
-            payment(id, account, amount),
-        )
-        .await;
+    for put in put_payments(&kinesis, &stream, &writes).await {
         sequence_numbers.insert(put.sequence_number + &put.shard_id);
     }
     assert_eq!(

@@ -16,7 +16,7 @@ mod batch;
 mod dynamodb_streams;
 mod inventory;
 pub(crate) mod ledger;
-mod orders;
+pub(crate) mod orders;
 mod payments;
 pub(crate) mod payments_api;
 pub(crate) mod relay;

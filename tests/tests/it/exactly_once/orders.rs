@@ -7,36 +7,31 @@
 //! publishes `OrderConfirmed` under the entry's stable id.
 
 use aws_sdk_dynamodb::types::StreamViewType;
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::QueueAttributeName;
 use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
 use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Child;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_kit::esm::{self, Queue};
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{Invocation, RuntimeApi, Watched, function_binary, lambda_command};
 use test_kit::stream_esm::{self, Options};
-use test_kit::{
-    Moto, create_idempotency_table_with_stream, create_table, moto, now_ms, unique_name,
-};
+use test_kit::{Moto, create_idempotency_table_with_stream, create_table, moto, unique_name};
 
-struct Setup<'m> {
+pub(crate) struct Setup<'m> {
     moto: &'m Moto,
     app: App,
     ddb: aws_sdk_dynamodb::Client,
     /// The idempotency table (its name is also the launcher's marker for
     /// this test's DynamoDB requests: every request of orders touches it).
-    idempotency: String,
-    orders_table: String,
+    pub(crate) idempotency: String,
+    pub(crate) orders_table: String,
     stream_arn: String,
     sqs: aws_sdk_sqs::Client,
     queue: Queue,
-    notifications: String,
+    pub(crate) notifications: String,
 }
 
 /// Tables on `moto` (the idempotency table with a `NEW_IMAGE` stream), an
@@ -83,7 +78,7 @@ async fn setup_on(moto: &Moto, max_receive: u32) -> Setup<'_> {
     }
 }
 
-async fn setup(max_receive: u32) -> Setup<'static> {
+pub(crate) async fn setup(max_receive: u32) -> Setup<'static> {
     setup_on(moto(), max_receive).await
 }
 
@@ -95,7 +90,7 @@ async fn invoke(
     app.handle(LambdaEvent::new(event, ctx)).await
 }
 
-fn order(i: usize) -> OrderEvent {
+pub(crate) fn order(i: usize) -> OrderEvent {
     OrderEvent {
         event_id: format!("evt-{i}"),
         order_id: format!("ord-{i}"),
@@ -109,7 +104,7 @@ impl Setup<'_> {
     /// Runs `outbox-relay` over the idempotency table's stream (from its
     /// start: everything committed so far is published, again if it was
     /// before).
-    async fn relay(&self) {
+    pub(crate) async fn relay(&self) {
         // The relay tests count SendMessageBatch requests on the shared moto.
         let _serial = crate::exactly_once::relay::SERIAL.lock().await;
         let allowlist = json!({ orders::RECORD_PREFIX: [&self.notifications] }).to_string();
@@ -130,59 +125,28 @@ impl Setup<'_> {
     /// each and deleted, counted by event id; each checked as a consumer
     /// would: group = order, `outbox_id` = deduplication id = the event's
     /// stable id, `type` = `OrderConfirmed`.
-    async fn notifications_by_event(&self) -> BTreeMap<String, usize> {
+    pub(crate) async fn notifications_by_event(&self) -> BTreeMap<String, usize> {
         let mut counts = BTreeMap::new();
-        let mut empty = 0;
-        while empty < 2 {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.notifications)
-                .max_number_of_messages(10)
-                .visibility_timeout(600)
-                .message_system_attribute_names(MessageSystemAttributeName::All)
-                .message_attribute_names("All")
-                .send()
-                .await
-                .unwrap();
-            if out.messages().is_empty() {
-                empty += 1;
-                continue;
-            }
-            for m in out.messages() {
-                let body: Value = serde_json::from_str(m.body().unwrap()).unwrap();
-                assert_eq!(body["type"], "OrderConfirmed", "{body}");
-                let event_id = body["event_id"].as_str().unwrap();
-                let stable = orders::notification_id(event_id).unwrap();
-                let attrs = m.attributes().unwrap();
-                let attr = |name| attrs.get(&name).map(String::as_str);
-                assert_eq!(
-                    attr(MessageSystemAttributeName::MessageGroupId),
-                    body["order_id"].as_str().map(orders::group_id).as_deref()
-                );
-                assert_eq!(
-                    attr(MessageSystemAttributeName::MessageDeduplicationId),
-                    Some(stable.as_str())
-                );
-                let user = m.message_attributes().unwrap();
-                let text = |name: &str| user.get(name).and_then(|v| v.string_value());
-                assert_eq!(text(orders::TYPE_ATTRIBUTE), Some("OrderConfirmed"));
-                assert_eq!(text(shared::outbox::OUTBOX_ID), Some(stable.as_str()));
-                *counts.entry(event_id.to_owned()).or_insert(0) += 1;
-                self.sqs
-                    .delete_message()
-                    .queue_url(&self.notifications)
-                    .receipt_handle(m.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-            }
+        for m in esm::receive_all(&self.sqs, &self.notifications).await {
+            let body: Value = serde_json::from_str(&m.body).unwrap();
+            assert_eq!(body["type"], "OrderConfirmed", "{body}");
+            let event_id = body["event_id"].as_str().unwrap();
+            let stable = orders::notification_id(event_id).unwrap();
+            assert_eq!(
+                m.group_id.as_deref(),
+                body["order_id"].as_str().map(orders::group_id).as_deref()
+            );
+            assert_eq!(m.dedup_id.as_deref(), Some(stable.as_str()));
+            let text = |name: &str| m.attributes.get(name).map(String::as_str);
+            assert_eq!(text(orders::TYPE_ATTRIBUTE), Some("OrderConfirmed"));
+            assert_eq!(text(shared::outbox::OUTBOX_ID), Some(stable.as_str()));
+            *counts.entry(event_id.to_owned()).or_insert(0) += 1;
         }
         counts
     }
 
     /// Every item of the orders table, by order id.
-    async fn orders(&self) -> BTreeMap<String, OrderEvent> {
+    pub(crate) async fn orders(&self) -> BTreeMap<String, OrderEvent> {
         let table = Table::dynamodb(self.ddb.clone(), &self.orders_table);
         let scan = self
             .ddb
@@ -202,25 +166,11 @@ impl Setup<'_> {
     }
 }
 
-/// Messages visible or in flight in a queue.
-async fn messages_left(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
-    let out = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
-        .send()
-        .await
-        .unwrap();
-    let attrs = out.attributes().cloned().unwrap_or_default();
-    attrs.values().map(|v| v.parse::<u64>().unwrap_or(0)).sum()
-}
-
-fn once<'a>(event_ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
+pub(crate) fn once<'a>(event_ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
     event_ids.into_iter().map(|e| (e.to_owned(), 1)).collect()
 }
 
-fn by_id(orders: &[OrderEvent]) -> BTreeMap<String, OrderEvent> {
+pub(crate) fn by_id(orders: &[OrderEvent]) -> BTreeMap<String, OrderEvent> {
     orders
         .iter()
         .map(|o| (o.order_id.clone(), o.clone()))
@@ -296,7 +246,7 @@ async fn each_event_is_recorded_and_confirmed_once() {
     assert_eq!(stats.invocation_errors, 0, "{stats:?}");
     assert!(stats.reported_failures >= poison.len() * 3, "{stats:?}");
     assert!(stats.deleted >= sent_good, "{stats:?}");
-    assert_eq!(messages_left(sqs, &queue.url).await, 0, "{stats:?}");
+    assert_eq!(esm::messages_left(sqs, &queue.url).await, 0, "{stats:?}");
 
     // Twice over the whole stream: the FIFO queue drops the second publish.
     setup.relay().await;
@@ -355,7 +305,7 @@ async fn concurrent_pollers_confirm_each_event_once() {
         "both pollers got work: {a:?} {b:?}"
     );
     assert!(a.deleted + b.deleted >= 60, "{a:?} {b:?}");
-    assert_eq!(messages_left(sqs, &queue.url).await, 0);
+    assert_eq!(esm::messages_left(sqs, &queue.url).await, 0);
 
     setup.relay().await;
     let counts = setup.notifications_by_event().await;
@@ -476,112 +426,4 @@ async fn one_transaction_per_new_order_and_no_send() {
         once(new.iter().map(|o| o.event_id.as_str()))
     );
     assert_eq!(setup.orders().await, by_id(&new));
-}
-
-/// `orders` as a real process under the local Lambda Runtime API.
-fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
-    let mut command = lambda_command(&function_binary("orders"), "orders", api);
-    moto().apply_env(&mut command);
-    command
-        .env("IDEMPOTENCY_TABLE", &s.idempotency)
-        .env("ORDERS_TABLE", &s.orders_table)
-        .env("NOTIFICATIONS_QUEUE_URL", &s.notifications)
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .expect("start the orders binary")
-}
-
-const LEASE: Duration = Duration::from_millis(1500);
-
-/// One crash trial: the orders process killed right after its `n`-th
-/// DynamoDB request is answered, restarted, the batch redelivered until it
-/// succeeds, then the relay run. Returns whether the kill happened, and the
-/// setup to read the results from.
-async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
-    let s = setup(3).await;
-    let api = RuntimeApi::start().await;
-    let mut child = spawn_orders(&api, &s);
-    let started = Instant::now();
-    // Wait for the response, or for the kill (then no response ever comes).
-    let Watched {
-        result: first,
-        killed,
-    } = moto()
-        .invoke_killing_after(n, &s.idempotency, &api, &mut child, event.clone(), LEASE)
-        .await;
-    if !killed {
-        assert_eq!(
-            first.as_ref().and_then(Invocation::failed_ids),
-            Some(vec![]),
-            "n={n}: {first:?}"
-        );
-    } else {
-        // The runtime restarts the function; SQS redelivers the batch.
-        let api = RuntimeApi::start().await;
-        let mut child = spawn_orders(&api, &s);
-        let mut pending = event.clone();
-        for round in 0..6 {
-            let wait = (started + LEASE + Duration::from_millis(200))
-                .saturating_duration_since(Instant::now());
-            tokio::time::sleep(wait.max(Duration::from_millis(if round == 0 { 0 } else { 500 })))
-                .await;
-            let result = api
-                .invoke(pending.clone(), now_ms() + 30_000, Duration::from_secs(20))
-                .await;
-            let failed = result
-                .as_ref()
-                .and_then(Invocation::failed_ids)
-                .unwrap_or_else(|| panic!("n={n}: {result:?}"));
-            if failed.is_empty() {
-                break;
-            }
-            assert!(round < 5, "n={n}: still failing {failed:?}");
-            let records: Vec<Value> = event["Records"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| failed.iter().any(|f| r["messageId"] == json!(f)))
-                .cloned()
-                .collect();
-            pending = json!({ "Records": records });
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    s.relay().await;
-    (killed, s)
-}
-
-/// `orders` killed (SIGKILL) right after each of its DynamoDB requests is
-/// answered, every boundary in turn, restarted, the batch (with an in-batch
-/// duplicate) redelivered, then the relay run: in every trial each order is
-/// written once with its content and the consumer receives exactly one
-/// `OrderConfirmed` per event. Without a `SendMessage` in the function there
-/// is no boundary between the effect and its record to crash in.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn orders_survive_a_kill_at_every_request_boundary() {
-    let new: Vec<OrderEvent> = (0..4).map(order).collect();
-    let mut messages: Vec<Msg> = new
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Msg::new(format!("m{i}"), serde_json::to_string(o).unwrap()))
-        .collect();
-    messages.push(Msg::new("m-dup", serde_json::to_string(&new[0]).unwrap()));
-    let event = sqs_event("orders", &messages);
-    let mut boundaries = 0;
-    for n in 1..=20 {
-        let (killed, s) = crash_trial(n, &event).await;
-        assert_eq!(
-            s.notifications_by_event().await,
-            once(new.iter().map(|o| o.event_id.as_str())),
-            "killed after request {n}"
-        );
-        assert_eq!(s.orders().await, by_id(&new), "killed after request {n}");
-        if !killed {
-            break;
-        }
-        boundaries += 1;
-    }
-    // One request per new order: its transaction.
-    assert_eq!(boundaries, new.len());
 }

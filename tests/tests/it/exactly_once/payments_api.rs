@@ -3,7 +3,6 @@
 //! a local Lambda Runtime API. Then concurrency (20 requests with one key
 //! against two processes) and bad input.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
@@ -13,7 +12,7 @@ use shared::{DynamoDbStore, HandlerError, Idempotency, TableConfig};
 use std::process::Child;
 use std::time::Duration;
 use test_kit::events::sample;
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_command};
 use test_kit::{Fault, FaultPlan, PaymentTables, moto, now_ms, payment_tables};
 
 /// The app over the test's tables on moto.
@@ -44,13 +43,9 @@ pub(crate) fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
 
 /// [`spawn`] with more environment variables.
 fn spawn_with(api: &RuntimeApi, t: &PaymentTables, mode: &str, env: &[(&str, &str)]) -> Child {
-    let mut command = lambda_command(&function_binary("payments-api"), "payments-api", api);
-    moto().apply_env(&mut command);
-    command
-        .env("IDEMPOTENCY_TABLE", &t.idempotency)
-        .env("ACCOUNTS_TABLE", &t.accounts)
+    function_command("payments-api", api)
+        .envs(t.env())
         .env("PAYMENTS_COMMIT_MODE", mode)
-        .env("RUST_LOG", "warn")
         .envs(env.iter().copied())
         .spawn()
         .expect("start the payments-api binary")
@@ -167,20 +162,6 @@ async fn drivers_with(
     vec![(in_process, t1), (Driver::Binary { api, child }, t2)]
 }
 
-pub(crate) async fn balance(accounts: &str, account: &str) -> Option<i64> {
-    let out = moto()
-        .dynamodb()
-        .await
-        .get_item()
-        .table_name(accounts)
-        .key("account_id", AttributeValue::S(account.to_owned()))
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("read balance");
-    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
-}
-
 fn status(r: &Value) -> u64 {
     r["statusCode"].as_u64().unwrap_or_else(|| panic!("{r}"))
 }
@@ -210,12 +191,7 @@ async fn first_request_credits_and_answers_201() {
         let payment: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
         let location = format!("/payments/{}", payment["payment_id"].as_str().unwrap());
         assert_eq!(r["headers"]["location"], json!(location));
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -230,12 +206,7 @@ async fn same_key_same_request_replays_byte_for_byte() {
             assert_eq!(again["body"], first["body"], "{}", d.name());
             assert_eq!(again["headers"]["location"], first["headers"]["location"]);
         }
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -254,12 +225,7 @@ async fn same_key_other_request_is_422() {
         let mut elsewhere = post(Some("k-mismatch"), BODY);
         elsewhere["rawPath"] = json!("/v2/payments");
         assert_eq!(status(&d.call(&elsewhere).await), 422, "{}", d.name());
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -293,12 +259,7 @@ async fn same_key_in_flight_is_409_with_retry_after() {
         let retry = d.call(&event).await;
         assert!(replayed(&retry), "{}: {retry}", d.name());
         assert_eq!(retry["body"].as_str().unwrap(), first.body);
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -308,7 +269,7 @@ async fn missing_key_is_400() {
         let r = d.call(&post(None, BODY)).await;
         assert_eq!(status(&r), 400, "{}: {r}", d.name());
         assert_eq!(problem_type(&r), Problem::KEY_MISSING);
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
     }
 }
 
@@ -321,7 +282,7 @@ async fn empty_or_too_long_key_is_400() {
             assert_eq!(status(&r), 400, "{}: {key:?} {r}", d.name());
             assert_eq!(problem_type(&r), Problem::KEY_INVALID);
         }
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
         // 255 characters is the limit, not over it.
         let r = d.call(&post(Some(&too_long[1..]), BODY)).await;
         assert_eq!(status(&r), 201, "{}", d.name());
@@ -338,8 +299,20 @@ async fn a_key_sent_twice_folded_with_a_comma_is_400() {
             assert_eq!(status(&r), 400, "{}: {key:?} {r}", d.name());
             assert_eq!(problem_type(&r), Problem::KEY_INVALID);
         }
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
     }
+}
+
+/// Alice, then Bob, each sending `k-lambda` with [`BODY`] through a Lambda
+/// authorizer with simple responses: their answers.
+async fn alice_and_bob(d: &Driver) -> (Value, Value) {
+    let alice = d
+        .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
+        .await;
+    let bob = d
+        .call(&via_lambda_authorizer("k-lambda", BODY, "bob"))
+        .await;
+    (alice, bob)
 }
 
 /// A Lambda authorizer with simple responses puts the caller in its
@@ -349,18 +322,13 @@ async fn a_key_sent_twice_folded_with_a_comma_is_400() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lambda_authorizer_caller_is_401_by_default_never_a_shared_scope() {
     for (d, t) in drivers().await {
-        let alice = d
-            .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
-            .await;
-        let bob = d
-            .call(&via_lambda_authorizer("k-lambda", BODY, "bob"))
-            .await;
+        let (alice, bob) = alice_and_bob(&d).await;
         for r in [&alice, &bob] {
             assert_eq!(status(r), 401, "{}: {r}", d.name());
             assert_eq!(problem_type(r), Problem::NO_CALLER);
             assert!(!replayed(r), "{}", d.name());
         }
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
     }
 }
 
@@ -371,12 +339,7 @@ async fn a_lambda_authorizer_caller_is_401_by_default_never_a_shared_scope() {
 async fn a_lambda_authorizer_caller_is_named_by_the_context_key_set() {
     let env = [(shared::http::LAMBDA_PRINCIPAL_ENV, "/userId")];
     for (d, t) in drivers_with(|http| http.lambda_principal("/userId"), &env).await {
-        let alice = d
-            .call(&via_lambda_authorizer("k-lambda", BODY, "alice"))
-            .await;
-        let bob = d
-            .call(&via_lambda_authorizer("k-lambda", BODY, "bob"))
-            .await;
+        let (alice, bob) = alice_and_bob(&d).await;
         assert_eq!((status(&alice), status(&bob)), (201, 201), "{}", d.name());
         assert!(!replayed(&bob), "{}: bob runs his own", d.name());
         let again = d
@@ -384,12 +347,7 @@ async fn a_lambda_authorizer_caller_is_named_by_the_context_key_set() {
             .await;
         assert!(replayed(&again), "{}: {again}", d.name());
         assert_eq!(again["body"], alice["body"]);
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(500),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(500), "{}", d.name());
     }
 }
 
@@ -401,7 +359,7 @@ async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
         let r = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
         assert_eq!(status(&r), 401, "{}: {r}", d.name());
         assert_eq!(problem_type(&r), Problem::NO_CALLER);
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
     }
     let env = [(shared::http::ANONYMOUS_ENV, "share-one-scope")];
     let one_scope = |http: HttpProcessor| http.anonymous(shared::http::Anonymous::ShareOneScope);
@@ -410,12 +368,7 @@ async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
         assert_eq!(status(&first), 201, "{}: {first}", d.name());
         let again = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
         assert!(replayed(&again), "{}: {again}", d.name());
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -441,12 +394,7 @@ async fn jwt_callers_are_scoped_by_issuer_and_subject() {
             })
             .await;
         assert_eq!(status(&no_issuer), 401, "{}: {no_issuer}", d.name());
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(500),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(500), "{}", d.name());
     }
 }
 
@@ -480,16 +428,11 @@ async fn a_server_error_releases_the_key() {
         assert_eq!(status(&r), 503, "{}: {r} ({injected})", d.name());
         assert_eq!(problem_type(&r), Problem::UNAVAILABLE);
         assert!(r["headers"]["retry-after"].is_string());
-        assert_eq!(balance(&t.accounts, "acct-1").await, None, "{}", d.name());
+        assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
         let retry = d.call(&post(Some("k-5xx"), BODY)).await;
         assert_eq!(status(&retry), 201, "{}: {retry}", d.name());
         assert!(!replayed(&retry), "it ran again");
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250),
-            "{}",
-            d.name()
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250), "{}", d.name());
     }
 }
 
@@ -515,7 +458,7 @@ async fn the_sample_events_credit_once() {
         assert_eq!(status(&first), 201, "{file}: {first}");
         let again = d.call(&event).await;
         assert!(replayed(&again) && again["body"] == first["body"], "{file}");
-        assert_eq!(balance(&t.accounts, account).await, Some(amount), "{file}");
+        assert_eq!(t.balance(account).await, Some(amount), "{file}");
     }
 }
 
@@ -564,7 +507,7 @@ async fn twenty_concurrent_requests_one_key_two_processes() {
         assert_eq!(status(r), 409, "{r}");
         assert_eq!(problem_type(r), Problem::IN_PROGRESS);
     }
-    assert_eq!(balance(&t.accounts, "acct-1").await, Some(250));
+    assert_eq!(t.balance("acct-1").await, Some(250));
 }
 
 /// Bad input, each answered on its own: nothing crashes, nothing is lost.
@@ -608,11 +551,7 @@ async fn bad_input_is_answered() {
                 "{name}: {key}"
             );
         }
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250 * 4),
-            "{name}"
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250 * 4), "{name}");
         // One key from two callers: two payments, each caller its own answer.
         let alice = d
             .call(&as_caller(post(Some("k-shared"), BODY), "alice"))
@@ -627,11 +566,7 @@ async fn bad_input_is_answered() {
             .call(&as_caller(post(Some("k-shared"), BODY), "alice"))
             .await;
         assert_eq!(alice_again["body"], alice["body"], "{name}");
-        assert_eq!(
-            balance(&t.accounts, "acct-1").await,
-            Some(250 * 6),
-            "{name}"
-        );
+        assert_eq!(t.balance("acct-1").await, Some(250 * 6), "{name}");
         // Not an HTTP event at all: an HTTP 400 all the same.
         let r = d.call(&json!({"Records": []})).await;
         assert_eq!(status(&r), 400, "{name}: {r}");
@@ -666,7 +601,7 @@ async fn retry_later_answers_release_the_key() {
         assert_eq!(r.status, 201, "{later} released the key: {}", r.body);
         assert_eq!(r.header_value("idempotent-replayed"), None);
         let credited = 250 * (i64::try_from(i).unwrap() + 1);
-        assert_eq!(balance(&t.accounts, "acct-1").await, Some(credited));
+        assert_eq!(t.balance("acct-1").await, Some(credited));
     }
 }
 
@@ -692,5 +627,5 @@ async fn a_failing_handler_answers_500_and_a_retry_runs() {
         })
         .await;
     assert_eq!(r.status, 201);
-    assert_eq!(balance(&t.accounts, "acct-1").await, Some(250));
+    assert_eq!(t.balance("acct-1").await, Some(250));
 }

@@ -5,13 +5,13 @@
 //! target queues read as a consumer reads them.
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::QueueAttributeName;
 use lambda_runtime::{Context, LambdaEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher, stable_id};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use test_kit::esm::{Queue, create_queue};
+use test_kit::esm::{self, Queue, Received, create_queue};
 use test_kit::stream_esm::{self, Options, Stats};
 use test_kit::{Fault, FaultPlan, create_idempotency_table_with_stream, moto, unique_name};
 
@@ -102,75 +102,27 @@ async fn run_relay(s: &Setup, relay: &Relay, options: &Options) -> Stats {
     .await
 }
 
-/// A message as the consumer sees it.
-#[derive(Debug, Clone)]
-struct Received {
-    body: String,
-    outbox_id: Option<String>,
-    dedup_id: Option<String>,
+/// The relay run once over the stream (default options, no bus): nothing
+/// skipped, no record failed. Returns what the FIFO queue received.
+async fn relay_cleanly(s: &Setup) -> Vec<Received> {
+    let relay = relay_with_moto(s, &[]).await;
+    let stats = run_relay(s, &relay, &Options::default()).await;
+    assert!(
+        stats.skipped.is_empty() && stats.partial_failures == 0,
+        "{stats:?}"
+    );
+    drain(&s.fifo.url).await
 }
 
-/// Every message in the queue, each received once and deleted (a FIFO
-/// group delivers nothing more while a message of it is in flight).
+/// Every message in the queue, each received once and deleted.
 async fn drain(url: &str) -> Vec<Received> {
-    let sqs = moto().sqs().await;
-    let mut out = Vec::new();
-    let mut empty = 0;
-    while empty < 2 {
-        let got = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .visibility_timeout(600)
-            .message_attribute_names("All")
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-            .expect("receive");
-        if got.messages().is_empty() {
-            empty += 1;
-            continue;
-        }
-        let entries: Vec<_> = got
-            .messages()
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .build()
-                    .unwrap()
-            })
-            .collect();
-        sqs.delete_message_batch()
-            .queue_url(url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .expect("delete");
-        for m in got.messages() {
-            out.push(Received {
-                body: m.body().unwrap_or_default().to_owned(),
-                outbox_id: m
-                    .message_attributes()
-                    .and_then(|a| a.get("outbox_id"))
-                    .and_then(|v| v.string_value())
-                    .map(str::to_owned),
-                dedup_id: m
-                    .attributes()
-                    .and_then(|a| a.get(&MessageSystemAttributeName::MessageDeduplicationId))
-                    .cloned(),
-            });
-        }
-    }
-    out
+    esm::receive_all(&moto().sqs().await, url).await
 }
 
 /// Each body belongs to exactly one outbox id (nothing published under two
 /// ids), the one its record and index give; returns the ids and how often
 /// each was received.
-fn check_ids(messages: &[Received]) -> BTreeMap<String, usize> {
+pub(crate) fn check_ids(messages: &[Received]) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
     for m in messages {
         let body: Value = serde_json::from_str(&m.body).expect("a JSON body");
@@ -182,6 +134,37 @@ fn check_ids(messages: &[Received]) -> BTreeMap<String, usize> {
         *seen.entry(expected).or_insert(0) += 1;
     }
     seen
+}
+
+/// What the consumers received: each id of `fifo_ids` exactly once on the
+/// FIFO queue, each of `standard_ids` on the standard queue, every body
+/// under its own id ([`check_ids`]). Returns the messages of each queue.
+pub(crate) async fn received_once(
+    fifo: &str,
+    standard: &str,
+    fifo_ids: &BTreeSet<String>,
+    standard_ids: &BTreeSet<String>,
+    label: &str,
+) -> (Vec<Received>, Vec<Received>) {
+    let fifo = drain(fifo).await;
+    let seen = check_ids(&fifo);
+    assert_eq!(
+        &seen.keys().cloned().collect::<BTreeSet<_>>(),
+        fifo_ids,
+        "{label}"
+    );
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "{label}: FIFO: one message per id: {seen:?}"
+    );
+    let standard = drain(standard).await;
+    let seen = check_ids(&standard);
+    assert_eq!(
+        &seen.keys().cloned().collect::<BTreeSet<_>>(),
+        standard_ids,
+        "{label}"
+    );
+    (fifo, standard)
 }
 
 /// Writes `n` completed records, each with one FIFO message (3 groups) and
@@ -377,14 +360,15 @@ async fn the_relay_publishes_every_message_once_per_stable_id() {
     let after = moto().request_counts().await;
     assert!(stats.skipped.is_empty() && !stats.timed_out, "{stats:?}");
 
-    let fifo = drain(&s.fifo.url).await;
-    let seen = check_ids(&fifo);
-    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), fifo_ids);
-    assert!(seen.values().all(|n| *n == 1), "FIFO: one message per id");
+    let (fifo, _) = received_once(
+        &s.fifo.url,
+        &s.standard.url,
+        &fifo_ids,
+        &standard_ids,
+        "relayed",
+    )
+    .await;
     assert!(fifo.iter().all(|m| m.dedup_id == m.outbox_id));
-    let standard = drain(&s.standard.url).await;
-    let seen = check_ids(&standard);
-    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), standard_ids);
 
     let batches =
         sent(&after, "AmazonSQS.SendMessageBatch") - sent(&before, "AmazonSQS.SendMessageBatch");
@@ -440,13 +424,15 @@ async fn faults_on_sqs_and_stream_calls_lose_nothing() {
             assert!(stats.partial_failures > 0, "{stats:?}");
         }
 
-        let fifo = drain(&s.fifo.url).await;
-        let seen = check_ids(&fifo);
-        assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), fifo_ids);
-        assert!(seen.values().all(|n| *n == 1), "FIFO: one message per id");
-        let standard = drain(&s.standard.url).await;
-        let seen = check_ids(&standard);
-        assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), standard_ids);
+        let label = format!("under faults, {attempts} attempt(s)");
+        let (fifo, standard) = received_once(
+            &s.fifo.url,
+            &s.standard.url,
+            &fifo_ids,
+            &standard_ids,
+            &label,
+        )
+        .await;
         // What a standard-queue consumer deduplicates: every re-send is a
         // message it receives again.
         eprintln!(
@@ -485,13 +471,14 @@ async fn failed_batch_entries_are_retried_not_lost() {
     assert!(stats.partial_failures >= 2, "{stats:?}");
     assert!(stats.skipped.is_empty() && !stats.timed_out, "{stats:?}");
 
-    let fifo = drain(&s.fifo.url).await;
-    let seen = check_ids(&fifo);
-    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), fifo_ids);
-    assert!(seen.values().all(|n| *n == 1), "FIFO: one message per id");
-    let standard = drain(&s.standard.url).await;
-    let seen = check_ids(&standard);
-    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), standard_ids);
+    received_once(
+        &s.fifo.url,
+        &s.standard.url,
+        &fifo_ids,
+        &standard_ids,
+        "failed entries",
+    )
+    .await;
 }
 
 /// EventBridge: a bus rule with an SQS target receives each event with
@@ -607,13 +594,7 @@ async fn poison_outboxes_do_not_block_the_shard() {
         )])),
     )
     .await;
-    let relay = relay_with_moto(&s, &[]).await;
-    let stats = run_relay(&s, &relay, &Options::default()).await;
-    assert!(
-        stats.skipped.is_empty() && stats.partial_failures == 0,
-        "{stats:?}"
-    );
-    let fifo = drain(&s.fifo.url).await;
+    let fifo = relay_cleanly(&s).await;
     assert_eq!(
         check_ids(&fifo).into_keys().collect::<Vec<_>>(),
         [stable_id("orders.confirm#good", 0)]
@@ -635,13 +616,7 @@ async fn entries_outside_the_allowlist_are_refused_not_sent() {
     let key = "orders.confirm#ok";
     let outbox = json!([sqs_entry(key, 0, &s.fifo.url, Some("g"))]);
     put_record(&s.table, key, "COMPLETED", Some(&outbox)).await;
-    let relay = relay_with_moto(&s, &[]).await;
-    let stats = run_relay(&s, &relay, &Options::default()).await;
-    assert!(
-        stats.skipped.is_empty() && stats.partial_failures == 0,
-        "{stats:?}"
-    );
-    let fifo = drain(&s.fifo.url).await;
+    let fifo = relay_cleanly(&s).await;
     assert_eq!(
         check_ids(&fifo).into_keys().collect::<Vec<_>>(),
         [stable_id(key, 0)]

@@ -98,6 +98,14 @@ impl Run {
             .collect()
     }
 
+    /// The binary refused to start: it failed before answering anything,
+    /// saying `why` on stderr. `label` names the case in failures.
+    fn assert_refused(&self, why: &str, label: &str) {
+        assert!(!self.success, "{label}: {:?}", self.responses);
+        assert!(self.responses.is_empty(), "{label}: {:?}", self.responses);
+        assert!(self.stderr.contains(why), "{label}: {}", self.stderr);
+    }
+
     /// The per-batch summary counts (`batch processed`) by request id.
     fn batch_summaries(&self) -> BTreeMap<String, [u64; 3]> {
         self.logs_of("batch processed")
@@ -370,16 +378,21 @@ fn inventory_second_delivery_is_replayed() {
 /// in the same store.
 #[test]
 fn inventory_needs_both_tables_or_neither() {
-    let placed = "events/inventory-order-placed.json";
-    for var in ["IDEMPOTENCY_TABLE", "STOCK_TABLE"] {
-        let run = run_local("inventory", &[placed], &[(var, "some-table".to_owned())]);
-        assert!(!run.success, "{var} alone: {:?}", run.responses);
-        assert!(run.responses.is_empty());
-        assert!(
-            run.stderr
-                .contains("set both IDEMPOTENCY_TABLE and STOCK_TABLE, or neither"),
-            "{var} alone: {}",
-            run.stderr
+    refuses_one_table_alone(
+        "inventory",
+        "events/inventory-order-placed.json",
+        "STOCK_TABLE",
+    );
+}
+
+/// `function` with only one of `IDEMPOTENCY_TABLE` and its business table
+/// `table` set refuses to start, naming both.
+fn refuses_one_table_alone(function: &str, event: &str, table: &str) {
+    for var in ["IDEMPOTENCY_TABLE", table] {
+        let run = run_local(function, &[event], &[(var, "some-table".to_owned())]);
+        run.assert_refused(
+            &format!("set both IDEMPOTENCY_TABLE and {table}, or neither"),
+            &format!("{function}: {var} alone"),
         );
     }
 }
@@ -402,14 +415,7 @@ fn transactional_functions_refuse_the_valkey_store() {
                 ("VALKEY_URL", "redis://127.0.0.1:1".to_owned()),
             ],
         );
-        assert!(!run.success, "{function}: {:?}", run.responses);
-        assert!(run.responses.is_empty(), "{function}");
-        assert!(
-            run.stderr
-                .contains("IDEMPOTENCY_STORE=valkey cannot do that"),
-            "{function}: {}",
-            run.stderr
-        );
+        run.assert_refused("IDEMPOTENCY_STORE=valkey cannot do that", function);
     }
 }
 
@@ -419,28 +425,15 @@ fn transactional_functions_refuse_the_valkey_store() {
 #[test]
 fn orders_needs_both_tables_or_neither_and_a_queue_with_them() {
     let file = "events/orders-standard.json";
-    for var in ["IDEMPOTENCY_TABLE", "ORDERS_TABLE"] {
-        let run = run_local("orders", &[file], &[(var, "some-table".to_owned())]);
-        assert!(!run.success, "{var} alone: {:?}", run.responses);
-        assert!(run.responses.is_empty());
-        assert!(
-            run.stderr
-                .contains("set both IDEMPOTENCY_TABLE and ORDERS_TABLE, or neither"),
-            "{var} alone: {}",
-            run.stderr
-        );
-    }
+    refuses_one_table_alone("orders", file, "ORDERS_TABLE");
     let both = [
         ("IDEMPOTENCY_TABLE", "idem".to_owned()),
         ("ORDERS_TABLE", "orders".to_owned()),
     ];
     let run = run_local("orders", &[file], &both);
-    assert!(!run.success, "{:?}", run.responses);
-    assert!(
-        run.stderr
-            .contains("NOTIFICATIONS_QUEUE_URL is required with DynamoDB tables"),
-        "{}",
-        run.stderr
+    run.assert_refused(
+        "NOTIFICATIONS_QUEUE_URL is required with DynamoDB tables",
+        "both tables, no queue",
     );
 }
 
@@ -468,14 +461,11 @@ async fn payments_on_dynamodb_through_aws_endpoint_url() {
     let ddb = moto.dynamodb().await;
     let idempotency = create_idempotency_table(&ddb).await;
     let accounts = create_table(&ddb, "accounts", "account_id", None).await;
-    let env = vec![
+    let mut env = vec![
         ("IDEMPOTENCY_TABLE", idempotency.clone()),
         ("ACCOUNTS_TABLE", accounts.clone()),
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_REGION", "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
     ];
+    env.extend(moto.env());
     let file = "events/payments-fifo.json";
     let run = tokio::task::spawn_blocking(move || run_local("payments", &[file, file], &env))
         .await
@@ -540,14 +530,11 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         .send()
         .await
         .unwrap();
-    let env = vec![
+    let mut env = vec![
         ("IDEMPOTENCY_TABLE", idempotency.clone()),
         ("STOCK_TABLE", stock.clone()),
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_REGION", "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
     ];
+    env.extend(moto.env());
     let placed = "events/inventory-order-placed.json";
     let short = "events/inventory-insufficient-stock.json";
     let run = tokio::task::spawn_blocking(move || {
@@ -604,16 +591,13 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
         .await
         .unwrap();
     let prefix = format!("{}:", test_kit::unique_name("inventory"));
-    let env = vec![
+    let mut env = vec![
         ("IDEMPOTENCY_STORE", "valkey".to_owned()),
         ("VALKEY_URL", valkey.url()),
         ("VALKEY_KEY_PREFIX", prefix.clone()),
         ("STOCK_TABLE", stock.clone()),
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_REGION", "us-east-1".to_owned()),
-        ("AWS_ACCESS_KEY_ID", "test".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
     ];
+    env.extend(moto.env());
     let placed = "events/inventory-order-placed.json";
     let short = "events/inventory-insufficient-stock.json";
     let first_env = env.clone();
@@ -771,13 +755,7 @@ fn payments_api_reads_its_caller_settings_from_the_environment() {
         &[lambda],
         &[(shared::http::ANONYMOUS_ENV, "shared".to_owned())],
     );
-    assert!(!run.success, "{:?}", run.responses);
-    assert!(run.responses.is_empty());
-    assert!(
-        run.stderr.contains(shared::http::ANONYMOUS_ENV),
-        "{}",
-        run.stderr
-    );
+    run.assert_refused(shared::http::ANONYMOUS_ENV, "an unknown anonymous policy");
     let run = run_local("payments-api", &[lambda], &[]);
     assert!(run.success, "{}", run.stderr);
     assert_eq!(run.responses[0]["statusCode"], 401, "{:?}", run.responses);

@@ -5,16 +5,15 @@
 //! invocation.
 
 use serde_json::Value;
-use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 use test_kit::now_ms;
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
+use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command, stderr_of};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_the_request_id_and_one_line_per_record() {
     let api = RuntimeApi::start().await;
-    let mut child = lambda_command(&function_binary("payments"), "payments", &api)
+    let child = lambda_command(&function_binary("payments"), "payments", &api)
         .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
         .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
         .stderr(Stdio::piped())
@@ -32,15 +31,7 @@ async fn json_logs_carry_the_request_id_and_one_line_per_record() {
             "{result:?}"
         );
     }
-    child.kill().unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    child.wait().unwrap();
+    let stderr = stderr_of(child);
 
     let lines: Vec<Value> = stderr
         .lines()

@@ -64,23 +64,6 @@ async fn race(apps: &[App], batches: &[serde_json::Value]) -> Vec<Vec<String>> {
     futures_util::future::join_all(runs).await
 }
 
-async fn balance(t: &PaymentTables) -> Option<i64> {
-    let out = moto()
-        .dynamodb()
-        .await
-        .get_item()
-        .table_name(&t.accounts)
-        .key(
-            "account_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(ACCOUNT.into()),
-        )
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("read balance");
-    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
-}
-
 /// Conflicts on a quarter of the transactions, four instances racing on one
 /// account: every payment credits it once, none fails (each conflict was
 /// sent again inside the invocation).
@@ -111,7 +94,7 @@ async fn conflicted_commits_on_a_hot_account_are_retried_inside_the_invocation()
             "{mode:?}: no payment failed: {failed:?}"
         );
         assert_eq!(
-            balance(&t).await,
+            t.balance(ACCOUNT).await,
             Some(40 * 7),
             "{mode:?}: each credited once"
         );
@@ -148,17 +131,17 @@ async fn exhausted_conflicts_fail_the_record_retryably_never_as_a_duplicate() {
             took < Duration::from_secs(5),
             "{mode:?}: bounded backoff: {took:?}"
         );
-        assert_eq!(balance(&t).await, None, "{mode:?}: nothing credited");
+        assert_eq!(t.balance(ACCOUNT).await, None, "{mode:?}: nothing credited");
 
         // Redelivered with the conflicts over: executed now, not replayed
         // and not rejected, each credited once.
         let failed = race(&apps, &batches).await;
         assert!(failed.iter().all(Vec::is_empty), "{mode:?}: {failed:?}");
-        assert_eq!(balance(&t).await, Some(6 * 5), "{mode:?}");
+        assert_eq!(t.balance(ACCOUNT).await, Some(6 * 5), "{mode:?}");
         let again = race(&apps, &batches).await;
         assert!(again.iter().all(Vec::is_empty), "{mode:?}: {again:?}");
         assert_eq!(
-            balance(&t).await,
+            t.balance(ACCOUNT).await,
             Some(6 * 5),
             "{mode:?}: duplicates replayed"
         );

@@ -8,27 +8,19 @@
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use test_kit::events::{Msg, sqs_event};
-use test_kit::runtime_api::{Invocation, RuntimeApi, function_binary, lambda_command};
-use test_kit::{Fault, FaultPlan, moto, now_ms, payment_tables};
+use test_kit::events::{Msg, payment, sqs_event};
+use test_kit::runtime_api::{
+    Invocation, RuntimeApi, function_binary, function_command, lambda_command, stderr_of,
+};
+use test_kit::{Fault, FaultPlan, balance, moto, now_ms, payment_tables};
 
 const CONCURRENCY: usize = 4;
 
 /// Kills `child` and returns its stderr's lines that are JSON.
-fn stop(mut child: Child) -> Vec<Value> {
-    let _ = child.kill();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    child.wait().unwrap();
-    stderr
+fn stop(child: Child) -> Vec<Value> {
+    stderr_of(child)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
@@ -179,23 +171,6 @@ async fn a_panic_or_an_overrun_deadline_touches_no_other_invocation() {
     stop(child);
 }
 
-async fn balance(accounts: &str, account: &str) -> Option<i64> {
-    let out = moto()
-        .dynamodb()
-        .await
-        .get_item()
-        .table_name(accounts)
-        .key(
-            "account_id",
-            aws_sdk_dynamodb::types::AttributeValue::S(account.to_owned()),
-        )
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("read balance");
-    out.item()?.get("balance_cents")?.as_n().ok()?.parse().ok()
-}
-
 /// `payments` serving CONCURRENCY invocations at once in one process:
 /// invocation `i` carries the first `i + 1` records of one batch, so every
 /// key is in several invocations at once. Each key is credited once, and
@@ -214,13 +189,9 @@ async fn duplicates_across_concurrent_invocations_have_one_effect_and_own_metric
         )
         .await;
     let api = RuntimeApi::start().await;
-    let mut command = lambda_command(&function_binary("payments"), "payments", &api);
-    moto().apply_env(&mut command);
-    let child = command
+    let child = function_command("payments", &api)
         .env("AWS_LAMBDA_MAX_CONCURRENCY", CONCURRENCY.to_string())
-        .env("IDEMPOTENCY_TABLE", &t.idempotency)
-        .env("ACCOUNTS_TABLE", &t.accounts)
-        .env("RUST_LOG", "warn")
+        .envs(t.env())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start payments");
@@ -230,14 +201,7 @@ async fn duplicates_across_concurrent_invocations_have_one_effect_and_own_metric
     let messages: Vec<Msg> = payments
         .iter()
         .enumerate()
-        .map(|(i, (account, amount))| {
-            Msg::new(
-                format!("m{i}"),
-                json!({"payment_id": format!("p{i}"), "account_id": account, "amount_cents": amount})
-                    .to_string(),
-            )
-            .in_group(*account)
-        })
+        .map(|(i, (account, amount))| payment(i, account, *amount))
         .collect();
     let sizes: Vec<usize> = (1..=CONCURRENCY).collect();
     let events: Vec<(Value, u64)> = sizes

@@ -17,11 +17,7 @@ async fn engine_and_store() -> (Idempotency, DynamoDbStore, Capture, String) {
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
     let table = test_kit::create_idempotency_table(&plain).await;
     let capture = Capture::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&sdk)
-            .interceptor(capture.clone())
-            .build(),
-    );
+    let client = capture.dynamodb_client(&sdk);
     let store = DynamoDbStore::new(client, TableConfig::new(&table));
     let engine = Idempotency::new(
         store.clone(),

@@ -18,11 +18,7 @@ async fn captured_client() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Clien
     let sdk = test_kit::moto().sdk_config().await;
     let plain = aws_sdk_dynamodb::Client::new(&sdk);
     let capture = Capture::default();
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::config::Builder::from(&sdk)
-            .interceptor(capture.clone())
-            .build(),
-    );
+    let client = capture.dynamodb_client(&sdk);
     (plain, client, capture)
 }
 

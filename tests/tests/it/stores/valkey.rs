@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use test_kit::contract::pk_key;
-use test_kit::events::{Msg, sqs_event};
+use test_kit::events::{Msg, failed_ids, sqs_event};
 use test_kit::valkey::{Valkey, valkey};
 
 /// What happened per key: handler runs, and completions committed
@@ -762,13 +762,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
             Ok::<_, HandlerError>(json!(1))
         })
         .await;
-    let failed: Vec<String> = report
-        .into_response()
-        .unwrap()
-        .batch_item_failures
-        .into_iter()
-        .map(|f| f.item_identifier)
-        .collect();
+    let failed = failed_ids(&report.into_response().unwrap());
     assert_eq!(failed, ["m1"]);
 }
 
