@@ -6,20 +6,20 @@
 //! per request here that it would not pay in AWS.
 //!
 //! ```sh
-//! cargo run --release -p integration-tests --bin bench -- batch [ROUNDS]
+//! cargo run --release -p bench -- batch [ROUNDS]
 //! cargo build --release -p orders && \
-//!   cargo run --release -p integration-tests --bin bench -- bigbatch [RECORDS]
+//!   cargo run --release -p bench -- bigbatch [RECORDS]
 //! cargo build --release -p payments && \
-//!   cargo run --release -p integration-tests --bin bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
-//! cargo run --release -p integration-tests --bin bench -- orders [MESSAGES]
+//!   cargo run --release -p bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
+//! cargo run --release -p bench -- orders [MESSAGES]
 //! cargo build --release -p ledger && \
-//!   cargo run --release -p integration-tests --bin bench -- kinesis [RECORDS]
-//! cargo run --release -p integration-tests --bin bench -- http [CALLS]
+//!   cargo run --release -p bench -- kinesis [RECORDS]
+//! cargo run --release -p bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
-//!   cargo run --release -p integration-tests --bin bench -- relay [MESSAGES]
-//! cargo run --release -p integration-tests --bin bench -- valkey [MESSAGES]
-//! cargo run --release -p integration-tests --bin bench -- sdk [CALLS]
-//! cargo run --release -p integration-tests --bin bench -- hot [PAYMENTS]
+//!   cargo run --release -p bench -- relay [MESSAGES]
+//! cargo run --release -p bench -- valkey [MESSAGES]
+//! cargo run --release -p bench -- sdk [CALLS]
+//! cargo run --release -p bench -- hot [PAYMENTS]
 //! ```
 
 mod batch;
