@@ -1146,45 +1146,43 @@ pub async fn business_table_writes_alike(h: Harness) {
 }
 
 /// Runs the cases of this module against each store: one test per store and
-/// case. The `records` cases run against every store, Valkey included; the
-/// `writes` cases (staged writes committing with the record, business
-/// tables) against the stores that have transactions (memory, DynamoDB).
+/// case, in a module named after the store. `stores` names each store by its
+/// [`Harness`] constructor here (`memory`, `dynamodb`, `valkey`); `+ writes`
+/// marks the stores with transactions. The `records` cases run against every
+/// store; the `writes` cases (staged writes committing with the record,
+/// business tables) against the stores marked `+ writes`. A new store is its
+/// constructor and one entry in `stores`.
 #[macro_export]
 macro_rules! contract_suite {
-    (records: [$($case:ident),* $(,)?], writes: [$($wcase:ident),* $(,)?] $(,)?) => {
-        mod memory {
+    (
+        stores: [$($store:ident $(+ $writes:ident)?),* $(,)?],
+        records: $records:tt,
+        writes: $wcases:tt $(,)?
+    ) => {
+        $( $crate::contract_suite!(@store $store [$($writes)?] $records $wcases); )*
+    };
+    (@store $store:ident [] [$($case:ident),* $(,)?] $wcases:tt) => {
+        mod $store {
             $(
-                #[tokio::test]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    $crate::contract::$case($crate::contract::memory().await).await;
-                }
-            )*
-            $(
-                #[tokio::test]
-                async fn $wcase() {
-                    $crate::contract::$wcase($crate::contract::memory().await).await;
+                    $crate::contract::$case($crate::contract::$store().await).await;
                 }
             )*
         }
-        mod dynamodb {
+    };
+    (@store $store:ident [writes] [$($case:ident),* $(,)?] [$($wcase:ident),* $(,)?]) => {
+        mod $store {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    $crate::contract::$case($crate::contract::dynamodb().await).await;
+                    $crate::contract::$case($crate::contract::$store().await).await;
                 }
             )*
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $wcase() {
-                    $crate::contract::$wcase($crate::contract::dynamodb().await).await;
-                }
-            )*
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    $crate::contract::$case($crate::contract::valkey().await).await;
+                    $crate::contract::$wcase($crate::contract::$store().await).await;
                 }
             )*
         }

@@ -1,7 +1,9 @@
 //! The store contract, against the in-memory store, DynamoDB on moto and
-//! Valkey on a real redis-server (its record cases).
+//! Valkey on a real redis-server (its record cases). A new store is one
+//! entry in `stores` (its `Harness` constructor in `test_kit::contract`).
 
 test_kit::contract_suite!(
+    stores: [memory + writes, dynamodb + writes, valkey],
     records: [
         first_claim_executes,
         duplicate_replays,
