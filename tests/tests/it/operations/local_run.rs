@@ -513,6 +513,30 @@ async fn payments_on_dynamodb_through_aws_endpoint_url() {
     assert_eq!(items as u64, records, "one idempotency record per payment");
 }
 
+/// A stock table on moto holding 100 `SKU-RED-MUG`.
+async fn stock_table(ddb: &aws_sdk_dynamodb::Client) -> String {
+    let stock = create_table(ddb, "stock", "sku", None).await;
+    ddb.put_item()
+        .table_name(&stock)
+        .item("sku", AttributeValue::S("SKU-RED-MUG".into()))
+        .item("stock", AttributeValue::N("100".into()))
+        .send()
+        .await
+        .unwrap();
+    stock
+}
+
+/// inventory's answers to its two samples on [`stock_table`]: the order
+/// placed reserves 2 mugs, the order of 1,000 is refused.
+fn inventory_answers() -> (Value, Value) {
+    let reserved = serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2});
+    let rejected = serde_json::json!({
+        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
+                     order ord-1004"
+    });
+    (reserved, rejected)
+}
+
 /// inventory with `IDEMPOTENCY_TABLE` and `STOCK_TABLE` set runs on DynamoDB
 /// through `AWS_ENDPOINT_URL` (moto): the decrement commits with the record
 /// in one transaction there too; the redelivery replays and the refusal is
@@ -522,14 +546,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
     let moto = moto();
     let ddb = moto.dynamodb().await;
     let idempotency = create_idempotency_table(&ddb).await;
-    let stock = create_table(&ddb, "stock", "sku", None).await;
-    ddb.put_item()
-        .table_name(&stock)
-        .item("sku", AttributeValue::S("SKU-RED-MUG".into()))
-        .item("stock", AttributeValue::N("100".into()))
-        .send()
-        .await
-        .unwrap();
+    let stock = stock_table(&ddb).await;
     let mut env = vec![
         ("IDEMPOTENCY_TABLE", idempotency.clone()),
         ("STOCK_TABLE", stock.clone()),
@@ -548,11 +565,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         "the tables were not used: {}",
         run.stderr
     );
-    let reserved = serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2});
-    let rejected = serde_json::json!({
-        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
-                     order ord-1004"
-    });
+    let (reserved, rejected) = inventory_answers();
     assert_eq!(
         run.responses,
         [reserved.clone(), reserved, rejected.clone(), rejected]
@@ -582,14 +595,7 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
     let moto = moto();
     let valkey = test_kit::valkey::valkey();
     let ddb = moto.dynamodb().await;
-    let stock = create_table(&ddb, "stock", "sku", None).await;
-    ddb.put_item()
-        .table_name(&stock)
-        .item("sku", AttributeValue::S("SKU-RED-MUG".into()))
-        .item("stock", AttributeValue::N("100".into()))
-        .send()
-        .await
-        .unwrap();
+    let stock = stock_table(&ddb).await;
     let prefix = format!("{}:", test_kit::unique_name("inventory"));
     let mut env = vec![
         ("IDEMPOTENCY_STORE", "valkey".to_owned()),
@@ -608,11 +614,7 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
     .unwrap();
     assert!(run.success, "{}", run.stderr);
     assert!(!run.stderr.contains("kept in memory"), "{}", run.stderr);
-    let reserved = serde_json::json!({"order_id": "ord-1001", "sku": "SKU-RED-MUG", "reserved": 2});
-    let rejected = serde_json::json!({
-        "rejected": "insufficient stock for SKU-RED-MUG: 1000 requested, 98 available; \
-                     order ord-1004"
-    });
+    let (reserved, rejected) = inventory_answers();
     assert_eq!(
         run.responses,
         [
