@@ -503,14 +503,13 @@ async fn payments_on_dynamodb_through_aws_endpoint_url() {
             "balance of {account}"
         );
     }
-    let items = ddb
-        .scan()
-        .table_name(&idempotency)
-        .send()
-        .await
-        .unwrap()
-        .count();
+    let items = item_count(&ddb, &idempotency).await;
     assert_eq!(items as u64, records, "one idempotency record per payment");
+}
+
+/// The items of `table` (one `Scan`).
+async fn item_count(ddb: &aws_sdk_dynamodb::Client, table: &str) -> i32 {
+    ddb.scan().table_name(table).send().await.unwrap().count()
 }
 
 /// A stock table on moto holding 100 `SKU-RED-MUG`.
@@ -575,13 +574,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         .await
         .unwrap();
     assert_eq!(level, Some(98));
-    let items = ddb
-        .scan()
-        .table_name(&idempotency)
-        .send()
-        .await
-        .unwrap()
-        .count();
+    let items = item_count(&ddb, &idempotency).await;
     assert_eq!(items, 2, "one idempotency record per event");
 }
 
