@@ -6,6 +6,12 @@ use std::time::Duration;
 /// unprotected): set it to `true` or `1` in an emergency only.
 pub const DISABLED_ENV: &str = "IDEMPOTENCY_DISABLED";
 
+/// Environment variable turning batch commits off (see
+/// [`Config::batch_commits`]): `false`, `0`, `no` or `off` commits each
+/// record of an optimistic batch in its own transaction. Unset or any other
+/// value: on.
+pub const BATCH_COMMITS_ENV: &str = "IDEMPOTENCY_BATCH_COMMITS";
+
 /// Environment variable overriding how long records live, in seconds (see
 /// [`Config::expires_after_from_env`]).
 pub const EXPIRES_AFTER_ENV: &str = "IDEMPOTENCY_EXPIRES_AFTER_SECONDS";
@@ -193,6 +199,12 @@ pub struct Config {
     /// seen by the same execution environment costs no request. 0 (the
     /// default) turns it off: a cached record is only as fresh as its TTL.
     pub local_cache: usize,
+    /// In [`CommitMode::Optimistic`], commit the new records of a batch
+    /// together, in as few transactions as the store allows (DynamoDB: 100
+    /// actions, 4 MB, one action per item), instead of one transaction per
+    /// record. On by default; [`BATCH_COMMITS_ENV`] turns it off. The
+    /// other modes always commit per record.
+    pub batch_commits: bool,
 }
 
 impl Config {
@@ -222,6 +234,7 @@ impl Config {
             disabled: disabled_from_env(),
             max_claim_attempts: 3,
             local_cache: 0,
+            batch_commits: batch_commits_from_env(),
         }
     }
 
@@ -340,6 +353,12 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::batch_commits`] (overrides the environment).
+    pub fn batch_commits(mut self, on: bool) -> Self {
+        self.batch_commits = on;
+        self
+    }
+
     /// Sets [`Config::disabled`] (overrides the environment).
     pub fn disabled(mut self, disabled: bool) -> Self {
         self.disabled = disabled;
@@ -349,6 +368,17 @@ impl Config {
 
 fn disabled_from_env() -> bool {
     std::env::var(DISABLED_ENV).is_ok_and(|v| parse_flag(&v))
+}
+
+fn batch_commits_from_env() -> bool {
+    std::env::var(BATCH_COMMITS_ENV).map_or(true, |v| !parse_off(&v))
+}
+
+fn parse_off(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "0" | "false" | "no" | "off"
+    )
 }
 
 fn parse_flag(v: &str) -> bool {

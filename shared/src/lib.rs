@@ -83,9 +83,9 @@ pub use adapter::{
 pub use backend::{Backend, BackendError, Place, TableEnv, Wiring};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    Attributes, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV,
-    EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TABLE_ENV,
-    TableConfig, TerminalErrors, check_prefix,
+    Attributes, BATCH_COMMITS_ENV, CLAIMS_ROUTED_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES,
+    DISABLED_ENV, EXPIRES_AFTER_ENV, MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError,
+    TABLE_ENV, TableConfig, TerminalErrors, check_prefix,
 };
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
@@ -103,9 +103,12 @@ pub use store::ValkeyStore;
 pub use store::dynamodb::{TableCheck, TableCheckError};
 #[cfg(feature = "valkey")]
 pub use store::valkey;
-pub use store::{Claim, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice, TransactError};
+pub use store::{
+    Claim, Commit, CommitsError, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice,
+    TransactError,
+};
 pub use table::Table;
-pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError};
+pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError, item_size, number_size};
 #[cfg(feature = "dynamodb")]
 pub use write::sdk_error;
 pub use write::{

@@ -72,14 +72,15 @@ impl Record {
         self.is_expired(now_ms) || self.lease_lapsed(now_ms)
     }
 
-    /// DynamoDB's item size for this record with the given attribute names:
-    /// the UTF-8 lengths of names and values (numbers counted as their
-    /// digits, an upper bound of DynamoDB's encoding).
+    /// DynamoDB's item size for this record with the given attribute names,
+    /// by the library's one size rule ([`crate::value::item_size`]: strings
+    /// their UTF-8 bytes, numbers [`crate::value::number_size`]), without
+    /// building the item.
     pub fn item_size(&self, names: &crate::config::Attributes) -> usize {
         fn attr(name: &str, len: usize) -> usize {
             name.len() + len
         }
-        let digits = |n: u64| n.to_string().len();
+        let digits = |n: u64| crate::value::number_size(&n.to_string());
         let mut size = attr(&names.id, self.id.len())
             + attr(&names.status, self.status.as_str().len())
             + attr(&names.expiration, digits(self.expiration));

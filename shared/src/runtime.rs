@@ -30,6 +30,64 @@ pub const WORKER_THREADS_ENV: &str = "FUNCTION_WORKER_THREADS";
 /// `PerExecutionEnvironmentMaxConcurrency`). Unset or 1: one at a time.
 pub const MAX_CONCURRENCY_ENV: &str = "AWS_LAMBDA_MAX_CONCURRENCY";
 
+/// Environment variable that sets the time a local `--event` run gives each
+/// invocation (whole seconds, 1 to [`MAX_LOCAL_TIMEOUT_SECS`]; unset:
+/// [`DEFAULT_LOCAL_TIMEOUT`]): the deadline its `Context` carries, as a
+/// function's timeout does under Lambda. Lambda itself sets no such
+/// variable (an invocation's deadline comes from the Runtime API), so it
+/// changes local runs only.
+pub const LOCAL_TIMEOUT_ENV: &str = "LOCAL_TIMEOUT_SECONDS";
+
+/// A local invocation's time when [`LOCAL_TIMEOUT_ENV`] is unset.
+pub const DEFAULT_LOCAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most [`LOCAL_TIMEOUT_ENV`] may be: Lambda's largest function
+/// timeout, 900 s.
+pub const MAX_LOCAL_TIMEOUT_SECS: u64 = 900;
+
+/// A [`LOCAL_TIMEOUT_ENV`] value that is not a timeout Lambda could have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocalTimeoutError {
+    /// Not a whole number of seconds.
+    #[error(
+        "{LOCAL_TIMEOUT_ENV}={value:?} is not a whole number of seconds (1 to {MAX_LOCAL_TIMEOUT_SECS})"
+    )]
+    NotSeconds {
+        /// The value given.
+        value: String,
+    },
+    /// Zero, or past Lambda's largest timeout.
+    #[error(
+        "{LOCAL_TIMEOUT_ENV}={seconds} is out of range: a Lambda timeout is 1 to {MAX_LOCAL_TIMEOUT_SECS} s"
+    )]
+    OutOfRange {
+        /// The seconds given.
+        seconds: u64,
+    },
+}
+
+/// The time a local invocation gets: [`LOCAL_TIMEOUT_ENV`]'s value, or
+/// [`DEFAULT_LOCAL_TIMEOUT`] when unset.
+///
+/// # Errors
+/// A value that is not a whole number of seconds from 1 to
+/// [`MAX_LOCAL_TIMEOUT_SECS`] (surrounding spaces allowed).
+pub fn local_timeout(env: Option<&str>) -> Result<Duration, LocalTimeoutError> {
+    let Some(value) = env else {
+        return Ok(DEFAULT_LOCAL_TIMEOUT);
+    };
+    let seconds = value
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| LocalTimeoutError::NotSeconds {
+            value: value.to_owned(),
+        })?;
+    if !(1..=MAX_LOCAL_TIMEOUT_SECS).contains(&seconds) {
+        return Err(LocalTimeoutError::OutOfRange { seconds });
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
 /// Memory (MB) at which Lambda gives a function one full vCPU.
 const MB_PER_VCPU: u64 = 1769;
 
@@ -180,7 +238,10 @@ pub fn local_context(n: usize, timeout: Duration) -> Context {
 }
 
 /// Runs `handler` under Lambda, or locally on the event files named on the
-/// command line, printing each response as one JSON line on stdout.
+/// command line, printing each response as one JSON line on stdout. A local
+/// invocation's deadline is [`local_timeout`] from its start
+/// ([`LOCAL_TIMEOUT_ENV`], 30 s unset; a bad value fails the run before any
+/// event is read).
 ///
 /// The handler's payload type `E` is deserialized from the invocation's
 /// text, under Lambda and from a file alike: a `Value`, a typed event, or
@@ -225,13 +286,18 @@ where
         }
         Mode::Local(files) => files,
     };
+    let timeout = local_timeout(std::env::var(LOCAL_TIMEOUT_ENV).ok().as_deref())
+        .map_err(|e| e.to_string())?;
     let mut failed = 0;
     for (n, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         let event: E = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
-        let ctx = local_context(n + 1, Duration::from_secs(30));
+        // The text is not needed past here: a 6 MB event's text would
+        // otherwise stay allocated for the whole invocation.
+        drop(text);
+        let ctx = local_context(n + 1, timeout);
         let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());
         let _entered = span.enter();
         let request_id = ctx.request_id.clone();
@@ -312,6 +378,42 @@ mod tests {
     #[test]
     fn start_runs_the_future() {
         assert_eq!(start(async { 7 }), 7);
+    }
+
+    #[test]
+    fn local_timeout_is_30_s_unless_set_within_lambdas_range() {
+        assert_eq!(local_timeout(None), Ok(Duration::from_secs(30)));
+        assert_eq!(local_timeout(Some("300")), Ok(Duration::from_secs(300)));
+        assert_eq!(local_timeout(Some(" 1 ")), Ok(Duration::from_secs(1)));
+        assert_eq!(local_timeout(Some("900")), Ok(Duration::from_secs(900)));
+        assert_eq!(
+            local_timeout(Some("901")),
+            Err(LocalTimeoutError::OutOfRange { seconds: 901 })
+        );
+        assert_eq!(
+            local_timeout(Some("0")),
+            Err(LocalTimeoutError::OutOfRange { seconds: 0 })
+        );
+        for bad in ["", "30s", "-5", "1.5", "ten"] {
+            let err = local_timeout(Some(bad)).unwrap_err();
+            assert_eq!(
+                err,
+                LocalTimeoutError::NotSeconds {
+                    value: bad.to_owned()
+                }
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(LOCAL_TIMEOUT_ENV) && text.contains("1 to 900"),
+                "{text}"
+            );
+        }
+        assert!(
+            local_timeout(Some("901"))
+                .unwrap_err()
+                .to_string()
+                .contains("out of range")
+        );
     }
 
     #[test]

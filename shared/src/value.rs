@@ -340,9 +340,83 @@ impl fmt::Display for Decimal {
     }
 }
 
+/// DynamoDB's size of an item: the sum of its attributes' names (UTF-8
+/// bytes) and values ([`AttrValue::size`]), as "DynamoDB item sizes and
+/// formats" gives it
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html>).
+/// The library's one item-size rule: the record's size check
+/// ([`crate::Record::item_size`]) and the request-unit bill of the test
+/// tooling both size items with it.
+pub fn item_size(item: &HashMap<String, AttrValue>) -> usize {
+    item.iter().map(|(name, v)| name.len() + v.size()).sum()
+}
+
+/// DynamoDB's size of a number given as decimal text: "(1 byte per two
+/// significant digits) + (1 byte)", leading and trailing zeroes trimmed
+/// (the page above; a half byte counts as one).
+pub fn number_size(n: &str) -> usize {
+    let mantissa = n.split(['e', 'E']).next().unwrap_or(n);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+    significant.max(1).div_ceil(2) + 1
+}
+
+impl AttrValue {
+    /// DynamoDB's size of this value without its name: strings their UTF-8
+    /// bytes, numbers [`number_size`], binary its raw bytes, null and
+    /// booleans 1 byte, a list or map 3 bytes plus 1 byte and the size of
+    /// each element (a map's element with its name), a set the sum of its
+    /// members.
+    pub fn size(&self) -> usize {
+        match self {
+            AttrValue::S(s) => s.len(),
+            AttrValue::N(n) => number_size(n),
+            AttrValue::B(b) => b.len(),
+            AttrValue::Bool(_) | AttrValue::Null => 1,
+            AttrValue::L(l) => 3 + l.iter().map(|v| 1 + v.size()).sum::<usize>(),
+            AttrValue::M(m) => 3 + m.iter().map(|(k, v)| 1 + k.len() + v.size()).sum::<usize>(),
+            AttrValue::Ss(ss) => ss.iter().map(String::len).sum(),
+            AttrValue::Ns(ns) => ns.iter().map(|n| number_size(n)).sum(),
+            AttrValue::Bs(bs) => bs.iter().map(Vec::len).sum(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The documented rules, each able to fail on its own.
+    #[test]
+    fn sizes_follow_dynamodbs_item_size_rules() {
+        // Strings: UTF-8 bytes (3 bytes for this one character).
+        assert_eq!(AttrValue::s("\u{20ac}").size(), 3);
+        // Numbers: 1 byte per two significant digits, plus 1; zeroes trimmed.
+        assert_eq!(number_size("7"), 2);
+        assert_eq!(number_size("12"), 2);
+        assert_eq!(number_size("123"), 3);
+        assert_eq!(number_size("1700000000"), 2);
+        assert_eq!(number_size("-0.00125"), 3);
+        assert_eq!(number_size("1795950000250"), 7);
+        // Binary: raw bytes; null and booleans 1 byte.
+        assert_eq!(AttrValue::B(vec![0; 10]).size(), 10);
+        assert_eq!(AttrValue::Null.size(), 1);
+        assert_eq!(AttrValue::Bool(false).size(), 1);
+        // Lists and maps: 3 bytes, plus 1 byte per element.
+        assert_eq!(AttrValue::L(vec![]).size(), 3);
+        assert_eq!(
+            AttrValue::L(vec![AttrValue::s("ab"), AttrValue::Null]).size(),
+            3 + 3 + 2
+        );
+        let m = AttrValue::M(HashMap::from([("k".to_owned(), AttrValue::s("vv"))]));
+        assert_eq!(m.size(), 3 + 1 + 1 + 2);
+        // An item: names and values.
+        let item = HashMap::from([
+            ("id".to_owned(), AttrValue::s("abc")),
+            ("n".to_owned(), AttrValue::n(12)),
+        ]);
+        assert_eq!(item_size(&item), 2 + 3 + 1 + 2);
+    }
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()

@@ -167,7 +167,7 @@ impl App {
     /// The function over the given engine and stock table, keyed by the
     /// event id, committing in the engine's mode ([`App::config`]:
     /// [`COMMIT_MODE`]). The engine's store must reach the stock table (the
-    /// same DynamoDB account, or the same [`MemoryStore`]).
+    /// same DynamoDB account, or the same [`MemoryStore`](shared::MemoryStore)).
     pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
             processor: Self::processor(engine),

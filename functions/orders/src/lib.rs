@@ -191,7 +191,7 @@ pub struct App {
 impl App {
     /// The function over the given engine, orders table and notifications
     /// queue URL. The engine's store must reach the orders table (the same
-    /// DynamoDB account, or the same [`MemoryStore`]), and its
+    /// DynamoDB account, or the same [`MemoryStore`](shared::MemoryStore)), and its
     /// configuration's prefix must be [`RECORD_PREFIX`] (see
     /// [`App::config`]) for [`Recorded::notification_id`] to hold.
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
@@ -207,7 +207,8 @@ impl App {
     /// refuses another `IDEMPOTENCY_KEY_PREFIX`), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), optimistic commits (one
-    /// `TransactWriteItems` per new order).
+    /// `TransactWriteItems` per new order, shared by the batch's new orders
+    /// with batch commits, the default).
     pub fn config() -> Config {
         Config::with_prefix(RECORD_PREFIX)
             .expires_after(RECORD_LIFETIME)

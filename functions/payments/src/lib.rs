@@ -4,8 +4,9 @@
 //! The effect, `ADD balance_cents :amount`, is not naturally idempotent: this
 //! function is the canary for the engine. By default the credit is staged and
 //! committed in **one `TransactWriteItems` with the idempotency record**
-//! (optimistic mode): the balance and the record can never disagree, and a
-//! new payment costs one request. Records of one account (its
+//! (optimistic mode): the balance and the record can never disagree, and the
+//! new payments of a batch share one request (batch commits: ten new
+//! payments on ten accounts are one `TransactWriteItems`). Records of one account (its
 //! `MessageGroupId`) run in order; accounts run concurrently; a failed record
 //! holds back the later records of its account only.
 
@@ -120,7 +121,8 @@ impl App {
     /// deployment's `IDEMPOTENCY_KEY_PREFIX` when set), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), lease 60 s (2 x the function
-    /// timeout), optimistic commits (one request per new payment).
+    /// timeout), optimistic commits (one request per new payment, shared by
+    /// the batch's new payments with batch commits, the default).
     pub fn config() -> Config {
         Config::with_prefix("payments.credit")
             .expires_after(RECORD_LIFETIME)

@@ -23,7 +23,7 @@ use super::delivery::{Ids, SourceNames};
 use super::lanes::{self, Ordering};
 use super::report::{BatchReport, FailureReason, RecordResult};
 use super::{KeyFailure, KeyInput, KeySelector, MissingKey, Unit, key_for, log_outcome, millis};
-use crate::engine::{Idempotency, Outcome, Prefetched, panic_message};
+use crate::engine::{CommitGroup, Idempotency, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::write::IntoStaged;
@@ -281,6 +281,8 @@ struct Run<'a, H> {
     remaining: Option<Duration>,
     /// The deadline margin of this batch.
     margin: Duration,
+    /// Where optimistic commits go to share transactions (batch commits).
+    group: Option<&'a CommitGroup>,
 }
 
 /// A record's outcome: done, or why it failed.
@@ -342,6 +344,7 @@ impl Pipeline<'_> {
             .unwrap_or(DEFAULT_CONCURRENCY)
             .clamp(1, Semaphore::MAX_PERMITS);
         let permits = Semaphore::new(limit);
+        let group = self.engine.commit_group();
         let run = Run {
             handler: &handler,
             known: &known,
@@ -349,6 +352,7 @@ impl Pipeline<'_> {
             started,
             remaining,
             margin: margin(self.deadline_margin, remaining),
+            group: group.as_ref(),
         };
         // Unordered, each record is a unit: at most `limit` of them that run
         // a handler are admitted at a time, so a batch of 10,000 holds
@@ -362,30 +366,49 @@ impl Pipeline<'_> {
             limit
         };
         let run = &run;
-        let mut pending = units.into_iter();
-        let mut running = FuturesUnordered::new();
-        let mut admitted = 0usize;
-        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
-        loop {
-            while admitted < window
-                && let Some(unit) = pending.next()
-            {
-                let counts = unit.iter().any(|s| {
-                    matches!(s.state, State::Ready { .. })
-                        && !matches!(s.role, Role::Follower { .. })
-                });
-                admitted += usize::from(counts);
-                running.push(async move { (counts, self.run_unit(unit, run).await) });
+        let work = async {
+            let mut pending = units.into_iter();
+            let mut running = FuturesUnordered::new();
+            let mut admitted = 0usize;
+            let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
+            loop {
+                while admitted < window
+                    && let Some(unit) = pending.next()
+                {
+                    let counts = unit.iter().any(|s| {
+                        matches!(s.state, State::Ready { .. })
+                            && !matches!(s.role, Role::Follower { .. })
+                    });
+                    admitted += usize::from(counts);
+                    // Taken at admission, before any record of the batch
+                    // runs: the group waits for every admitted unit.
+                    let seat = run.group.filter(|_| counts).map(CommitGroup::seat);
+                    running.push(async move { (counts, self.run_unit(unit, run, seat).await) });
+                }
+                let Some((counted, done)) = running.next().await else {
+                    break;
+                };
+                admitted -= usize::from(counted);
+                for result in done {
+                    let position = result.position;
+                    results[position] = Some(result);
+                }
             }
-            let Some((counted, done)) = running.next().await else {
-                break;
-            };
-            admitted -= usize::from(counted);
-            for result in done {
-                let position = result.position;
-                results[position] = Some(result);
+            results
+        };
+        let results = match &group {
+            None => work.await,
+            Some(group) => {
+                let work = async {
+                    let results = work.await;
+                    group.close();
+                    results
+                };
+                futures_util::future::join(group.drive(self.engine), work)
+                    .await
+                    .1
             }
-        }
+        };
         let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
         debug_assert_eq!(records.len(), size);
 
@@ -499,6 +522,7 @@ impl Pipeline<'_> {
         &self,
         unit: Vec<Slot<Rec>>,
         run: &Run<'_, H>,
+        seat: Option<Seat<'_>>,
     ) -> Vec<RecordResult<T>>
     where
         T: Serialize + DeserializeOwned,
@@ -510,7 +534,9 @@ impl Pipeline<'_> {
         let mut failed: Option<String> = None;
         for slot in unit {
             let ident = slot.ident.clone();
-            let result = self.run_slot(slot, failed.as_deref(), run).await;
+            let result = self
+                .run_slot(slot, failed.as_deref(), run, seat.as_ref())
+                .await;
             if failed.is_none() && result.is_failure() {
                 failed = Some(ident);
             }
@@ -527,6 +553,7 @@ impl Pipeline<'_> {
         slot: Slot<Rec>,
         skip_after: Option<&str>,
         run: &Run<'_, H>,
+        seat: Option<&Seat<'_>>,
     ) -> RecordResult<T>
     where
         T: Serialize + DeserializeOwned,
@@ -552,7 +579,11 @@ impl Pipeline<'_> {
                 after: after.to_owned(),
             }),
             (State::Ready { .. }, None, Role::Follower { first, outcome }) => {
-                follow(first, outcome.clone()).await
+                // Its first copy may be waiting for the batch's commit.
+                seat.inspect(|s| s.park());
+                let followed = follow(first, outcome.clone()).await;
+                seat.inspect(|s| s.resume());
+                followed
             }
             (
                 State::Ready {
@@ -562,7 +593,7 @@ impl Pipeline<'_> {
                 },
                 None,
                 _,
-            ) => AssertUnwindSafe(self.execute(*record, key, payload, run))
+            ) => AssertUnwindSafe(self.execute(*record, key, payload, run, seat))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
@@ -613,6 +644,7 @@ impl Pipeline<'_> {
         key: Option<IdempotencyKey>,
         payload: Option<Value>,
         run: &Run<'_, H>,
+        seat: Option<&Seat<'_>>,
     ) -> RecordOutcome<T>
     where
         T: Serialize + DeserializeOwned,
@@ -626,8 +658,18 @@ impl Pipeline<'_> {
         {
             return super::split(Ok(settled)).map_err(FailureReason::from);
         }
-        // The semaphore is never closed; without a permit, run anyway.
-        let _permit = run.permits.acquire().await.ok();
+        // The semaphore is never closed; without a permit, run anyway. The
+        // batch's commit does not wait for a record waiting for a permit
+        // (the permits may all be held by records waiting for the commit).
+        let _permit = match run.permits.try_acquire() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                seat.inspect(|s| s.park());
+                let permit = run.permits.acquire().await.ok();
+                seat.inspect(|s| s.resume());
+                permit
+            }
+        };
         let remaining = run
             .remaining
             .map(|r| r.saturating_sub(run.started.elapsed()));
@@ -644,12 +686,13 @@ impl Pipeline<'_> {
         // Boxed: a record waiting for its permit holds a small future; only
         // the records in flight hold the engine's and the handler's (large:
         // the SDK's request futures) state.
-        let result = Box::pin(
-            self.engine
-                .run(key.as_ref(), payload.as_ref(), remaining, || {
-                    (run.handler)(record)
-                }),
-        )
+        let result = Box::pin(self.engine.run_seated(
+            seat,
+            key.as_ref(),
+            payload.as_ref(),
+            remaining,
+            || (run.handler)(record),
+        ))
         .await;
         super::split(result).map_err(FailureReason::from)
     }

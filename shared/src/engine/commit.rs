@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::guard::{run_guarded, unreachable_record, written_by};
-use super::{Idempotency, Outcome};
+use super::{Idempotency, Outcome, Seat};
 use crate::config::CommitMode;
 use crate::error::{Error, HandlerError};
 use crate::key::IdempotencyKey;
@@ -154,6 +154,7 @@ impl Idempotency {
         &self,
         key: &IdempotencyKey,
         validation: Option<String>,
+        seat: Option<&Seat<'_>>,
         handler: F,
     ) -> Result<Outcome<T>, Error>
     where
@@ -171,21 +172,27 @@ impl Idempotency {
             return self.fail_unclaimed(&base, validation, err).await;
         }
         let attempts = self.config.max_claim_attempts.max(1);
-        for _ in 0..attempts {
+        for attempt in 0..attempts {
             let now_ms = self.clock.now_ms();
             let record = match self.completion(&base, &staged) {
                 Ok(record) => record,
                 Err(err) => return self.fail_unclaimed(&base, validation, err).await,
             };
-            let result = self
-                .commit(
-                    RecordWrite::Claim {
-                        record: &record,
-                        now_ms,
-                    },
-                    &staged.writes,
-                )
-                .await;
+            // The first attempt joins the batch's transaction when there is
+            // one; a later one (the record in the way vanished) goes alone.
+            let result = match seat.filter(|_| attempt == 0) {
+                Some(seat) => seat.submit(&record, now_ms, &staged.writes).await,
+                None => {
+                    self.commit(
+                        RecordWrite::Claim {
+                            record: &record,
+                            now_ms,
+                        },
+                        &staged.writes,
+                    )
+                    .await
+                }
+            };
             let existing = match result {
                 Ok(()) => return Ok(self.committed(&record, staged.response)),
                 // Our own commit, applied by an earlier attempt whose answer

@@ -292,7 +292,27 @@ impl Idempotency {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let key = match key.into() {
+        self.run_seated(None, key.into(), payload, remaining, handler)
+            .await
+    }
+
+    /// [`Idempotency::run`] for a record of a batch holding `seat` in the
+    /// batch's [`CommitGroup`]: an optimistic commit goes through the group.
+    pub(crate) async fn run_seated<T, R, F, Fut>(
+        &self,
+        seat: Option<&Seat<'_>>,
+        key: Option<&IdempotencyKey>,
+        payload: Option<&Value>,
+        remaining: Option<Duration>,
+        handler: F,
+    ) -> Result<Outcome<T>, Error>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let key = match key {
             Some(key) if !self.config.disabled => key,
             _ => return self.unprotected(handler).await,
         };
@@ -308,7 +328,7 @@ impl Idempotency {
             })
         })?;
         match self.config.commit_mode {
-            CommitMode::Optimistic => self.optimistic(key, validation, handler).await,
+            CommitMode::Optimistic => self.optimistic(key, validation, seat, handler).await,
             mode => {
                 self.claimed(key, validation, remaining, mode, handler)
                     .await
@@ -344,9 +364,11 @@ fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
 
 mod commit;
 mod conflict;
+mod group;
 mod guard;
 mod records;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use group::{CommitGroup, Seat};
 pub(crate) use guard::panic_message;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Claim, RecordWrite, Store, TransactError};
+use super::{Claim, Commit, CommitsError, RecordWrite, Store, TransactError};
 use crate::config::{Attributes, DEFAULT_MAX_ITEM_BYTES};
 use crate::error::StoreError;
 use crate::record::{Record, Status};
@@ -193,62 +193,129 @@ impl Store for MemoryStore {
         record_write: RecordWrite<'_>,
         writes: &[Write],
     ) -> Result<(), TransactError> {
-        let record = match record_write {
-            RecordWrite::Fenced(r) | RecordWrite::Claim { record: r, .. } => Some(r),
-            RecordWrite::None => None,
+        let commit = Commit {
+            record: record_write,
+            writes,
         };
-        crate::write::check(writes)
-            .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
-        if let Some(record) = record {
-            self.check_size(record).map_err(TransactError::Store)?;
+        self.validate(&commit)?;
+        let mut inner = self.lock();
+        let updates = evaluate(&inner, &commit)?;
+        apply_updates(&mut inner, &commit, updates);
+        drop(inner);
+        show_committed(&commit);
+        Ok(())
+    }
+
+    async fn commit_many(&self, commits: &[Commit<'_>]) -> Result<(), CommitsError> {
+        let size = |r: &Record| r.item_size(&self.attributes);
+        super::batch::check(commits, &size).map_err(|reason| {
+            CommitsError::Transaction(TransactError::Store(StoreError::Invalid { reason }))
+        })?;
+        for commit in commits {
+            self.validate(commit).map_err(CommitsError::Transaction)?;
         }
         let mut inner = self.lock();
-        if let Some(record) = record {
-            let existing = inner.records.get(&record.id);
-            let record_ok = match record_write {
-                RecordWrite::Fenced(r) => owned_by(existing, r.owner.as_deref()),
-                RecordWrite::Claim { now_ms, .. } => {
-                    existing.is_none_or(|e| e.is_claimable(now_ms))
+        // Every condition is evaluated against the state before the
+        // transaction (no two actions touch one item), every failure is
+        // reported, and nothing is applied unless all hold.
+        let mut all = Vec::with_capacity(commits.len());
+        let mut failed = Vec::new();
+        for (i, commit) in commits.iter().enumerate() {
+            match evaluate(&inner, commit) {
+                Ok(updates) => all.push(updates),
+                Err(err @ (TransactError::Record(_) | TransactError::Write { .. })) => {
+                    failed.push((i, err));
                 }
-                RecordWrite::None => true,
-            };
-            if !record_ok {
-                return Err(TransactError::Record(existing.cloned()));
+                Err(err) => return Err(CommitsError::Transaction(err)),
             }
         }
-        // Check every condition and compute every new item before applying
-        // any: all or nothing.
-        let mut updates = Vec::with_capacity(writes.len());
-        for (i, w) in writes.iter().enumerate() {
-            let key = key_text(&w.key);
-            let current = inner.tables.get(&w.table).and_then(|t| t.get(&key));
-            if let Some(cond) = &w.condition
-                && !holds(cond, current)
-            {
-                return Err(TransactError::Write {
-                    index: i,
-                    item: current.cloned(),
-                });
-            }
-            let new = crate::write::apply(w, current.cloned())
-                .map_err(|e| TransactError::Store(invalid(e)))?;
-            updates.push((w.table.clone(), key, new));
+        if !failed.is_empty() {
+            return Err(CommitsError::Cancelled(failed));
         }
-        for (table, key, new) in updates {
-            let table = inner.tables.entry(table).or_default();
-            match new {
-                Some(item) => table.insert(key, item),
-                None => table.remove(&key),
-            };
-        }
-        if let Some(record) = record {
-            inner.records.insert(record.id.clone(), record.clone());
+        for (commit, updates) in commits.iter().zip(all) {
+            apply_updates(&mut inner, commit, updates);
         }
         drop(inner);
-        if let Some(outbox) = record.and_then(|r| r.outbox.as_deref()) {
-            show_outbox(outbox);
+        commits.iter().for_each(show_committed);
+        Ok(())
+    }
+}
+
+impl MemoryStore {
+    /// What DynamoDB refuses in a commit before evaluating it: invalid
+    /// staged writes, a record over the item limit.
+    #[allow(clippy::result_large_err)] // the answer `Store::commit` gives
+    fn validate(&self, commit: &Commit<'_>) -> Result<(), TransactError> {
+        crate::write::check(commit.writes)
+            .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
+        if let Some(record) = record_of(commit.record) {
+            self.check_size(record).map_err(TransactError::Store)?;
         }
         Ok(())
+    }
+}
+
+/// The items a commit writes: (table, key, new item or `None` to delete).
+type Updates = Vec<(String, String, Option<Item>)>;
+
+fn record_of(write: RecordWrite<'_>) -> Option<&Record> {
+    match write {
+        RecordWrite::Fenced(r) | RecordWrite::Claim { record: r, .. } => Some(r),
+        RecordWrite::None => None,
+    }
+}
+
+/// Checks a commit's conditions against the current state and computes
+/// every new item, applying nothing.
+#[allow(clippy::result_large_err)] // the answer `Store::commit` gives
+fn evaluate(inner: &Inner, commit: &Commit<'_>) -> Result<Updates, TransactError> {
+    if let Some(record) = record_of(commit.record) {
+        let existing = inner.records.get(&record.id);
+        let record_ok = match commit.record {
+            RecordWrite::Fenced(r) => owned_by(existing, r.owner.as_deref()),
+            RecordWrite::Claim { now_ms, .. } => existing.is_none_or(|e| e.is_claimable(now_ms)),
+            RecordWrite::None => true,
+        };
+        if !record_ok {
+            return Err(TransactError::Record(existing.cloned()));
+        }
+    }
+    let mut updates = Vec::with_capacity(commit.writes.len());
+    for (i, w) in commit.writes.iter().enumerate() {
+        let key = key_text(&w.key);
+        let current = inner.tables.get(&w.table).and_then(|t| t.get(&key));
+        if let Some(cond) = &w.condition
+            && !holds(cond, current)
+        {
+            return Err(TransactError::Write {
+                index: i,
+                item: current.cloned(),
+            });
+        }
+        let new = crate::write::apply(w, current.cloned())
+            .map_err(|e| TransactError::Store(invalid(e)))?;
+        updates.push((w.table.clone(), key, new));
+    }
+    Ok(updates)
+}
+
+/// Applies what [`evaluate`] computed, and the record.
+fn apply_updates(inner: &mut Inner, commit: &Commit<'_>, updates: Updates) {
+    for (table, key, new) in updates {
+        let table = inner.tables.entry(table).or_default();
+        match new {
+            Some(item) => table.insert(key, item),
+            None => table.remove(&key),
+        };
+    }
+    if let Some(record) = record_of(commit.record) {
+        inner.records.insert(record.id.clone(), record.clone());
+    }
+}
+
+fn show_committed(commit: &Commit<'_>) {
+    if let Some(outbox) = record_of(commit.record).and_then(|r| r.outbox.as_deref()) {
+        show_outbox(outbox);
     }
 }
 

@@ -1,7 +1,9 @@
 //! Persistence: where idempotency records live.
 //!
 //! A [`Store`] implements four verbs: a conditional claim, an atomic commit
-//! of the record with staged writes, a fenced release, and a batch read. The engine decides
+//! of the record with staged writes, a fenced release, and a batch read;
+//! and, where the store has it, a fifth: many records' commits in one
+//! transaction ([`Store::commit_many`], batch commits). The engine decides
 //! what the outcomes mean; the store only guarantees the conditions
 //! atomically. [`MemoryStore`] and [`DynamoDbStore`] pass the same contract
 //! suite (see `tests/`); `ValkeyStore` (feature `valkey`) passes its
@@ -15,6 +17,7 @@ use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
 
+pub mod batch;
 mod choice;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
@@ -22,6 +25,7 @@ pub mod memory;
 #[cfg(feature = "valkey")]
 pub mod valkey;
 
+pub use batch::{Commit, CommitsError};
 pub use choice::{STORE_ENV, StoreChoice};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
@@ -84,7 +88,8 @@ pub enum TransactError {
     Store(StoreError),
 }
 
-/// A conditional store of idempotency records: four verbs, over the
+/// A conditional store of idempotency records: four verbs (and
+/// [`Store::commit_many`] where the store has it), over the
 /// store-neutral [`Item`](crate::write::Item) of [`AttrValue`](crate::AttrValue)s
 /// (no SDK types). In DynamoDB each is usually one request: a claim that
 /// fails may read the record back, and [`Store::get_many`] takes one round
@@ -133,6 +138,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn transactions(&self) -> bool {
         true
     }
+
+    /// Commits many records' commits in one transaction: all or nothing,
+    /// each commit's conditions as [`Store::commit`] evaluates them, within
+    /// the limits of one transaction (100 actions, 4 MB, one action per
+    /// item; refused as a whole otherwise).
+    /// The default commits nothing and answers
+    /// [`CommitsError::Unsupported`]: the engine then commits each record
+    /// on its own.
+    async fn commit_many(&self, commits: &[Commit<'_>]) -> Result<(), CommitsError> {
+        let _ = commits;
+        Err(CommitsError::Unsupported)
+    }
 }
 
 #[async_trait]
@@ -157,5 +174,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn transactions(&self) -> bool {
         (**self).transactions()
+    }
+    async fn commit_many(&self, commits: &[Commit<'_>]) -> Result<(), CommitsError> {
+        (**self).commit_many(commits).await
     }
 }

@@ -187,6 +187,113 @@ pub(crate) async fn write(
     w: &Write,
 ) -> Result<Result<Option<Item>, Option<Item>>, HandlerError> {
     super::check(std::slice::from_ref(w)).map_err(HandlerError::terminal)?;
+    let all_old = Some(ReturnValuesOnConditionCheckFailure::AllOld);
+    let written = plain_write(client, w, all_old, Some(ReturnValue::AllNew))
+        .await
+        .map_err(|e| HandlerError::retryable(e.to_string()))?;
+    match (&w.op, written) {
+        (WriteOp::Put(item), Ok(_)) => Ok(Ok(Some(
+            super::canonical_item(item).map_err(HandlerError::terminal)?,
+        ))),
+        (_, written) => Ok(written),
+    }
+}
+
+/// Why a plain write has no answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlainWriteError {
+    /// DynamoDB's `TransactionConflictException`: the item is being written
+    /// by a transaction. Nothing was applied; sending it again is safe.
+    #[error("{context}")]
+    Conflict {
+        /// The request (`PutItem`, `UpdateItem`, `DeleteItem`).
+        operation: &'static str,
+        /// The SDK error with its full context.
+        context: String,
+        /// The SDK error.
+        #[source]
+        source: crate::error::BoxError,
+    },
+    /// Anything else (throttling, a network error, a timeout).
+    #[error("{context}")]
+    Backend {
+        /// The request (`PutItem`, `UpdateItem`, `DeleteItem`, `GetItem`).
+        operation: &'static str,
+        /// The SDK error with its full context.
+        context: String,
+        /// The SDK error.
+        #[source]
+        source: crate::error::BoxError,
+    },
+}
+
+impl PlainWriteError {
+    fn new<E>(operation: &'static str, conflict: bool, err: SdkError<E>) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+        SdkError<E>: std::error::Error + Send + Sync + 'static,
+    {
+        let context = aws_sdk_dynamodb::error::DisplayErrorContext(&err).to_string();
+        let source = Box::new(err);
+        if conflict {
+            Self::Conflict {
+                operation,
+                context,
+                source,
+            }
+        } else {
+            Self::Backend {
+                operation,
+                context,
+                source,
+            }
+        }
+    }
+}
+
+/// Whether a failed condition of `w` should return the item
+/// (`ALL_OLD`): only a rejection built from the item needs it. The
+/// transaction item and the plain write of a commit both ask by this rule.
+fn all_old_for(w: &Write) -> Option<ReturnValuesOnConditionCheckFailure> {
+    w.rejection
+        .as_ref()
+        .filter(|r| matches!(r, Rejection::Describe(_)))
+        .map(|_| ReturnValuesOnConditionCheckFailure::AllOld)
+}
+
+/// A staged write of a commit as a request of its own (the commit has no
+/// record write and no other staged write): the same conditional
+/// `PutItem`, `UpdateItem` or `DeleteItem` as its transaction item, one
+/// write unit per KB where the one-item transaction costs two. A condition
+/// check alone has no plain write: it is a consistent `GetItem` whose item
+/// the condition is evaluated against here ([`super::holds`], the memory
+/// store's rule), as [`Table::write`](crate::Table::write) does; with
+/// nothing else in the commit there is nothing for it to be atomic with.
+/// `Ok(Err(old))`: the condition failed (`old` as the transaction would
+/// have returned it: only for a rejection built from the item).
+pub(crate) async fn commit_one(
+    client: &Client,
+    w: &Write,
+) -> Result<Result<(), Option<Item>>, PlainWriteError> {
+    let all_old = all_old_for(w);
+    let describe = all_old.is_some();
+    Ok(plain_write(client, w, all_old, None)
+        .await?
+        .map(drop)
+        .map_err(|old| old.filter(|_| describe)))
+}
+
+/// One conditional `UpdateItem`, `PutItem` or `DeleteItem` (a condition
+/// check alone: a consistent `GetItem`, evaluated here). `Ok(Ok(item))`:
+/// the item as it stands afterwards (an update's only with `return_new`, a
+/// put's never: the caller has it);
+/// `Ok(Err(old))`: the condition failed (`old` with `all_old`).
+async fn plain_write(
+    client: &Client,
+    w: &Write,
+    all_old: Option<ReturnValuesOnConditionCheckFailure>,
+    return_new: Option<ReturnValue>,
+) -> Result<Result<Option<Item>, Option<Item>>, PlainWriteError> {
     let mut r = Rendered::default();
     let condition = w.condition.as_ref().map(|c| r.condition(c));
     let update = match &w.op {
@@ -194,7 +301,6 @@ pub(crate) async fn write(
         _ => None,
     };
     let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
-    let all_old = ReturnValuesOnConditionCheckFailure::AllOld;
     let key = Some(to_sdk_item(&w.key));
     match &w.op {
         WriteOp::Update(_) => {
@@ -206,8 +312,8 @@ pub(crate) async fn write(
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
-                .return_values(ReturnValue::AllNew)
-                .return_values_on_condition_check_failure(all_old)
+                .set_return_values(return_new)
+                .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
             match out {
@@ -223,7 +329,11 @@ pub(crate) async fn write(
                     };
                     Ok(Err(old_item(failed.item())))
                 }
-                Err(e) => Err(sdk_error(e)),
+                Err(e) => {
+                    let conflict = matches!(&e, SdkError::ServiceError(se)
+                        if matches!(se.err(), UpdateItemError::TransactionConflictException(_)));
+                    Err(PlainWriteError::new("UpdateItem", conflict, e))
+                }
             }
         }
         WriteOp::Put(item) => {
@@ -234,13 +344,12 @@ pub(crate) async fn write(
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(all_old)
+                .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
             match out {
-                Ok(_) => Ok(Ok(Some(
-                    super::canonical_item(item).map_err(HandlerError::terminal)?,
-                ))),
+                // The item written: the caller has it.
+                Ok(_) => Ok(Ok(None)),
                 Err(SdkError::ServiceError(se))
                     if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
                 {
@@ -249,7 +358,11 @@ pub(crate) async fn write(
                     };
                     Ok(Err(old_item(failed.item())))
                 }
-                Err(e) => Err(sdk_error(e)),
+                Err(e) => {
+                    let conflict = matches!(&e, SdkError::ServiceError(se)
+                        if matches!(se.err(), PutItemError::TransactionConflictException(_)));
+                    Err(PlainWriteError::new("PutItem", conflict, e))
+                }
             }
         }
         WriteOp::Delete => {
@@ -260,7 +373,7 @@ pub(crate) async fn write(
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
-                .return_values_on_condition_check_failure(all_old)
+                .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
             match out {
@@ -276,11 +389,23 @@ pub(crate) async fn write(
                     };
                     Ok(Err(old_item(failed.item())))
                 }
-                Err(e) => Err(sdk_error(e)),
+                Err(e) => {
+                    let conflict = matches!(&e, SdkError::ServiceError(se)
+                        if matches!(se.err(), DeleteItemError::TransactionConflictException(_)));
+                    Err(PlainWriteError::new("DeleteItem", conflict, e))
+                }
             }
         }
         WriteOp::ConditionCheck => {
-            let item = get(client, &w.table, &w.key).await?;
+            let out = client
+                .get_item()
+                .table_name(&w.table)
+                .set_key(key)
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| PlainWriteError::new("GetItem", false, e))?;
+            let item = out.item().map(from_sdk_item);
             let holds = w
                 .condition
                 .as_ref()
@@ -311,11 +436,7 @@ pub(crate) fn transact_item(w: &Write) -> Result<TransactWriteItem, StoreError> 
     };
     // A rejection built from the item needs the item back when the
     // condition fails.
-    let all_old = w
-        .rejection
-        .as_ref()
-        .filter(|r| matches!(r, Rejection::Describe(_)))
-        .map(|_| ReturnValuesOnConditionCheckFailure::AllOld);
+    let all_old = all_old_for(w);
     let (names, values) = (none_if_empty(r.names), none_if_empty(r.values));
     // The four operations' builders are distinct types with the same
     // condition setters.

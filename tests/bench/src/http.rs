@@ -21,7 +21,7 @@ use crate::percentile;
 const ACCOUNTS: usize = 20;
 
 /// An HTTP API (2.0) `POST /payments`, as `events/payments-api-http.json`.
-fn request(i: usize, tag: &str) -> Value {
+pub(crate) fn request(i: usize, tag: &str) -> Value {
     let body = json!({"account_id": format!("acct-{}", i % ACCOUNTS), "amount_cents": 100 + i % 7});
     json!({
         "version": "2.0",
@@ -56,7 +56,7 @@ struct Row {
     latencies: Vec<Duration>,
 }
 
-async fn app(mode: CommitMode, disabled: bool) -> App {
+pub(crate) async fn app(mode: CommitMode, disabled: bool) -> App {
     let ddb = moto().dynamodb().await;
     let idempotency = create_idempotency_table(&ddb).await;
     let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;

@@ -91,6 +91,10 @@ pub async fn run(records: usize) -> Result<(), Box<dyn std::error::Error>> {
         let api = RuntimeApi::start().await;
         let mut command = lambda_command(&binary, "ledger", &api);
         moto.apply_env(&mut command);
+        // `IDEMPOTENCY_BATCH_COMMITS=false bench kinesis` compares per-record commits.
+        if let Ok(v) = std::env::var(shared::BATCH_COMMITS_ENV) {
+            command.env(shared::BATCH_COMMITS_ENV, v);
+        }
         let mut child = command
             .env("IDEMPOTENCY_TABLE", &idempotency)
             .env("ACCOUNTS_TABLE", &accounts)

@@ -7,6 +7,8 @@
 //!
 //! ```sh
 //! cargo run --release -p bench -- batch [ROUNDS]
+//! cargo build --release -p outbox-relay && \
+//!   cargo run --release -p bench -- bill [MESSAGES]
 //! cargo build --release -p orders && \
 //!   cargo run --release -p bench -- bigbatch [RECORDS]
 //! cargo build --release -p payments && \
@@ -24,6 +26,7 @@
 
 mod batch;
 mod bigbatch;
+mod bill;
 mod hot;
 mod http;
 mod kinesis;
@@ -46,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match command.as_deref() {
         Some("batch") => batch::run(n.unwrap_or(30)).await,
         Some("bigbatch") => bigbatch::run(n.unwrap_or(1000)).await,
+        Some("bill") => bill::run(n.unwrap_or(1000)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("kinesis") => kinesis::run(n.unwrap_or(1000)).await,
@@ -59,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
+            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench bill [MESSAGES] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
                 .into(),
         ),
     }

@@ -1,4 +1,5 @@
-//! The orders function as `bench orders` builds it (on the outbox).
+//! The orders function as `bench orders` and `bench bill` build it (on the
+//! outbox), with batch commits on or off.
 
 use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
 
@@ -8,10 +9,30 @@ pub fn app(
     idempotency: String,
     orders_table: String,
     queue_url: String,
+    batch_commits: bool,
+) -> orders::App {
+    app_with(
+        ddb,
+        idempotency,
+        orders_table,
+        queue_url,
+        orders::App::config()
+            .disabled(false)
+            .batch_commits(batch_commits),
+    )
+}
+
+/// The orders function with its engine configured by `config`.
+pub fn app_with(
+    ddb: aws_sdk_dynamodb::Client,
+    idempotency: String,
+    orders_table: String,
+    queue_url: String,
+    config: shared::Config,
 ) -> orders::App {
     let engine = Idempotency::new(
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
-        orders::App::config().disabled(false),
+        config,
     );
     orders::App::new(engine, Table::dynamodb(ddb, orders_table), queue_url)
 }

@@ -3,7 +3,11 @@
 //! Lambda runs it (a local Runtime API) against moto, for
 //! (a) unique payments in FIFO batches of 10 over 20 groups, (b) the same
 //! batches redelivered, (c) 50 % duplicates (redeliveries mixed with new
-//! payments). Per mode and scenario: DynamoDB requests per message by
+//! payments), (d) one duplicate per batch (a payment of (a) sent again by
+//! its producer: first delivery, no pre-read) with nine new ones, (e) one
+//! rejected payment per batch (its `MessageGroupId` is not its account: a
+//! terminal error before any write, failed to the DLQ) with nine new ones.
+//! Per mode and scenario: DynamoDB requests per message by
 //! operation (counted by the moto launcher), msgs/s, the function process's
 //! CPU time per message, p50/p99 batch latency. Then the function binary's
 //! RSS, cold start (process start to first Runtime API poll) and RSS after
@@ -31,12 +35,24 @@ const BATCH: usize = 10;
 
 /// One message of a scenario.
 #[derive(Clone)]
-struct Payment {
-    id: usize,
-    redelivered: bool,
+pub(crate) struct Payment {
+    pub(crate) id: usize,
+    pub(crate) redelivered: bool,
+    /// Sent in another account's group: rejected (a terminal error).
+    pub(crate) bad_group: bool,
 }
 
-fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
+impl Payment {
+    pub(crate) fn new(id: usize) -> Self {
+        Self {
+            id,
+            redelivered: false,
+            bad_group: false,
+        }
+    }
+}
+
+pub(crate) fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
     payments
         .chunks(BATCH)
         .enumerate()
@@ -47,7 +63,12 @@ fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
                 .map(|(i, p)| {
                     let account = format!("acct-{}", p.id % GROUPS);
                     let body = json!({"payment_id": format!("pay-{}", p.id), "account_id": account, "amount_cents": 100 + p.id % 7});
-                    Msg::new(format!("{tag}-{b}-{i}"), body.to_string()).in_group(account)
+                    let group = if p.bad_group {
+                        format!("other-{account}")
+                    } else {
+                        account
+                    };
+                    Msg::new(format!("{tag}-{b}-{i}"), body.to_string()).in_group(group)
                 })
                 .collect();
             let mut event = sqs_event("payments.fifo", &msgs);
@@ -215,9 +236,14 @@ impl Function {
     }
 
     /// Invokes the function with each event, redelivering the records it
-    /// reports failed (at most 5 rounds): wall time, the function's CPU
-    /// time, each event's latency.
-    async fn run(&self, events: &[Value]) -> Result<(Duration, Duration, Vec<Duration>), String> {
+    /// reports failed (at most 5 rounds; with `rejected`, that many records
+    /// per event are expected to fail and are not redelivered): wall time,
+    /// the function's CPU time, each event's latency.
+    async fn run(
+        &self,
+        events: &[Value],
+        rejected: usize,
+    ) -> Result<(Duration, Duration, Vec<Duration>), String> {
         let pid = self.child.id();
         let cpu0 = process_cpu(pid);
         let start = Instant::now();
@@ -242,6 +268,12 @@ impl Function {
                     .map(|f| &f["itemIdentifier"])
                     .collect();
                 if failed.is_empty() {
+                    break;
+                }
+                if rejected > 0 {
+                    if failed.len() != rejected {
+                        return Err(format!("expected {rejected} rejected, got {failed:?}"));
+                    }
                     break;
                 }
                 if round == 4 {
@@ -285,12 +317,7 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
     let variants = variants(args)?;
     let messages = messages.clamp(BATCH, 20_000) / BATCH * BATCH;
     let moto = moto();
-    let unique: Vec<Payment> = (0..messages)
-        .map(|id| Payment {
-            id,
-            redelivered: false,
-        })
-        .collect();
+    let unique: Vec<Payment> = (0..messages).map(Payment::new).collect();
     let redelivered: Vec<Payment> = unique
         .iter()
         .map(|p| Payment {
@@ -302,23 +329,41 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
     let half = messages / 2;
     let mut mixed = Vec::with_capacity(messages);
     for i in 0..half {
-        mixed.push(Payment {
-            id: messages + i,
-            redelivered: false,
-        });
+        mixed.push(Payment::new(messages + i));
         if i >= BATCH {
             mixed.push(Payment {
-                id: messages + i - BATCH,
                 redelivered: true,
+                ..Payment::new(messages + i - BATCH)
             });
         }
     }
     for i in half.saturating_sub(BATCH)..half {
         mixed.push(Payment {
-            id: messages + i,
             redelivered: true,
+            ..Payment::new(messages + i)
         });
     }
+    // (d) and (e): per batch, nine new payments on nine consecutive
+    // accounts, and one on the next account: a payment of (a) sent again
+    // (d), or a new one in the wrong group (e).
+    let per_batch = BATCH - 1;
+    let batches_de = messages / BATCH;
+    let new_d = messages + half;
+    let new_e = new_d + batches_de * per_batch;
+    let one_of = |base: usize, last: &dyn Fn(usize, usize) -> Payment| -> Vec<Payment> {
+        let mut list = Vec::with_capacity(messages);
+        for b in 0..batches_de {
+            let first = base + b * per_batch;
+            list.extend((first..first + per_batch).map(Payment::new));
+            list.push(last(b, (first + per_batch) % GROUPS));
+        }
+        list
+    };
+    let one_duplicate = one_of(new_d, &|_, account| Payment::new(account));
+    let one_rejected = one_of(new_e, &|b, _| Payment {
+        bad_group: true,
+        ..Payment::new(new_e + batches_de * per_batch + b)
+    });
 
     let modes = [
         ("claim/complete", "claim-then-complete"),
@@ -334,10 +379,12 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
         for variant in &variants {
             functions.push(Function::start(variant, mode, &ddb).await?);
         }
-        for (scenario, list, tag) in [
-            ("(a) unique", &unique, "a"),
-            ("(b) all redelivered", &redelivered, "b"),
-            ("(c) 50% duplicates", &mixed, "c"),
+        for (scenario, list, tag, rejected) in [
+            ("(a) unique", &unique, "a", 0),
+            ("(b) all redelivered", &redelivered, "b", 0),
+            ("(c) 50% duplicates", &mixed, "c", 0),
+            ("(d) 1 duplicate / batch", &one_duplicate, "d", 0),
+            ("(e) 1 rejected / batch", &one_rejected, "e", 1),
         ] {
             let events = batches(list, tag);
             for function in &functions {
@@ -345,7 +392,7 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
                     return Err("time bound reached".into());
                 }
                 moto.reset_counts().await;
-                let (wall, cpu, latencies) = function.run(&events).await?;
+                let (wall, cpu, latencies) = function.run(&events, rejected).await?;
                 rows.push(Row {
                     mode: name,
                     variant: function.variant.label.clone(),
@@ -360,7 +407,11 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
         }
         // The canary: every account holds exactly the sum of its unique payments.
         let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-        for id in (0..messages).chain(messages..messages + half) {
+        let credited = (0..messages)
+            .chain(messages..messages + half)
+            .chain(new_d..new_d + batches_de * per_batch)
+            .chain(new_e..new_e + batches_de * per_batch);
+        for id in credited {
             *expected.entry(format!("acct-{}", id % GROUPS)).or_default() += (100 + id % 7) as i64;
         }
         for function in &functions {
@@ -435,16 +486,7 @@ async fn cold_start(variant: &Variant) -> Result<(), Box<dyn std::error::Error>>
     let ddb = moto().dynamodb().await;
     let idempotency = create_idempotency_table(&ddb).await;
     let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
-    let event = batches(
-        &(0..10)
-            .map(|id| Payment {
-                id,
-                redelivered: false,
-            })
-            .collect::<Vec<_>>(),
-        "cold",
-    )
-    .remove(0);
+    let event = batches(&(0..10).map(Payment::new).collect::<Vec<_>>(), "cold").remove(0);
     let mut starts = Vec::new();
     let mut rss_kb = Vec::new();
     let mut hwm_kb = Vec::new();

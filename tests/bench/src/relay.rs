@@ -17,7 +17,21 @@ fn count(counts: &serde_json::Map<String, Value>, op: &str) -> u64 {
     counts.get(op).and_then(Value::as_u64).unwrap_or(0)
 }
 
-pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
+/// One relay run: its process's CPU time, the wall time, the stream
+/// mapping's invocations and what the launcher saw.
+pub(crate) struct RelayRun {
+    pub(crate) cpu: Duration,
+    pub(crate) wall: Duration,
+    /// The invocations' wall time (invoke to answer), summed.
+    pub(crate) busy: Duration,
+    pub(crate) invocations: usize,
+    pub(crate) skipped: usize,
+    pub(crate) counts: serde_json::Map<String, Value>,
+    pub(crate) ledger: Vec<Value>,
+}
+
+/// Publishes `messages` outbox messages through the relay binary.
+pub(crate) async fn measure(messages: usize) -> Result<RelayRun, Box<dyn std::error::Error>> {
     let binary = sibling("outbox-relay")?;
     let ddb = moto().dynamodb().await;
     let sqs = moto().sqs().await;
@@ -72,34 +86,64 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
     let pid = child.id();
     let cpu0 = process_cpu(pid);
     moto().reset_counts().await;
+    moto().reset_ledger().await;
     let start = Instant::now();
     let streams = moto().dynamodbstreams().await;
+    // The invocations' own time, without the mapping's polls between them.
+    let busy_ns = std::sync::atomic::AtomicU64::new(0);
     let stats = stream_esm::run(&streams, &arn, &Options::default(), |event| {
-        let api = &api;
+        let (api, busy_ns) = (&api, &busy_ns);
         async move {
-            match api
+            let t = Instant::now();
+            let answer = api
                 .invoke(event, now_ms() + 30_000, Duration::from_secs(30))
-                .await
-            {
+                .await;
+            busy_ns.fetch_add(
+                t.elapsed().as_nanos() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            match answer {
                 Some(Invocation::Response(r)) => Ok(serde_json::from_value(r)?),
                 other => Err(format!("relay: {other:?}").into()),
             }
         }
     })
     .await;
+    let busy = Duration::from_nanos(busy_ns.into_inner());
     let wall = start.elapsed();
     let cpu = process_cpu(pid).saturating_sub(cpu0);
     let counts = moto().request_counts().await;
+    let ledger = moto().ledger().await;
+    moto().stop_ledger().await;
     let _ = child.kill();
     let _ = child.wait();
+    Ok(RelayRun {
+        cpu,
+        wall,
+        busy,
+        invocations: stats.invocations,
+        skipped: stats.skipped.len(),
+        counts,
+        ledger,
+    })
+}
 
+pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let RelayRun {
+        cpu,
+        wall,
+        invocations,
+        skipped,
+        counts,
+        ..
+    } = measure(messages).await?;
     let n = messages as f64;
     let per = |op: &str| count(&counts, op) as f64 / n;
     println!(
         "relay, {messages} messages (half FIFO, half standard), stream batch 100, \
          {} invocations, {} skipped, {:.1} s",
-        stats.invocations,
-        stats.skipped.len(),
+        invocations,
+        skipped,
         wall.as_secs_f64()
     );
     println!("| per published message | value |");

@@ -52,11 +52,14 @@ never reached moto does not count for kill-after. Kinds:
               timeout: the client cannot know whether it was applied)
   stall       held `stall_ms` before reaching moto, then applied and answered
               (a request overtaken by later ones: lease races)
-  conflict    TransactWriteItems only: HTTP 400 TransactionCanceledException
+  conflict    TransactWriteItems: HTTP 400 TransactionCanceledException
               whose first cancellation reason is TransactionConflict (the
               others None), as DynamoDB answers a transaction on an item
-              another request is writing; nothing applied (moto itself never
-              answers it: it serves DynamoDB requests one at a time)
+              another request is writing; PutItem, UpdateItem, DeleteItem:
+              HTTP 400 TransactionConflictException, as DynamoDB answers a
+              write on an item in an ongoing transaction; nothing applied
+              (moto itself never answers either: it serves DynamoDB requests
+              one at a time)
   partial     SendMessageBatch only: the second half of the entries (at least
               one) is not applied and answered in `Failed` (SenderFault
               false, InternalError), the rest goes to moto
@@ -66,6 +69,24 @@ With `--keep-alive` connections stay open between requests (HTTP/1.1
 keep-alive, as DynamoDB's and SQS's endpoints serve them) instead of werkzeug's
 one connection per request: for benchmarks, where a TCP connect and teardown
 per request would be billed to the client and no real endpoint charges it.
+
+For the request-unit bill (benchmarks) it keeps a ledger of every DynamoDB,
+DynamoDB Streams, SQS and EventBridge request it serves normally (not those
+answered by a fault or refused after a kill):
+  POST   /_launcher/ledger/reset  -> starts an empty ledger (and keeps one)
+  GET    /_launcher/ledger        -> [{"target": "DynamoDB_20120810.PutItem",
+                                      "request": {...}, "status": 400,
+                                      "error": "ConditionalCheckFailedException",
+                                      "reasons": [...], "items": [...]}, ...]
+  DELETE /_launcher/ledger        -> stops keeping one
+For a DynamoDB item request, `items` lists each item the request names (in
+the request's order) with the item as it stood before the request and after
+it, read from moto's tables under the DynamoDB lock: {"table": ..., "before":
+{...} | null, "after": {...} | null} (DynamoDB JSON attributes), so the bill
+can size them with the library's rule. `reasons` are a cancelled
+transaction's cancellation reason codes; `unprocessed` the keys a
+BatchGetItem left unprocessed. Query and Scan name no items (`items` null):
+the bill refuses them rather than guess.
 
 Binds 127.0.0.1 only. Prints `READY <port>` on stdout once listening. Exits when
 its stdin closes, so it never outlives the test process that started it.
@@ -117,6 +138,10 @@ class KillAfterResponse:
             pass
 
 
+# The requests a `conflict` fault answers: a transaction, or a single-item
+# write on an item in another request's transaction.
+CONFLICT_TARGETS = (".TransactWriteItems", ".PutItem", ".UpdateItem", ".DeleteItem")
+
 FAULT_KINDS = ("throttle", "throughput", "500", "reset", "slow", "stall", "partial", "conflict")
 
 # Error bodies as DynamoDB sends them (awsJson1_0): the SDK takes the code from
@@ -138,6 +163,12 @@ FAULT_ERRORS = {
         "500 Internal Server Error",
         "com.amazonaws.dynamodb.v20120810#InternalServerError",
         "Internal server error (injected fault).",
+    ),
+    # A `conflict` on a single-item write (not a fault kind of its own).
+    "item-conflict": (
+        "400 Bad Request",
+        "com.amazonaws.dynamodb.v20120810#TransactionConflictException",
+        "Transaction is ongoing for the item (injected fault).",
     ),
 }
 
@@ -178,7 +209,7 @@ class Faults:
         kind = self.rng.choice(self.kinds)
         if kind == "partial" and not target.endswith(".SendMessageBatch"):
             return None
-        if kind == "conflict" and not target.endswith(".TransactWriteItems"):
+        if kind == "conflict" and not target.endswith(CONFLICT_TARGETS):
             return None
         self.counts[kind] += 1
         self.counts["injected"] += 1
@@ -395,6 +426,73 @@ class KeepAliveRequestHandler(MotoRequestHandler):
             self.rfile = self.connection_rfile
 
 
+def item_requests(target, request):
+    """(table, key-or-item) pairs a DynamoDB item request names, in order;
+    None for a request that names no items one by one (Query, Scan)."""
+    op = target.rsplit(".", 1)[-1]
+    if op in ("GetItem", "DeleteItem", "UpdateItem"):
+        return [(request.get("TableName"), request.get("Key") or {})]
+    if op == "PutItem":
+        return [(request.get("TableName"), request.get("Item") or {})]
+    if op in ("TransactWriteItems", "TransactGetItems"):
+        pairs = []
+        for entry in request.get("TransactItems") or []:
+            for action in entry.values():
+                pairs.append((action.get("TableName"), action.get("Key") or action.get("Item") or {}))
+        return pairs
+    if op == "BatchGetItem":
+        return [
+            (table, key)
+            for table, spec in (request.get("RequestItems") or {}).items()
+            for key in spec.get("Keys") or []
+        ]
+    if op == "BatchWriteItem":
+        pairs = []
+        for table, writes in (request.get("RequestItems") or {}).items():
+            for w in writes:
+                if "PutRequest" in w:
+                    pairs.append((table, w["PutRequest"].get("Item") or {}))
+                elif "DeleteRequest" in w:
+                    pairs.append((table, w["DeleteRequest"].get("Key") or {}))
+        return pairs
+    if op in ("Query", "Scan", "ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"):
+        return None
+    return []
+
+
+def region_of(environ):
+    """The region of a SigV4-signed request (its credential scope)."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    marker = "Credential="
+    if marker in auth:
+        scope = auth.split(marker, 1)[1].split(",", 1)[0].split("/")
+        if len(scope) >= 3:
+            return scope[2]
+    return "us-east-1"
+
+
+def stored_item(region, table_name, attrs):
+    """The item moto stores at the key of `attrs` (DynamoDB JSON), or None."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    try:
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables.get(table_name)
+        if table is None or table.hash_key_attr not in attrs:
+            return None
+        hash_key = DynamoType(attrs[table.hash_key_attr])
+        range_key = None
+        if table.range_key_attr is not None:
+            if table.range_key_attr not in attrs:
+                return None
+            range_key = DynamoType(attrs[table.range_key_attr])
+        item = table.get_item(hash_key, range_key)
+    except Exception:  # a malformed request: moto answers it
+        return None
+    return json.loads(json.dumps(item.to_json()["Attributes"])) if item is not None else None
+
+
 class SerializedDynamoDB:
     def __init__(self, app):
         self.app = app
@@ -404,6 +502,7 @@ class SerializedDynamoDB:
         self.latency_s = 0.0
         self.kills = {}  # marker -> {"n": int, "pid": int, "seen": int}
         self.faults = {}  # marker (bytes) -> Faults
+        self.ledger = None  # list of entries while kept
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -424,6 +523,8 @@ class SerializedDynamoDB:
             return [b"ok"]
         if path.startswith("/_launcher/faults/"):
             return self.serve_faults(environ, start_response)
+        if path.startswith("/_launcher/ledger"):
+            return self.serve_ledger(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if self.latency_s:
             time.sleep(self.latency_s)
@@ -453,16 +554,62 @@ class SerializedDynamoDB:
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
         if fault == "conflict":
-            return conflict_response(start_response, request_body)
+            if target.endswith(".TransactWriteItems"):
+                return conflict_response(start_response, request_body)
+            return error_response(start_response, "item-conflict")
         if fault == "reset":
             reset_connection(environ)
         if fault == "stall":
             time.sleep(delay_s)
+        keep = self.ledger is not None
+        named = None
+        if keep:
+            try:
+                request = json.loads(request_body or b"{}")
+            except ValueError:
+                request = {}
+            if target.startswith("DynamoDB_"):
+                named = item_requests(target, request)
         if locked:
             with self.lock:
+                if named:
+                    region = region_of(environ)
+                    before = [stored_item(region, t, a) for t, a in named]
                 status, headers, exc_info, body = self.call_app(environ)
+                if named:
+                    after = [stored_item(region, t, a) for t, a in named]
         else:
             status, headers, exc_info, body = self.call_app(environ)
+        if keep:
+            entry = {"target": target, "request": request, "status": int(status.split()[0])}
+            if not status.startswith("200"):
+                try:
+                    answer = json.loads(body or b"{}")
+                except ValueError:
+                    answer = {}
+                entry["error"] = str(answer.get("__type", "")).rsplit("#", 1)[-1]
+                entry["reasons"] = [
+                    r.get("Code") for r in answer.get("CancellationReasons") or []
+                ]
+            elif target.endswith(".BatchGetItem"):
+                try:
+                    answer = json.loads(body or b"{}")
+                except ValueError:
+                    answer = {}
+                entry["unprocessed"] = sum(
+                    len(spec.get("Keys") or [])
+                    for spec in (answer.get("UnprocessedKeys") or {}).values()
+                )
+            if named is None and target.startswith("DynamoDB_"):
+                entry["items"] = None
+            elif named:
+                entry["items"] = [
+                    {"table": t, "before": b, "after": a}
+                    for (t, _), b, a in zip(named, before, after)
+                ]
+            with self.counts_lock:
+                if self.ledger is not None:
+                    self.ledger.append(entry)
         if fault == "slow":
             # Applied; the answer comes after the client has given up.
             time.sleep(delay_s)
@@ -563,6 +710,20 @@ class SerializedDynamoDB:
             )
             return [body]
         body = json.dumps(report).encode()
+        start_response(
+            "200 OK",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    def serve_ledger(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD")
+        with self.counts_lock:
+            if method == "POST":
+                self.ledger = []
+            elif method == "DELETE":
+                self.ledger = None
+            body = json.dumps(self.ledger or []).encode()
         start_response(
             "200 OK",
             [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],

@@ -1446,3 +1446,271 @@ pub async fn unpublishable_messages_commit_nothing(h: Harness) {
         }
     }
 }
+
+/// A completed record for batch commits, written as the optimistic path
+/// writes it (claim condition at the harness clock).
+fn batch_record(h: &Harness, id: &str) -> Record {
+    Record {
+        id: format!("contract.batch#{id}"),
+        status: Status::Completed,
+        expiration: shared::Clock::now_ms(&h.clock) / 1000 + 3600,
+        in_progress_expiration: None,
+        data: Some(json!(id).to_string()),
+        error: None,
+        validation: None,
+        owner: Some(format!("owner-{id}")),
+        outbox: None,
+    }
+}
+
+fn claim<'a>(h: &Harness, record: &'a Record, writes: &'a [Write]) -> shared::Commit<'a> {
+    shared::Commit {
+        record: RecordWrite::Claim {
+            record,
+            now_ms: shared::Clock::now_ms(&h.clock),
+        },
+        writes,
+    }
+}
+
+/// Batch commits: several records with their staged writes in one
+/// transaction, all applied.
+pub async fn batch_commit_applies_every_commit(h: Harness) {
+    let table = h.business_table().await;
+    let records: Vec<Record> = (0..5)
+        .map(|i| batch_record(&h, &format!("all-{i}")))
+        .collect();
+    let writes: Vec<[Write; 1]> = (0..5)
+        .map(|i| [credit(&table, &format!("all-{i}"), 10 + i)])
+        .collect();
+    let commits: Vec<_> = records
+        .iter()
+        .zip(&writes)
+        .map(|(r, w)| claim(&h, r, w))
+        .collect();
+    h.store
+        .commit_many(&commits)
+        .await
+        .expect("one transaction");
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(h.store.get(&r.id).await.unwrap().as_ref(), Some(r));
+        assert_eq!(
+            h.number(&table, &format!("all-{i}"), "balance").await,
+            Some(10 + i as i64)
+        );
+    }
+}
+
+/// A record already committed cancels the batch transaction: the store
+/// names its commit with the record in the way; nothing is applied, and
+/// the others commit when sent again without it.
+pub async fn batch_commit_names_a_duplicate(h: Harness) {
+    let table = h.business_table().await;
+    let records: Vec<Record> = (0..3)
+        .map(|i| batch_record(&h, &format!("dup-{i}")))
+        .collect();
+    let writes: Vec<[Write; 1]> = (0..3)
+        .map(|i| [credit(&table, &format!("dup-{i}"), 1)])
+        .collect();
+    let first = claim(&h, &records[1], &writes[1]);
+    h.store.commit(first.record, first.writes).await.unwrap();
+    let commits: Vec<_> = records
+        .iter()
+        .zip(&writes)
+        .map(|(r, w)| claim(&h, r, w))
+        .collect();
+    match h.store.commit_many(&commits).await {
+        Err(shared::CommitsError::Cancelled(failed)) => {
+            assert_eq!(failed.len(), 1, "{failed:?}");
+            assert_eq!(failed[0].0, 1);
+            assert!(
+                matches!(&failed[0].1, TransactError::Record(Some(r)) if *r == records[1]),
+                "{failed:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.store.get(&records[0].id).await.unwrap(), None);
+    assert_eq!(h.number(&table, "dup-0", "balance").await, None);
+    assert_eq!(h.number(&table, "dup-1", "balance").await, Some(1));
+    let rest = [commits[0], commits[2]];
+    h.store.commit_many(&rest).await.expect("the rest commit");
+    assert_eq!(h.number(&table, "dup-0", "balance").await, Some(1));
+    assert_eq!(h.number(&table, "dup-1", "balance").await, Some(1));
+    assert_eq!(h.number(&table, "dup-2", "balance").await, Some(1));
+}
+
+/// A staged write whose condition fails cancels the batch transaction: the
+/// store names its commit and write, with the item as it stood.
+pub async fn batch_commit_names_a_rejected_write(h: Harness) {
+    let table = h.business_table().await;
+    h.seed(&table, "stock", "stock", 1).await;
+    let records: Vec<Record> = (0..3)
+        .map(|i| batch_record(&h, &format!("rej-{i}")))
+        .collect();
+    let take = Write::update(&table, pk_key("stock"))
+        .add("stock", -2)
+        .when(Cond::ge("stock", 2))
+        .or_reject_with(|item| format!("{item:?}"));
+    let writes = [
+        vec![credit(&table, "rej-0", 1)],
+        vec![credit(&table, "rej-1", 1), take],
+        vec![credit(&table, "rej-2", 1)],
+    ];
+    let commits: Vec<_> = records
+        .iter()
+        .zip(&writes)
+        .map(|(r, w)| claim(&h, r, w))
+        .collect();
+    match h.store.commit_many(&commits).await {
+        Err(shared::CommitsError::Cancelled(failed)) => {
+            assert_eq!(failed.len(), 1, "{failed:?}");
+            assert_eq!(failed[0].0, 1);
+            match &failed[0].1 {
+                TransactError::Write {
+                    index: 1,
+                    item: Some(item),
+                } => assert_eq!(item.get("stock").and_then(AttrValue::as_i64), Some(1)),
+                other => panic!("{other:?}"),
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(h.store.get(&record.id).await.unwrap(), None);
+        assert_eq!(h.number(&table, &format!("rej-{i}"), "balance").await, None);
+    }
+    assert_eq!(h.number(&table, "stock", "stock").await, Some(1));
+}
+
+/// What DynamoDB refuses in one transaction, every store refuses before
+/// applying anything: two actions on one item, more than 100 actions.
+pub async fn batch_commit_refuses_what_one_transaction_cannot_hold(h: Harness) {
+    let table = h.business_table().await;
+    let records: Vec<Record> = (0..60)
+        .map(|i| batch_record(&h, &format!("lim-{i}")))
+        .collect();
+    let same = [credit(&table, "lim", 1)];
+    let two_on_one: Vec<_> = records[..2].iter().map(|r| claim(&h, r, &same)).collect();
+    let writes: Vec<[Write; 1]> = (0..60)
+        .map(|i| [credit(&table, &format!("lim-{i}"), 1)])
+        .collect();
+    let too_many: Vec<_> = records
+        .iter()
+        .zip(&writes)
+        .map(|(r, w)| claim(&h, r, w))
+        .collect();
+    for (what, commits, reason) in [
+        ("one item", &two_on_one, "one item"),
+        ("120 actions", &too_many, "over the limit of 100"),
+    ] {
+        match h.store.commit_many(commits).await {
+            Err(shared::CommitsError::Transaction(TransactError::Store(StoreError::Invalid {
+                reason: r,
+            }))) => assert!(r.contains(reason), "{what}: {r}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert_eq!(h.store.get(&records[0].id).await.unwrap(), None, "{what}");
+        assert_eq!(h.number(&table, "lim", "balance").await, None, "{what}");
+        assert_eq!(h.number(&table, "lim-0", "balance").await, None, "{what}");
+    }
+}
+
+/// Through the batch pipeline in optimistic mode: new records, one
+/// duplicate and one rejected record in one batch; two records on one
+/// item; each applied once, the duplicate replayed, the rejection recorded.
+pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
+    let table = h.business_table().await;
+    h.seed(&table, "bp-funded", "balance", 5).await;
+    let engine = h.engine(
+        config()
+            .commit_mode(CommitMode::Optimistic)
+            .on_terminal_error(TerminalErrors::Record)
+            .batch_commits(true),
+    );
+    let app = shared::batch::BatchProcessor::new(engine, shared::KeySelector::pointer("/id"));
+    let event = |ids: &[(&str, &str, i64)]| {
+        let records: Vec<Value> = ids
+            .iter()
+            .map(|(id, account, n)| {
+                json!({
+                    "messageId": id,
+                    "body": json!({"id": id, "account": account, "n": n}).to_string(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:pipeline",
+                    "attributes": {},
+                    "messageAttributes": {},
+                })
+            })
+            .collect();
+        shared::batch::parse_sqs_event(json!({ "Records": records })).unwrap()
+    };
+    let table2 = table.clone();
+    let handler = move |r: shared::batch::SqsRecord<Value>| {
+        let table = table2.clone();
+        async move {
+            let account = r.body["account"].as_str().unwrap_or_default().to_owned();
+            let n = r.body["n"].as_i64().unwrap_or_default();
+            let mut w = Write::update(&table, pk_key(&account)).add("balance", n);
+            if n < 0 {
+                w = w
+                    .when(Cond::ge("balance", -n))
+                    .or_reject("insufficient funds");
+            }
+            Ok::<_, HandlerError>(Staged::new(json!(r.body["id"])).write(w))
+        }
+    };
+    let first = app
+        .process(event(&[("bp-1", "bp-a", 1)]), None, &handler)
+        .await;
+    assert!(first.failures().next().is_none());
+    let batch = [
+        ("bp-0", "bp-a", 10),
+        ("bp-1", "bp-a", 1),
+        ("bp-2", "bp-b", 100),
+        ("bp-3", "bp-empty", -7),
+        ("bp-4", "bp-a", 1000),
+        ("bp-5", "bp-funded", -5),
+    ];
+    let report = app.process(event(&batch), None, &handler).await;
+    let outcomes: Vec<_> = report.records.iter().map(|r| r.outcome.clone()).collect();
+    assert!(
+        matches!(outcomes[0], Ok(shared::Outcome::Executed(_))),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], Ok(shared::Outcome::Replayed(Some(_)))),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[2], Ok(shared::Outcome::Executed(_))),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(&outcomes[3], Ok(shared::Outcome::Rejected { error, .. }) if error == "insufficient funds"),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[4], Ok(shared::Outcome::Executed(_))),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[5], Ok(shared::Outcome::Executed(_))),
+        "{outcomes:?}"
+    );
+    assert_eq!(h.number(&table, "bp-a", "balance").await, Some(1011));
+    assert_eq!(h.number(&table, "bp-b", "balance").await, Some(100));
+    assert_eq!(h.number(&table, "bp-empty", "balance").await, None);
+    assert_eq!(h.number(&table, "bp-funded", "balance").await, Some(0));
+    // Redelivered: every record replays, nothing applies again.
+    let again = app.process(event(&batch), None, &handler).await;
+    assert!(
+        again.records.iter().all(|r| matches!(
+            r.outcome,
+            Ok(shared::Outcome::Replayed(_) | shared::Outcome::Rejected { replayed: true, .. })
+        )),
+        "{:?}",
+        again.records
+    );
+    assert_eq!(h.number(&table, "bp-a", "balance").await, Some(1011));
+}

@@ -2,6 +2,11 @@
 
 use serde_json::{Value, json};
 
+/// Lambda's invocation payload cap, in bytes (6 MB: "Request must be
+/// smaller than 6291456 bytes"): no event of an event source mapping is
+/// larger.
+pub const MAX_INVOCATION_PAYLOAD: usize = 6 * 1024 * 1024;
+
 /// A file of `events/`, parsed.
 pub fn sample(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -134,4 +139,26 @@ pub fn orders_event(n: usize, tag: &str) -> Value {
         })
         .collect();
     sqs_event("orders", &messages)
+}
+
+/// `event` (an SQS event) with its records' `receiptHandle`s lengthened
+/// evenly (SQS's real handles are a few hundred characters, the synthetic
+/// ones a few dozen) so that its JSON is as close under `bytes` as an even
+/// share allows: at most `bytes`, within one byte a record of it.
+///
+/// # Panics
+/// When `event` has no records or is already larger than `bytes`.
+pub fn filled_to(mut event: Value, bytes: usize) -> Value {
+    let len = serde_json::to_vec(&event).expect("JSON").len();
+    let records = event["Records"].as_array_mut().expect("an SQS event");
+    assert!(
+        !records.is_empty() && len <= bytes,
+        "{len} bytes, over {bytes}"
+    );
+    let pad = (bytes - len) / records.len();
+    for r in records {
+        let handle = r["receiptHandle"].as_str().expect("receiptHandle");
+        r["receiptHandle"] = json!(format!("{handle}{}", "A".repeat(pad)));
+    }
+    event
 }

@@ -227,7 +227,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             batch_size: 100,
-            max_payload: 6 * 1024 * 1024,
+            max_payload: crate::events::MAX_INVOCATION_PAYLOAD,
             max_retries: 5,
             max_time: Duration::from_secs(60),
             idle: Duration::from_millis(300),

@@ -35,6 +35,7 @@ macro_rules! retrying {
 }
 
 pub mod async_invoke;
+pub mod bill;
 pub mod capture;
 pub mod contract;
 pub mod crash;
@@ -278,6 +279,25 @@ impl Moto {
         watched
     }
 
+    /// Starts an empty request ledger (every DynamoDB, DynamoDB Streams, SQS
+    /// and EventBridge request served from now on, with the items each
+    /// DynamoDB request names as they stood before and after it): what
+    /// [`bill`] prices. For benchmarks.
+    pub async fn reset_ledger(&self) {
+        http_request(self.port, "POST", "/_launcher/ledger/reset").await;
+    }
+
+    /// The ledger's entries so far (see `tests/kit/moto/launcher.py`).
+    pub async fn ledger(&self) -> Vec<serde_json::Value> {
+        let body = http_request(self.port, "GET", "/_launcher/ledger").await;
+        serde_json::from_str(&body).expect("the ledger is JSON")
+    }
+
+    /// Stops keeping the ledger.
+    pub async fn stop_ledger(&self) {
+        http_request(self.port, "DELETE", "/_launcher/ledger").await;
+    }
+
     /// Forgets the request counts.
     pub async fn reset_counts(&self) {
         http_request(self.port, "POST", "/_launcher/counts/reset").await;
@@ -357,9 +377,11 @@ pub enum Fault {
     /// Held [`FaultPlan::stall`] before reaching moto, then applied and
     /// answered: a request overtaken by later ones.
     Stall,
-    /// `TransactWriteItems` only: HTTP 400 `TransactionCanceledException`
-    /// with a `TransactionConflict` reason on its first item (a hot item
-    /// another request is writing), before moto: nothing applied.
+    /// `TransactWriteItems`: HTTP 400 `TransactionCanceledException` with a
+    /// `TransactionConflict` reason on its first item (a hot item another
+    /// request is writing); `PutItem`, `UpdateItem`, `DeleteItem`: HTTP 400
+    /// `TransactionConflictException` (the item is in another request's
+    /// transaction). Before moto: nothing applied.
     Conflict,
 }
 

@@ -4,9 +4,12 @@
 //! ALL_OLD`, so a duplicate costs no extra read; a consistent `GetItem`
 //! only when an emulator did not return the old item); a commit is an
 //! owner-conditioned `UpdateItem` (fenced), a claim-conditioned `PutItem`
-//! (optimistic) or, with staged writes, one `TransactWriteItems`; an
+//! (optimistic) or, with staged writes, one `TransactWriteItems` (a lone
+//! staged write without a record write: its plain conditional write); an
 //! owner-conditioned `DeleteItem` to release; `BatchGetItem` to read ahead
-//! (one request per 100 keys, plus retries of unprocessed keys).
+//! (one request per 100 keys, plus retries of unprocessed keys); many
+//! records' commits in one `TransactWriteItems` (`batch.rs`, batch
+//! commits).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -27,7 +30,7 @@ use crate::config::TableConfig;
 use crate::error::StoreError;
 use crate::record::Record;
 use crate::write::Write;
-use crate::write::dynamodb::{build_error, from_sdk_item, transact_item};
+use crate::write::dynamodb::{PlainWriteError, build_error, transact_item};
 
 /// Keys per `BatchGetItem` request (the service's limit).
 const BATCH_GET_LIMIT: usize = 100;
@@ -148,6 +151,7 @@ impl DynamoDbStore {
     }
 }
 
+mod batch;
 mod item;
 mod table;
 
@@ -415,12 +419,19 @@ impl Store for DynamoDbStore {
         record.item_size(&self.table.attributes)
     }
 
+    async fn commit_many(&self, commits: &[super::Commit<'_>]) -> Result<(), super::CommitsError> {
+        self.transact_many(commits).await
+    }
+
     async fn commit(&self, record: RecordWrite<'_>, writes: &[Write]) -> Result<(), TransactError> {
         if writes.is_empty() {
             return self.commit_record(record).await;
         }
         crate::write::check(writes)
             .map_err(|reason| TransactError::Store(StoreError::Invalid { reason }))?;
+        if let (RecordWrite::None, [write]) = (&record, writes) {
+            return commit_one(&self.client, write).await;
+        }
         let mut items = writes
             .iter()
             .map(transact_item)
@@ -444,29 +455,12 @@ impl Store for DynamoDbStore {
             && let TransactWriteItemsError::TransactionCanceledException(cancel) = se.err()
         {
             let reasons = cancel.cancellation_reasons();
-            let failed = |i: usize| {
-                reasons
-                    .get(i)
-                    .and_then(|r| r.code())
-                    .is_some_and(|c| c == "ConditionalCheckFailed")
-            };
-            if failed(writes.len()) {
-                let old = reasons
-                    .get(writes.len())
-                    .and_then(|r| r.item())
-                    .filter(|item| !item.is_empty())
-                    .map(|item| from_item(&self.table.attributes, item))
-                    .transpose()
-                    .map_err(TransactError::Store)?;
-                return Err(TransactError::Record(old));
-            }
-            if let Some(i) = (0..writes.len()).find(|&i| failed(i)) {
-                let item = reasons
-                    .get(i)
-                    .and_then(|r| r.item())
-                    .filter(|item| !item.is_empty())
-                    .map(from_sdk_item);
-                return Err(TransactError::Write { index: i, item });
+            let has_record = !matches!(record, RecordWrite::None);
+            if let Some(failure) = self
+                .failure(reasons, writes.len(), has_record)
+                .map_err(TransactError::Store)?
+            {
+                return Err(failure);
             }
             // No condition failed: an item was being written by another
             // transaction (a hot item). Nothing applied; the engine retries.
@@ -484,6 +478,29 @@ impl Store for DynamoDbStore {
             "TransactWriteItems",
             err,
         )))
+    }
+}
+
+/// A commit of one staged write and nothing else: the plain conditional
+/// write ([`crate::write::dynamodb::commit_one`]: one write unit per KB
+/// where a one-item `TransactWriteItems` costs two), its failed condition
+/// reported as the transaction's would be (`Write { index: 0 }`).
+async fn commit_one(client: &Client, write: &Write) -> Result<(), TransactError> {
+    match crate::write::dynamodb::commit_one(client, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(item)) => Err(TransactError::Write { index: 0, item }),
+        Err(PlainWriteError::Conflict {
+            operation, source, ..
+        }) => Err(TransactError::Conflict(StoreError::Backend {
+            operation,
+            source,
+        })),
+        Err(PlainWriteError::Backend {
+            operation, source, ..
+        }) => Err(TransactError::Store(StoreError::Backend {
+            operation,
+            source,
+        })),
     }
 }
 
@@ -597,6 +614,26 @@ mod tests {
         let item = store.to_item(&r);
         assert!(item.contains_key("pk") && item.contains_key("who") && item.contains_key("box"));
         assert_eq!(from_item(&a, &item).unwrap(), r);
+    }
+
+    /// The record's size check and the size of the item the store writes
+    /// are one rule: they agree to the byte.
+    #[test]
+    fn record_size_is_the_size_of_its_item() {
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let store = DynamoDbStore::new(client, TableConfig::new("t"));
+        let mut r = record(Some("{\"ok\":true}"), Some("boom"));
+        r.in_progress_expiration = Some(1_700_000_000_999);
+        r.outbox = Some("[{\"id\":\"x\"}]".into());
+        let item = crate::write::dynamodb::from_sdk_item(&store.to_item(&r));
+        assert_eq!(
+            r.item_size(&Attributes::default()),
+            crate::value::item_size(&item)
+        );
     }
 
     #[test]

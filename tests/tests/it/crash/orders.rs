@@ -15,11 +15,12 @@ use test_kit::events::{Msg, sqs_event};
 use test_kit::runtime_api::{RuntimeApi, spawn_function};
 
 /// `orders` as a real process under the local Lambda Runtime API.
-fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>) -> Child {
+fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>, batch_commits: bool) -> Child {
     spawn_function(
         "orders",
         api,
         &[
+            (shared::BATCH_COMMITS_ENV, &batch_commits.to_string()),
             ("IDEMPOTENCY_TABLE", &s.idempotency),
             ("ORDERS_TABLE", &s.orders_table),
             ("NOTIFICATIONS_QUEUE_URL", &s.notifications),
@@ -33,17 +34,11 @@ const LEASE: Duration = Duration::from_millis(1500);
 /// DynamoDB request is answered, restarted, the batch redelivered until it
 /// succeeds, then the relay run. Returns whether the kill happened, and the
 /// setup to read the results from.
-async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
+async fn crash_trial(n: u32, event: &Value, batch_commits: bool) -> (bool, Setup<'static>) {
     let s = setup(3).await;
-    let killed = sqs_batch_trial(
-        n,
-        &s.idempotency,
-        LEASE,
-        event,
-        |api| spawn_orders(api, &s),
-        "orders",
-    )
-    .await;
+    let spawn = |api: &RuntimeApi| spawn_orders(api, &s, batch_commits);
+    let label = format!("batch commits {batch_commits}");
+    let killed = sqs_batch_trial(n, &s.idempotency, LEASE, event, spawn, &label).await;
     s.relay().await;
     (killed, s)
 }
@@ -53,7 +48,8 @@ async fn crash_trial(n: u32, event: &Value) -> (bool, Setup<'static>) {
 /// duplicate) redelivered, then the relay run: in every trial each order is
 /// written once with its content and the consumer receives exactly one
 /// `OrderConfirmed` per event. Without a `SendMessage` in the function there
-/// is no boundary between the effect and its record to crash in.
+/// is no boundary between the effect and its record to crash in. With batch
+/// commits (the default) and without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_survive_a_kill_at_every_request_boundary() {
     let new: Vec<OrderEvent> = (0..4).map(order).collect();
@@ -64,20 +60,28 @@ async fn orders_survive_a_kill_at_every_request_boundary() {
         .collect();
     messages.push(Msg::new("m-dup", serde_json::to_string(&new[0]).unwrap()));
     let event = sqs_event("orders", &messages);
-    let boundaries = every_boundary(20, |n| {
-        let (event, new) = (&event, &new);
-        async move {
-            let (killed, s) = crash_trial(n, event).await;
-            assert_eq!(
-                s.notifications_by_event().await,
-                once(new.iter().map(|o| o.event_id.as_str())),
-                "killed after request {n}"
-            );
-            assert_eq!(s.orders().await, by_id(new), "killed after request {n}");
-            killed
-        }
-    })
-    .await;
-    // One request per new order: its transaction.
-    assert_eq!(boundaries, new.len());
+    for batch_commits in [true, false] {
+        let boundaries = every_boundary(20, |n| {
+            let (event, new) = (&event, &new);
+            async move {
+                let (killed, s) = crash_trial(n, event, batch_commits).await;
+                assert_eq!(
+                    s.notifications_by_event().await,
+                    once(new.iter().map(|o| o.event_id.as_str())),
+                    "batch commits {batch_commits}: killed after request {n}"
+                );
+                assert_eq!(
+                    s.orders().await,
+                    by_id(new),
+                    "batch commits {batch_commits}: killed after request {n}"
+                );
+                killed
+            }
+        })
+        .await;
+        // Batch commits: one transaction for the batch's four new orders
+        // (the copy waits for its first). Per record: one each.
+        let requests = if batch_commits { 1 } else { new.len() };
+        assert_eq!(boundaries, requests, "batch commits {batch_commits}");
+    }
 }

@@ -14,12 +14,23 @@ use test_kit::{PaymentTables, balance, payment_tables};
 
 const LEASE: Duration = Duration::from_millis(1500);
 
+/// `mode` is a `PAYMENTS_COMMIT_MODE`, or `optimistic-per-record`:
+/// optimistic with batch commits off.
 fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
     let [idempotency, accounts] = t.env();
+    let (mode, batch_commits) = match mode {
+        "optimistic-per-record" => ("optimistic", "false"),
+        mode => (mode, "true"),
+    };
     spawn_function(
         "payments",
         api,
-        &[idempotency, accounts, ("PAYMENTS_COMMIT_MODE", mode)],
+        &[
+            idempotency,
+            accounts,
+            ("PAYMENTS_COMMIT_MODE", mode),
+            (shared::BATCH_COMMITS_ENV, batch_commits),
+        ],
     )
 }
 
@@ -56,11 +67,12 @@ fn batch() -> (Value, BTreeMap<String, Option<i64>>) {
     (sqs_event("payments.fifo", &messages), expected)
 }
 
-/// Both transactional modes are exact at every boundary.
+/// Both transactional modes are exact at every boundary, optimistic with
+/// batch commits on (the default) and off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_payments_survive_a_kill_at_every_request_boundary() {
     let (event, expected) = batch();
-    for mode in ["optimistic", "fenced"] {
+    for mode in ["optimistic", "optimistic-per-record", "fenced"] {
         let boundaries = every_boundary(40, |n| {
             let (event, expected) = (&event, &expected);
             async move {
@@ -70,9 +82,16 @@ async fn transactional_payments_survive_a_kill_at_every_request_boundary() {
             }
         })
         .await;
-        // 4 payments: 1 request each (optimistic), 2 each (fenced).
-        let per_payment = if mode == "optimistic" { 1 } else { 2 };
-        assert_eq!(boundaries, 4 * per_payment, "{mode}");
+        // 4 payments on 2 accounts. Batch commits: one transaction per
+        // turn of the two lanes (a's and b's first payments, then their
+        // second ones). Per record: 1 request each (optimistic), 2 each
+        // (fenced).
+        let requests = match mode {
+            "optimistic" => 2,
+            "optimistic-per-record" => 4,
+            _ => 8,
+        };
+        assert_eq!(boundaries, requests, "{mode}");
     }
 }
 

@@ -13,6 +13,7 @@
 //! ([`payments`]`::sample_poison_event_fails_only_its_group`).
 
 mod batch;
+mod batch_commits;
 mod dynamodb_streams;
 mod inventory;
 pub(crate) mod ledger;

@@ -688,9 +688,13 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
         // The crate's 3 s attempt timeout outlasts the stall.
         let first = app(moto.dynamodb().await, &t, mode);
         let second = app(moto.dynamodb().await, &t, mode);
-        // Claim/complete commits the credit alone (a transaction without
-        // the record), the other modes with the record.
-        let commit = "TransactWriteItems";
+        // Claim/complete commits the credit alone (its plain conditional
+        // UpdateItem, the first after the claim), the other modes in one
+        // transaction with the record.
+        let commit = match mode {
+            CommitMode::ClaimThenComplete => "UpdateItem",
+            _ => "TransactWriteItems",
+        };
         moto.inject(
             &t.marker,
             &FaultPlan::new(1.0, &[Fault::Stall])

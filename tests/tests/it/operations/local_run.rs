@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 /// Variables the binaries read; removed so that the runs use in-memory
 /// stores (and are not pointed anywhere by the caller's environment).
-const CLEARED: [&str; 22] = [
+const CLEARED: [&str; 23] = [
+    "LOCAL_TIMEOUT_SECONDS",
     "MESSAGE_SIGNING_SECRET",
     "MESSAGE_SIGNING_SECRET_PARAMETER",
     "AWS_LAMBDA_RUNTIME_API",
@@ -196,6 +197,35 @@ fn sums(event: &Value) -> BTreeMap<String, i64> {
         }
     }
     sums
+}
+
+/// A local invocation's time (`LOCAL_TIMEOUT_SECONDS`) that Lambda could
+/// not have fails the run before any event is handled, naming the variable
+/// and the range; a good one runs as usual.
+#[test]
+fn a_bad_local_timeout_fails_the_run_with_its_reason() {
+    let file = "events/payments-fifo.json";
+    for bad in ["0", "901", "30s"] {
+        let run = run_local(
+            "payments",
+            &[file],
+            &[("LOCAL_TIMEOUT_SECONDS", bad.to_owned())],
+        );
+        assert!(!run.success, "{bad}: {}", run.stderr);
+        assert!(run.responses.is_empty(), "{bad}: nothing was handled");
+        assert!(
+            run.stderr.contains("LOCAL_TIMEOUT_SECONDS") && run.stderr.contains("1 to 900"),
+            "{bad}: {}",
+            run.stderr
+        );
+    }
+    let run = run_local(
+        "payments",
+        &[file],
+        &[("LOCAL_TIMEOUT_SECONDS", "900".to_owned())],
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 1);
 }
 
 /// payments, in memory: the second delivery of the batch gets the same

@@ -3,6 +3,7 @@
 //! failed invocations, the functions run locally on sample events, and the
 //! moto launcher the benchmarks use.
 
+mod bill;
 mod deploy_check;
 mod diagnostic;
 mod local_run;

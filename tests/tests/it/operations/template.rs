@@ -938,6 +938,10 @@ fn samconfig_builds_and_deploys_one_architecture() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
+    let macros = template["Transform"].as_sequence().is_some_and(|t| {
+        t.iter()
+            .any(|t| t.as_str() == Some("AWS::LanguageExtensions"))
+    });
     let mut envs = 0;
     for (env, commands) in &config {
         let Some(commands) = commands.as_table() else {
@@ -977,6 +981,13 @@ fn samconfig_builds_and_deploys_one_architecture() {
             capabilities.contains("CAPABILITY_IAM"),
             "{env}: {capabilities}"
         );
+        // A macro CloudFormation runs server-side needs its acknowledgement.
+        if macros {
+            assert!(
+                capabilities.contains("CAPABILITY_AUTO_EXPAND"),
+                "{env}: the template lists AWS::LanguageExtensions: {capabilities}"
+            );
+        }
         envs += 1;
     }
     assert!(envs >= 2, "default and arm64");

@@ -147,3 +147,29 @@ async fn exhausted_conflicts_fail_the_record_retryably_never_as_a_duplicate() {
         );
     }
 }
+
+/// Claim-then-complete credits with a plain conditional `UpdateItem`: an
+/// item in another request's transaction answers it with
+/// `TransactionConflictException`, which is a conflict like a cancelled
+/// transaction's (nothing applied): the engine sends it again inside the
+/// invocation, the payment is credited once and completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicted_plain_credit_is_sent_again() {
+    let t = payment_tables("hot-plain").await;
+    let apps = instances(&t, CommitMode::ClaimThenComplete, 1).await;
+    let plan = FaultPlan::new(1.0, &[Fault::Conflict])
+        .max(1)
+        .target("UpdateItem");
+    moto().inject(&t.marker, &plan).await;
+    let failed = race(&apps, &[batch("r", 1, 9)]).await;
+    let counts = moto().clear_faults(&t.marker).await;
+    eprintln!("[hot items] plain credit: {failed:?}, {counts:?}");
+    assert_eq!(counts.get(Fault::Conflict), 1, "{counts:?}");
+    // The conflicted credit, the credit sent again, the completion.
+    assert_eq!(counts.requests, 3, "{counts:?}");
+    assert!(failed.iter().all(Vec::is_empty), "{failed:?}");
+    assert_eq!(t.balance(ACCOUNT).await, Some(9), "credited once");
+    let again = race(&apps, &[batch("r", 1, 9)]).await;
+    assert!(again.iter().all(Vec::is_empty), "{again:?}");
+    assert_eq!(t.balance(ACCOUNT).await, Some(9), "the duplicate replayed");
+}

@@ -2,8 +2,8 @@
 //! of `test_kit` (Kinesis, Kafka, asynchronous invocation) behave as Lambda's
 //! (batches per shard or partition, the partial batch response, retries),
 //! the sample events in `events/` read as the `aws_lambda_events` types, and
-//! a large SQS batch completes with one request a record under Lambda's
-//! open-file quota.
+//! SQS batches at the 6 MB invocation cap complete once under Lambda's
+//! open-file quota, their redelivery settled by the pre-read.
 
 mod async_invoke;
 mod big_batch;

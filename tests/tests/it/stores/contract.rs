@@ -35,5 +35,10 @@ test_kit::contract_suite!(
         number_comparisons_are_exact,
         invalid_staged_writes_are_refused_alike,
         business_table_writes_alike,
+        batch_commit_applies_every_commit,
+        batch_commit_names_a_duplicate,
+        batch_commit_names_a_rejected_write,
+        batch_commit_refuses_what_one_transaction_cannot_hold,
+        batch_pipeline_commits_each_record_once,
     ],
 );

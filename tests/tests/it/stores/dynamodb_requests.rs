@@ -237,3 +237,86 @@ async fn transactional_modes_cost_one_or_two_requests() {
         json!(true)
     );
 }
+
+/// Claim-then-complete commits its one staged write before the record: a
+/// plain conditional write (one write unit per KB), not a one-item
+/// `TransactWriteItems` (two). A failed condition is the same rejection,
+/// described from the item the failed write returned.
+#[tokio::test]
+async fn claim_then_complete_sends_its_staged_write_as_a_plain_conditional_write() {
+    use shared::{AttrValue, CommitMode, Cond, Item, Staged, Write};
+    let (engine, _, capture, table) = engine_and_store().await;
+    let engine = engine.in_mode(CommitMode::ClaimThenComplete);
+    let business =
+        test_kit::create_table(&test_kit::moto().dynamodb().await, "pinned-ctc", "pk", None).await;
+    let debit = |n: i64| {
+        Write::update(&business, test_kit::contract::pk_key("a"))
+            .add("balance", -n)
+            .when(Cond::ge("balance", n))
+            .or_reject_with(|item: Option<&Item>| match item {
+                Some(item) => format!("balance is only {:?}", item.get("balance")),
+                None => "no such account".to_owned(),
+            })
+    };
+    // Each kind of write on its own: the plain request, conditioned.
+    for (id, write, operation) in [
+        (
+            "ctc-put",
+            Write::put(
+                &business,
+                test_kit::contract::pk_key("a"),
+                Item::from([("balance".to_owned(), AttrValue::n(5))]),
+            )
+            .when(Cond::not_exists("pk")),
+            "PutItem",
+        ),
+        ("ctc-update", debit(2), "UpdateItem"),
+        (
+            "ctc-delete",
+            Write::delete(&business, test_kit::contract::pk_key("gone")),
+            "DeleteItem",
+        ),
+    ] {
+        capture.clear();
+        let key = engine.key(&json!(id)).unwrap();
+        let staged = write.clone();
+        let out = engine
+            .run(&key, None, None, move || async move {
+                Ok::<_, HandlerError>(Staged::new(json!(id)).write(staged))
+            })
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Executed(json!(id)));
+        assert_eq!(capture.operations(), ["PutItem", operation, "UpdateItem"]);
+        let sent = &capture.requests()[1].body;
+        assert_eq!(sent["TableName"], json!(business), "{sent}");
+        assert!(sent.get("TransactItems").is_none(), "{sent}");
+        if write.condition.is_some() {
+            assert!(sent["ConditionExpression"].is_string(), "{sent}");
+        }
+        // The record's completion follows, on the idempotency table.
+        assert_eq!(capture.requests()[2].body["TableName"], json!(table));
+    }
+
+    // The balance is 3: a debit of 5 fails its condition, and the
+    // rejection reads the item the failed UpdateItem returned (ALL_OLD).
+    capture.clear();
+    let key = engine.key(&json!("ctc-rejected")).unwrap();
+    let err = engine
+        .run(&key, None, None, move || async move {
+            Ok::<_, HandlerError>(Staged::new(json!(0)).write(debit(5)))
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("balance is only Some(N(\"3\"))"),
+        "{err}"
+    );
+    let ops = capture.operations();
+    assert_eq!(ops[..2], ["PutItem", "UpdateItem"], "{ops:?}");
+    assert!(!ops.contains(&"TransactWriteItems".to_owned()), "{ops:?}");
+    assert_eq!(
+        capture.requests()[1].body["ReturnValuesOnConditionCheckFailure"],
+        json!("ALL_OLD")
+    );
+}

@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
+mod batch_commits;
 mod isolation;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
