@@ -432,3 +432,51 @@ pub fn stderr_of(mut child: std::process::Child) -> String {
     child.wait().expect("reap the function");
     stderr
 }
+
+/// A child's stdout and stderr (both piped), each read to its end on a
+/// thread of its own while the caller watches the process: a full pipe
+/// would block it.
+#[derive(Debug)]
+pub struct PipedOutput {
+    out: std::thread::JoinHandle<std::io::Result<String>>,
+    err: std::thread::JoinHandle<std::io::Result<String>>,
+}
+
+impl PipedOutput {
+    /// Starts reading `child`'s stdout and stderr.
+    ///
+    /// # Panics
+    /// When either was not piped.
+    pub fn read(child: &mut std::process::Child) -> Self {
+        fn to_end(
+            mut pipe: impl std::io::Read + Send + 'static,
+        ) -> std::thread::JoinHandle<std::io::Result<String>> {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                pipe.read_to_string(&mut s).map(|_| s)
+            })
+        }
+        Self {
+            out: to_end(child.stdout.take().expect("stdout piped")),
+            err: to_end(child.stderr.take().expect("stderr piped")),
+        }
+    }
+
+    /// Waits for both to end (the process exited): `(stdout, stderr)`.
+    ///
+    /// # Panics
+    /// When a pipe could not be read.
+    pub fn join(self) -> (String, String) {
+        let out = self
+            .out
+            .join()
+            .expect("stdout reader")
+            .expect("read stdout");
+        let err = self
+            .err
+            .join()
+            .expect("stderr reader")
+            .expect("read stderr");
+        (out, err)
+    }
+}

@@ -8,11 +8,11 @@
 //! --bins`) next to this test binary's directory: `target/debug/<name>`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use test_kit::runtime_api::PipedOutput;
 use test_kit::{create_idempotency_table, create_table, moto};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,16 +137,7 @@ fn run_local(name: &str, events: &[&str], env: &[(&str, String)]) -> Run {
     }
     command.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let mut child = command.spawn().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).map(|_| s)
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).map(|_| s)
-    });
+    let output = PipedOutput::read(&mut child);
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -159,8 +150,7 @@ fn run_local(name: &str, events: &[&str], env: &[(&str, String)]) -> Run {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let stdout = out.join().unwrap().unwrap();
-    let stderr = err.join().unwrap().unwrap();
+    let (stdout, stderr) = output.join();
     Run {
         success: status.success(),
         responses: stdout

@@ -1441,17 +1441,7 @@ Resources:
     // The same two failure modes in the real template: a grant's scope
     // removed, and a scope naming another function's prefix.
     let mut real = template();
-    let statements = &mut real["Resources"]["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
-        ["Statement"];
-    let records = statements
-        .as_sequence_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|s| s["Sid"].as_str() == Some("IdempotencyRecords"))
-        .unwrap();
-    let scope = records
-        .as_mapping_mut()
-        .unwrap()
+    let scope = records_statement(&mut real, "PaymentsApiRole")
         .remove("Condition")
         .unwrap();
     let problems = key_scope_problems(&real);
@@ -1464,18 +1454,7 @@ Resources:
         .unwrap()
         .replace("PaymentsApi", "Payments");
     other = serde_yaml::from_str(&text).unwrap();
-    let statements = &mut real["Resources"]["PaymentsApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]
-        ["Statement"];
-    let records = statements
-        .as_sequence_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|s| s["Sid"].as_str() == Some("IdempotencyRecords"))
-        .unwrap();
-    records
-        .as_mapping_mut()
-        .unwrap()
-        .insert("Condition".into(), other);
+    records_statement(&mut real, "PaymentsApiRole").insert("Condition".into(), other);
     let problems = key_scope_problems(&real);
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert!(
@@ -1484,6 +1463,18 @@ Resources:
         "{}",
         problems[0]
     );
+}
+
+/// The `IdempotencyRecords` statement of `role`'s first policy.
+fn records_statement<'a>(template: &'a mut Value, role: &str) -> &'a mut serde_yaml::Mapping {
+    template["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_sequence_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["Sid"].as_str() == Some("IdempotencyRecords"))
+        .unwrap()
+        .as_mapping_mut()
+        .unwrap()
 }
 
 // ------------------------------------------------------------------------

@@ -12,13 +12,12 @@
 //! a run takes longer than the local run's default 30 s: the binary is given
 //! `LOCAL_TIMEOUT_SECONDS=900` (a Lambda function's largest timeout).
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use test_kit::events::{MAX_INVOCATION_PAYLOAD, filled_to, orders_event};
-use test_kit::runtime_api::function_binary;
+use test_kit::runtime_api::{PipedOutput, function_binary};
 use test_kit::{Moto, create_idempotency_table, create_table};
 
 /// Peak RSS the function may reach on a batch (Lambda's smallest functions
@@ -87,10 +86,7 @@ async fn run_orders(moto: &Moto, idempotency: &str, orders: &str, event: &Value)
             "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo",
         )
         .env("LOCAL_TIMEOUT_SECONDS", "900")
-        .env("AWS_ENDPOINT_URL", moto.endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .envs(moto.env())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -99,16 +95,7 @@ async fn run_orders(moto: &Moto, idempotency: &str, orders: &str, event: &Value)
         let start = Instant::now();
         let mut child = command.spawn().unwrap();
         let pid = child.id();
-        let mut out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut s = String::new();
-            out.read_to_string(&mut s).map(|_| s)
-        });
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            err.read_to_string(&mut s).map(|_| s)
-        });
+        let output = PipedOutput::read(&mut child);
         let (mut peak_kb, mut anon_kb, mut file_kb, mut nofile) = (0, 0, 0, String::new());
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -132,8 +119,7 @@ async fn run_orders(moto: &Moto, idempotency: &str, orders: &str, event: &Value)
             std::thread::sleep(Duration::from_millis(5));
         };
         let wall = start.elapsed();
-        let stdout = out.join().unwrap().unwrap();
-        let stderr = err.join().unwrap().unwrap();
+        let (stdout, stderr) = output.join();
         assert!(status.success(), "{stderr}");
         let response: Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|e| panic!("orders answered no JSON ({e}): {stdout} {stderr}"));
