@@ -5,12 +5,12 @@
 
 use serde_json::{Value, json};
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, TableConfig};
+use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto};
 
-use crate::percentile;
+use crate::{percentile, put_key};
 
 pub async fn run(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
     let rounds = rounds.clamp(1, 500);
@@ -53,18 +53,7 @@ pub async fn run(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
             let start = Instant::now();
             let report = processor
                 .process(event, None, |r: SqsRecord<Value>| async move {
-                    let key = r.body["key"].as_str().unwrap_or_default().to_owned();
-                    ddb.put_item()
-                        .table_name(business)
-                        .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(key))
-                        .send()
-                        .await
-                        .map_err(|e| {
-                            HandlerError::retryable(
-                                aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
-                            )
-                        })?;
-                    Ok::<_, HandlerError>(())
+                    put_key(ddb, business, r.body["key"].as_str().unwrap_or_default()).await
                 })
                 .await;
             let elapsed = start.elapsed();

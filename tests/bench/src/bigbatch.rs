@@ -21,11 +21,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, TableConfig};
+use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
 use test_kit::events::{MAX_INVOCATION_PAYLOAD, filled_to, orders_event};
 use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::payments::sibling;
+use crate::put_key;
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
@@ -96,19 +97,12 @@ async fn sweep(records: usize) -> Result<(), Box<dyn std::error::Error>> {
         let (client, business) = (&client, &business);
         let report = processor
             .process(event, None, |r: SqsRecord<Value>| async move {
-                let key = r.body["order_id"].as_str().unwrap_or_default().to_owned();
-                client
-                    .put_item()
-                    .table_name(business)
-                    .item("pk", aws_sdk_dynamodb::types::AttributeValue::S(key))
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        HandlerError::retryable(
-                            aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
-                        )
-                    })?;
-                Ok::<_, HandlerError>(())
+                put_key(
+                    client,
+                    business,
+                    r.body["order_id"].as_str().unwrap_or_default(),
+                )
+                .await
             })
             .await;
         let wall = start.elapsed();

@@ -115,6 +115,14 @@ fn configured(config: Config, mode: Option<CommitMode>) -> Config {
     }
 }
 
+/// `Ok` when an answer named no failed record.
+fn no_failures<T: std::fmt::Debug>(failures: &[T]) -> Result<(), String> {
+    failures
+        .is_empty()
+        .then_some(())
+        .ok_or_else(|| format!("failures {failures:?}"))
+}
+
 fn ctx() -> lambda_runtime::Context {
     shared::runtime::local_context(0, Duration::from_secs(30))
 }
@@ -146,10 +154,7 @@ async fn payments(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::erro
                         .handle(LambdaEvent::new(event, ctx()))
                         .await
                         .map_err(|e| e.to_string())?;
-                    r.batch_item_failures
-                        .is_empty()
-                        .then_some(())
-                        .ok_or_else(|| format!("failures {:?}", r.batch_item_failures))
+                    no_failures(&r.batch_item_failures)
                 })
                 .await?,
             );
@@ -182,10 +187,7 @@ async fn orders(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error:
                         .handle(LambdaEvent::new(event, ctx()))
                         .await
                         .map_err(|e| e.to_string())?;
-                    r.batch_item_failures
-                        .is_empty()
-                        .then_some(())
-                        .ok_or_else(|| format!("failures {:?}", r.batch_item_failures))
+                    no_failures(&r.batch_item_failures)
                 })
                 .await?,
             );
@@ -320,10 +322,7 @@ async fn ledger(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error:
                         .handle(LambdaEvent::new(event, ctx()))
                         .await
                         .map_err(|e| e.to_string())?;
-                    r.batch_item_failures
-                        .is_empty()
-                        .then_some(())
-                        .ok_or_else(|| format!("failures {:?}", r.batch_item_failures))
+                    no_failures(&r.batch_item_failures)
                 })
                 .await?,
             );

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use test_kit::{create_idempotency_table, create_table, moto};
 
 use crate::payments::{counts, cpu_time};
-use crate::percentile;
+use crate::{per_unit, percentile};
 
 const ACCOUNTS: usize = 20;
 
@@ -159,17 +159,12 @@ pub async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     for row in &mut rows {
         row.latencies.sort();
         let n = row.calls as f64;
-        let total: u64 = row.requests.values().sum();
-        let by_op: Vec<String> = row
-            .requests
-            .iter()
-            .map(|(op, c)| format!("{op} {:.2}", *c as f64 / n))
-            .collect();
+        let (per_call, by_op) = per_unit(row.requests.iter().map(|(op, c)| (op.as_str(), *c)), n);
         println!(
             "| {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.2}x | {:.1} ms | {:.1} ms |",
             row.name,
-            total as f64 / n,
-            by_op.join(", "),
+            per_call,
+            by_op,
             n / row.wall.as_secs_f64(),
             row.cpu.as_secs_f64() * 1e3 / n,
             row.cpu.as_secs_f64() / base.as_secs_f64().max(1e-9),

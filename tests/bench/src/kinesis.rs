@@ -18,6 +18,7 @@ use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use test_kit::{create_idempotency_table, create_table, moto, now_ms};
 
 use crate::payments::{process_cpu, sibling};
+use crate::per_unit;
 
 const ACCOUNTS: usize = 20;
 
@@ -170,31 +171,26 @@ pub async fn run(records: usize) -> Result<(), Box<dyn std::error::Error>> {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for row in &rows {
         let n = row.records as f64;
-        let ops = |prefix: &str| -> (u64, Vec<String>) {
-            let of: Vec<(&str, u64)> = row
-                .requests
-                .iter()
-                .filter_map(|(k, c)| Some((k.strip_prefix(prefix)?, *c)))
-                .collect();
-            let total = of.iter().map(|(_, c)| c).sum();
-            let listed = of
-                .iter()
-                .map(|(op, c)| format!("{op} {:.2}", *c as f64 / n))
-                .collect();
-            (total, listed)
+        let ops = |prefix: &str| {
+            per_unit(
+                row.requests
+                    .iter()
+                    .filter_map(|(k, c)| Some((k.strip_prefix(prefix)?, *c))),
+                n,
+            )
         };
-        let (ddb_total, ddb_ops) = ops("DynamoDB_20120810.");
-        let (kinesis_total, _) = ops("Kinesis_20131202.");
+        let (ddb_per_record, ddb_ops) = ops("DynamoDB_20120810.");
+        let (kinesis_per_record, _) = ops("Kinesis_20131202.");
         println!(
             "| {} | {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.3} |",
             row.mode,
             row.scenario,
             row.invocations,
-            ddb_total as f64 / n,
-            ddb_ops.join(", "),
+            ddb_per_record,
+            ddb_ops,
             n / row.wall.as_secs_f64(),
             row.cpu.as_secs_f64() * 1e3 / n,
-            kinesis_total as f64 / n,
+            kinesis_per_record,
         );
     }
     Ok(())

@@ -77,3 +77,39 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
+
+/// Requests per unit (message, call, record) out of `requests` (counts by
+/// operation) over `n` units: the total, and each operation's share as
+/// `"{op} {share:.2}"`, joined with commas.
+pub fn per_unit<'a>(requests: impl IntoIterator<Item = (&'a str, u64)>, n: f64) -> (f64, String) {
+    let mut total = 0;
+    let mut by_op = Vec::new();
+    for (op, c) in requests {
+        total += c;
+        by_op.push(format!("{op} {:.2}", c as f64 / n));
+    }
+    (total as f64 / n, by_op.join(", "))
+}
+
+/// The benchmarks' handler effect: one `PutItem` of `key` (as `pk`) into
+/// `table`; an SDK error is retryable.
+pub async fn put_key(
+    ddb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: &str,
+) -> Result<(), shared::HandlerError> {
+    ddb.put_item()
+        .table_name(table)
+        .item(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S(key.to_owned()),
+        )
+        .send()
+        .await
+        .map_err(|e| {
+            shared::HandlerError::retryable(
+                aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+            )
+        })?;
+    Ok(())
+}

@@ -28,7 +28,7 @@ use test_kit::events::{Msg, sqs_event};
 use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
 use test_kit::{create_idempotency_table, create_table, moto};
 
-use crate::percentile;
+use crate::{per_unit, percentile};
 
 const GROUPS: usize = 20;
 const BATCH: usize = 10;
@@ -448,19 +448,15 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
     for row in &mut rows {
         row.latencies.sort();
         let n = row.messages as f64;
-        let total: u64 = row.requests.values().sum();
-        let by_op: Vec<String> = row
-            .requests
-            .iter()
-            .map(|(op, c)| format!("{op} {:.2}", *c as f64 / n))
-            .collect();
+        let (per_message, by_op) =
+            per_unit(row.requests.iter().map(|(op, c)| (op.as_str(), *c)), n);
         println!(
             "| {} | {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} ms | {:.1} ms |",
             row.mode,
             row.scenario,
             row.variant,
-            total as f64 / n,
-            by_op.join(", "),
+            per_message,
+            by_op,
             n / row.wall.as_secs_f64(),
             row.cpu.as_secs_f64() * 1e3 / n,
             percentile(&row.latencies, 0.5).as_secs_f64() * 1e3,
