@@ -1,0 +1,12 @@
+//! What an operator runs and sees: the SAM template's checks, the README's
+//! "Deploy and check" commands, JSON logs and EMF metrics, the `errorType` of
+//! failed invocations, the functions run locally on sample events, and the
+//! moto launcher the benchmarks use.
+
+mod bill;
+mod deploy_check;
+mod diagnostic;
+mod local_run;
+mod moto_launcher;
+mod observability;
+mod template;

@@ -1,0 +1,84 @@
+//! The idempotency table's check at start (README "Multi-Region"): one
+//! `DescribeTable` when the store is built, never again per record. moto
+//! does not model global tables (no replicas, no consistency mode), so the
+//! refusal of an eventually consistent global table is tested on described
+//! tables in `shared` (`store::dynamodb::table`); here, a plain table on
+//! moto is accepted at the cost of one request, and a table that cannot be
+//! described is refused with a clear error.
+
+use serde_json::json;
+use shared::{
+    Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableCheck,
+    TableCheckError, TableConfig,
+};
+use test_kit::capture::Capture;
+use test_kit::contract::START_MS;
+
+async fn captured_client() -> (aws_sdk_dynamodb::Client, aws_sdk_dynamodb::Client, Capture) {
+    let sdk = test_kit::moto().sdk_config().await;
+    let plain = aws_sdk_dynamodb::Client::new(&sdk);
+    let capture = Capture::default();
+    let client = capture.dynamodb_client(&sdk);
+    (plain, client, capture)
+}
+
+#[tokio::test]
+async fn a_plain_table_is_accepted_at_the_cost_of_one_describe_table_at_start() {
+    let (plain, client, capture) = captured_client().await;
+    let table = test_kit::create_idempotency_table(&plain).await;
+    let store = DynamoDbStore::checked(client, TableConfig::new(&table))
+        .await
+        .unwrap();
+    assert_eq!(capture.operations(), ["DescribeTable"]);
+    assert_eq!(capture.requests()[0].body, json!({"TableName": table}));
+    assert_eq!(store.check().await, Ok(TableCheck::SingleRegion));
+
+    let engine = Idempotency::new(
+        store,
+        Config::with_prefix("checked.handler").disabled(false),
+    )
+    .with_clock(ManualClock::new(START_MS));
+    for _ in 0..2 {
+        let key = engine.key(&json!("k-1")).unwrap();
+        engine
+            .run(&key, None, None, || async {
+                Ok::<_, HandlerError>(json!(1))
+            })
+            .await
+            .unwrap();
+    }
+    let key = engine.key(&json!("k-2")).unwrap();
+    let out = engine
+        .run(&key, None, None, || async {
+            Ok::<_, HandlerError>(json!(2))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, Outcome::Executed(json!(2)));
+    let describes = capture
+        .operations()
+        .iter()
+        .filter(|op| op.as_str() == "DescribeTable")
+        .count();
+    // One at start and one from the explicit `check` above: none per record.
+    assert_eq!(describes, 2, "{:?}", capture.operations());
+}
+
+#[tokio::test]
+async fn a_table_that_cannot_be_described_is_refused_naming_it() {
+    let (_, client, capture) = captured_client().await;
+    let missing = test_kit::unique_name("absent");
+    let err = DynamoDbStore::checked(client, TableConfig::new(&missing))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, TableCheckError::Describe { table, .. } if *table == missing),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&missing) && text.contains("ResourceNotFoundException"),
+        "{text}"
+    );
+    assert_eq!(capture.operations(), ["DescribeTable"]);
+}
