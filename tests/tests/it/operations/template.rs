@@ -349,7 +349,7 @@ fn valkey_cache_is_wired_to_inventory() {
 }
 
 // ------------------------------------------------------------------------
-// Operations: alarms that notify, the ledger kept, the modes that can be
+// Operations: alarms that notify, the idempotency table kept, the modes that can be
 // deployed, log groups where Lambda puts them, the dashboard, samconfig.
 
 /// The intrinsic function of a tagged value (`!If [..]` -> `("If", [..])`).
@@ -610,7 +610,7 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
 }
 
 /// The logical id of the idempotency table (what `IDEMPOTENCY_TABLE` names).
-fn ledger(template: &Value) -> String {
+fn idempotency_table(template: &Value) -> String {
     let table = &template["Globals"]["Function"]["Environment"]["Variables"][shared::TABLE_ENV];
     reference(table)
         .expect("IDEMPOTENCY_TABLE is a !Ref to the table")
@@ -618,13 +618,13 @@ fn ledger(template: &Value) -> String {
 }
 
 #[test]
-fn the_ledger_and_the_business_tables_are_retained_protected_and_recoverable() {
+fn the_idempotency_table_and_the_business_tables_are_retained_protected_and_recoverable() {
     let template = template();
-    let ledger = ledger(&template);
+    let records_table = idempotency_table(&template);
     let tables = resources_of(&template, "AWS::DynamoDB::Table");
     assert!(
-        tables.iter().any(|(id, _)| *id == ledger),
-        "{ledger} is a table"
+        tables.iter().any(|(id, _)| *id == records_table),
+        "{records_table} is a table"
     );
     for (id, table) in tables {
         assert_eq!(table["DeletionPolicy"].as_str(), Some("Retain"), "{id}");
@@ -713,14 +713,14 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
         Some(shared::CommitMode::ClaimThenComplete)
     );
 
-    // DeleteItem on the ledger: a release, which only a mode that claims
+    // DeleteItem on the idempotency table: a release, which only a mode that claims
     // before the effect does. Granted only under a condition that holds
     // exactly in such modes.
-    let ledger = ledger(&template);
+    let records_table = idempotency_table(&template);
     let mut conditional = 0;
     let mut pinned_releasing = 0;
     for (role, condition, statement) in statements(&template) {
-        if target(&statement["Resource"]).as_deref() != Some(ledger.as_str())
+        if target(&statement["Resource"]).as_deref() != Some(records_table.as_str())
             || !actions(statement).contains(&"dynamodb:DeleteItem")
         {
             continue;
@@ -1134,9 +1134,12 @@ fn function_prefix(template: &Value, function: &Value) -> Option<String> {
 /// request may carry no key, every stream grant beyond reading it, and every
 /// business-table grant scoped as if its keys were record ids.
 fn key_scope_problems(template: &Value) -> Vec<String> {
-    let ledger = ledger(template);
-    let table = [format!("getatt:{ledger}.Arn"), format!("ref:{ledger}")];
-    let stream = format!("getatt:{ledger}.StreamArn");
+    let records_table = idempotency_table(template);
+    let table = [
+        format!("getatt:{records_table}.Arn"),
+        format!("ref:{records_table}"),
+    ];
+    let stream = format!("getatt:{records_table}.StreamArn");
     let mut problems = Vec::new();
     for (role, _, statement) in statements(template) {
         if statement["Effect"].as_str() != Some("Allow") {
@@ -1240,7 +1243,7 @@ fn key_scope_problems(template: &Value) -> Vec<String> {
 }
 
 #[test]
-fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
+fn every_grant_on_the_idempotency_table_is_scoped_to_its_functions_prefix() {
     let template = template();
     assert_eq!(
         key_scope_problems(&template),
@@ -1281,13 +1284,13 @@ fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
 
     // Every writer's role has grants on the table, and all are scoped
     // (counted: the check above did not pass by finding none).
-    let ledger = ledger(&template);
+    let records_table = idempotency_table(&template);
     let mut scoped_roles: Vec<&str> = statements(&template)
         .into_iter()
         .filter(|(_, _, s)| {
             one_or_many(&s["Resource"])
                 .into_iter()
-                .any(|r| resolve(&template, r) == Some(format!("getatt:{ledger}.Arn")))
+                .any(|r| resolve(&template, r) == Some(format!("getatt:{records_table}.Arn")))
         })
         // The table's description carries no keys to scope by.
         .filter(|(_, _, s)| actions(s) != METADATA_ACTIONS)
@@ -1319,7 +1322,7 @@ fn every_grant_on_the_ledger_is_scoped_to_its_functions_prefix() {
             for r in one_or_many(&statement["Resource"]) {
                 assert_ne!(
                     resolve(&template, r),
-                    Some(format!("getatt:{ledger}.Arn")),
+                    Some(format!("getatt:{records_table}.Arn")),
                     "the relay may not touch records"
                 );
             }
@@ -1826,12 +1829,12 @@ fn the_valkey_cache_alarms_before_it_loses_records() {
 #[test]
 fn every_role_writing_records_may_describe_the_table() {
     let template = template();
-    let ledger = ledger(&template);
+    let records_table = idempotency_table(&template);
     let on_table = |statement: &Value| {
         one_or_many(&statement["Resource"])
             .into_iter()
             .filter_map(|r| resolve(&template, r))
-            .any(|r| r == format!("getatt:{ledger}.Arn"))
+            .any(|r| r == format!("getatt:{records_table}.Arn"))
     };
     let mut writers = std::collections::BTreeSet::new();
     let mut describers = std::collections::BTreeSet::new();
