@@ -284,6 +284,33 @@ pub(crate) async fn commit_one(
         .map_err(|old| old.filter(|_| describe)))
 }
 
+/// The answer of one plain write: the item afterwards (`after`), the item
+/// that stood in the way of its condition (`failed` reads it from a
+/// `ConditionalCheckFailedException`), or the error (`conflict`: a
+/// `TransactionConflictException`, sent again by the engine).
+fn plain_answer<O, E>(
+    operation: &'static str,
+    out: Result<O, SdkError<E>>,
+    after: impl FnOnce(O) -> Option<Item>,
+    failed: impl Fn(&E) -> Option<Option<&HashMap<String, AttributeValue>>>,
+    conflict: impl Fn(&E) -> bool,
+) -> Result<Result<Option<Item>, Option<Item>>, PlainWriteError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    SdkError<E>: std::error::Error + Send + Sync + 'static,
+{
+    match out {
+        Ok(out) => Ok(Ok(after(out))),
+        Err(SdkError::ServiceError(se)) if failed(se.err()).is_some() => {
+            Ok(Err(old_item(failed(se.err()).flatten())))
+        }
+        Err(e) => {
+            let conflicted = matches!(&e, SdkError::ServiceError(se) if conflict(se.err()));
+            Err(PlainWriteError::new(operation, conflicted, e))
+        }
+    }
+}
+
 /// One conditional `UpdateItem`, `PutItem` or `DeleteItem` (a condition
 /// check alone: a consistent `GetItem`, evaluated here). `Ok(Ok(item))`:
 /// the item as it stands afterwards (an update's only with `return_new`, a
@@ -317,25 +344,16 @@ async fn plain_write(
                 .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
-            match out {
-                Ok(out) => Ok(Ok(out.attributes().map(from_sdk_item))),
-                Err(SdkError::ServiceError(se))
-                    if matches!(
-                        se.err(),
-                        UpdateItemError::ConditionalCheckFailedException(_)
-                    ) =>
-                {
-                    let UpdateItemError::ConditionalCheckFailedException(failed) = se.err() else {
-                        unreachable!("matched above")
-                    };
-                    Ok(Err(old_item(failed.item())))
-                }
-                Err(e) => {
-                    let conflict = matches!(&e, SdkError::ServiceError(se)
-                        if matches!(se.err(), UpdateItemError::TransactionConflictException(_)));
-                    Err(PlainWriteError::new("UpdateItem", conflict, e))
-                }
-            }
+            plain_answer(
+                "UpdateItem",
+                out,
+                |out| out.attributes().map(from_sdk_item),
+                |e| match e {
+                    UpdateItemError::ConditionalCheckFailedException(f) => Some(f.item()),
+                    _ => None,
+                },
+                |e| matches!(e, UpdateItemError::TransactionConflictException(_)),
+            )
         }
         WriteOp::Put(item) => {
             let out = client
@@ -348,23 +366,17 @@ async fn plain_write(
                 .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
-            match out {
-                // The item written: the caller has it.
-                Ok(_) => Ok(Ok(None)),
-                Err(SdkError::ServiceError(se))
-                    if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) =>
-                {
-                    let PutItemError::ConditionalCheckFailedException(failed) = se.err() else {
-                        unreachable!("matched above")
-                    };
-                    Ok(Err(old_item(failed.item())))
-                }
-                Err(e) => {
-                    let conflict = matches!(&e, SdkError::ServiceError(se)
-                        if matches!(se.err(), PutItemError::TransactionConflictException(_)));
-                    Err(PlainWriteError::new("PutItem", conflict, e))
-                }
-            }
+            // The item written: the caller has it.
+            plain_answer(
+                "PutItem",
+                out,
+                |_| None,
+                |e| match e {
+                    PutItemError::ConditionalCheckFailedException(f) => Some(f.item()),
+                    _ => None,
+                },
+                |e| matches!(e, PutItemError::TransactionConflictException(_)),
+            )
         }
         WriteOp::Delete => {
             let out = client
@@ -377,25 +389,16 @@ async fn plain_write(
                 .set_return_values_on_condition_check_failure(all_old)
                 .send()
                 .await;
-            match out {
-                Ok(_) => Ok(Ok(None)),
-                Err(SdkError::ServiceError(se))
-                    if matches!(
-                        se.err(),
-                        DeleteItemError::ConditionalCheckFailedException(_)
-                    ) =>
-                {
-                    let DeleteItemError::ConditionalCheckFailedException(failed) = se.err() else {
-                        unreachable!("matched above")
-                    };
-                    Ok(Err(old_item(failed.item())))
-                }
-                Err(e) => {
-                    let conflict = matches!(&e, SdkError::ServiceError(se)
-                        if matches!(se.err(), DeleteItemError::TransactionConflictException(_)));
-                    Err(PlainWriteError::new("DeleteItem", conflict, e))
-                }
-            }
+            plain_answer(
+                "DeleteItem",
+                out,
+                |_| None,
+                |e| match e {
+                    DeleteItemError::ConditionalCheckFailedException(f) => Some(f.item()),
+                    _ => None,
+                },
+                |e| matches!(e, DeleteItemError::TransactionConflictException(_)),
+            )
         }
         WriteOp::ConditionCheck => {
             let out = client
