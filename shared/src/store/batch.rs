@@ -238,6 +238,24 @@ mod tests {
         .add("balance", 1)
     }
 
+    /// Each record's claim with its writes, as the engine submits them.
+    fn claims<'a, const N: usize>(
+        records: &'a [Record],
+        writes: &'a [[Write; N]],
+    ) -> Vec<Commit<'a>> {
+        records
+            .iter()
+            .zip(writes)
+            .map(|(r, w)| Commit {
+                record: RecordWrite::Claim {
+                    record: r,
+                    now_ms: 0,
+                },
+                writes: w,
+            })
+            .collect()
+    }
+
     fn size(r: &Record) -> usize {
         r.item_size(&crate::store::Attributes::default())
     }
@@ -246,17 +264,7 @@ mod tests {
     fn commits_on_distinct_items_share_one_transaction() {
         let records: Vec<Record> = (0..10).map(|i| record(&format!("r{i}"))).collect();
         let writes: Vec<[Write; 1]> = (0..10).map(|i| [credit(&format!("a{i}"))]).collect();
-        let commits: Vec<Commit<'_>> = records
-            .iter()
-            .zip(&writes)
-            .map(|(r, w)| Commit {
-                record: RecordWrite::Claim {
-                    record: r,
-                    now_ms: 0,
-                },
-                writes: w,
-            })
-            .collect();
+        let commits = claims(&records, &writes);
         assert_eq!(plan(&commits, &size), vec![(0..10).collect::<Vec<_>>()]);
         assert_eq!(check(&commits, &size), Ok(()));
     }
@@ -265,17 +273,7 @@ mod tests {
     fn two_commits_on_one_item_never_share_and_keep_their_order() {
         let records: Vec<Record> = (0..4).map(|i| record(&format!("r{i}"))).collect();
         let writes = [[credit("a")], [credit("b")], [credit("a")], [credit("a")]];
-        let commits: Vec<Commit<'_>> = records
-            .iter()
-            .zip(&writes)
-            .map(|(r, w)| Commit {
-                record: RecordWrite::Claim {
-                    record: r,
-                    now_ms: 0,
-                },
-                writes: w,
-            })
-            .collect();
+        let commits = claims(&records, &writes);
         assert_eq!(plan(&commits, &size), vec![vec![0, 1], vec![2], vec![3]]);
         let err = check(&commits[..3], &size).unwrap_err();
         assert!(err.contains("one item of table accounts"), "{err}");
@@ -286,17 +284,7 @@ mod tests {
         // 60 commits of 2 actions: 50 fit in the first transaction.
         let records: Vec<Record> = (0..60).map(|i| record(&format!("r{i}"))).collect();
         let writes: Vec<[Write; 1]> = (0..60).map(|i| [credit(&format!("a{i}"))]).collect();
-        let commits: Vec<Commit<'_>> = records
-            .iter()
-            .zip(&writes)
-            .map(|(r, w)| Commit {
-                record: RecordWrite::Claim {
-                    record: r,
-                    now_ms: 0,
-                },
-                writes: w,
-            })
-            .collect();
+        let commits = claims(&records, &writes);
         let txs = plan(&commits, &size);
         assert_eq!(txs.iter().map(Vec::len).collect::<Vec<_>>(), [50, 10]);
         assert!(check(&commits, &size).unwrap_err().contains("120 actions"));
