@@ -113,6 +113,7 @@ pub mod kinesis;
 pub(crate) mod lanes;
 pub(crate) mod pipeline;
 pub(crate) mod report;
+pub(crate) mod settings;
 pub mod sns;
 pub mod sqs;
 
@@ -120,10 +121,10 @@ pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
-pub use pipeline::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead};
 pub use report::{
     BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
 };
+pub use settings::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead};
 
 use std::error::Error as StdError;
 use std::time::Duration;

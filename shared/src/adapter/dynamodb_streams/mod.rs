@@ -94,9 +94,10 @@ pub use crate::adapter::partial_response;
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
+use crate::adapter::settings::Settings;
 use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
@@ -114,7 +115,7 @@ pub struct DynamoDbStreamsProcessor {
     rules: ImageRules,
 }
 
-crate::adapter::pipeline::batch_settings!(DynamoDbStreamsProcessor);
+crate::adapter::settings::batch_settings!(DynamoDbStreamsProcessor);
 
 impl DynamoDbStreamsProcessor {
     /// A processor over `engine` taking each record's key from `key`

@@ -91,9 +91,10 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
+use crate::adapter::settings::Settings;
 use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
@@ -111,7 +112,7 @@ pub struct KafkaProcessor {
     rules: ValueRules,
 }
 
-crate::adapter::pipeline::batch_settings!(KafkaProcessor);
+crate::adapter::settings::batch_settings!(KafkaProcessor);
 
 impl KafkaProcessor {
     /// A processor over `engine` taking each record's key from `key`: a

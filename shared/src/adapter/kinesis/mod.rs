@@ -85,9 +85,10 @@ pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
+use crate::adapter::settings::Settings;
 use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
@@ -109,7 +110,7 @@ pub struct KinesisProcessor {
     rules: DataRules,
 }
 
-crate::adapter::pipeline::batch_settings!(KinesisProcessor);
+crate::adapter::settings::batch_settings!(KinesisProcessor);
 
 impl KinesisProcessor {
     /// A processor over `engine` taking each record's key from `key`: a

@@ -88,9 +88,10 @@ pub use record::Notification;
 pub use response::{SnsError, answer};
 
 use crate::adapter::delivery::Ids;
-use crate::adapter::pipeline::{Prepared, Settings, Slot, guard};
+use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
+use crate::adapter::settings::Settings;
 use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
@@ -108,7 +109,7 @@ pub struct SnsProcessor {
     rules: MessageRules,
 }
 
-crate::adapter::pipeline::batch_settings!(SnsProcessor);
+crate::adapter::settings::batch_settings!(SnsProcessor);
 
 impl SnsProcessor {
     /// A processor over `engine` taking each notification's key from `key`:

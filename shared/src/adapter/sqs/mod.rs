@@ -102,9 +102,9 @@ pub use record::SqsRecord;
 
 use crate::adapter::delivery::SQS;
 use crate::adapter::lanes::fail_after_missing_lane;
-use crate::adapter::pipeline::Settings;
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
+use crate::adapter::settings::Settings;
 use crate::adapter::{KeySelector, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
@@ -133,7 +133,7 @@ pub struct BatchProcessor {
     rules: BodyRules,
 }
 
-crate::adapter::pipeline::batch_settings!(BatchProcessor);
+crate::adapter::settings::batch_settings!(BatchProcessor);
 
 impl BatchProcessor {
     /// A processor over `engine` taking each record's key from `key`.

@@ -1,0 +1,167 @@
+//! What every batch processor holds for the pipeline: the engine and the
+//! settings its builders set (one `batch_settings!` for the five sources),
+//! with their defaults ([`DEFAULT_CONCURRENCY`], [`DEFAULT_DEADLINE_MARGIN`],
+//! [`PreRead`]); [`Settings::pipeline`] makes the pipeline of one batch.
+
+use std::time::Duration;
+
+use super::delivery::SourceNames;
+use super::lanes::Ordering;
+use super::pipeline::Pipeline;
+use super::{KeySelector, MissingKey};
+use crate::engine::Idempotency;
+
+/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
+/// per 100 keys (every source), so completed duplicates are replayed without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreRead {
+    /// Never: every record claims (or commits) directly.
+    Never,
+    /// When the batch shows a redelivery (a record with
+    /// `ApproximateReceiveCount` > 1; a source without a receive count never
+    /// shows one): the case where most records are
+    /// duplicates, at no cost for first deliveries.
+    #[default]
+    OnRedelivery,
+    /// Always: one extra request per batch; duplicates cost no write.
+    Always,
+}
+
+/// The default number of records that run at a time, whatever the batch
+/// size: a batch of 10,000 records opens as many connections as records in
+/// flight, and Lambda allows 1,024 open files. Measured on moto with a
+/// 1,000-record batch (`bench bigbatch`): 32 in flight is as fast as 64 or
+/// 128 with a quarter of their descriptors.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+
+/// The default deadline margin: a record not started when less than this is
+/// left of the invocation fails without starting
+/// ([`FailureReason::OutOfTime`](super::FailureReason::OutOfTime)), so the records in flight can finish and
+/// the batch answers before Lambda's timeout. Unset, the margin is this or a
+/// tenth of the time the batch had at its start, whichever is less (a 1 s
+/// function keeps 100 ms, and still runs its records).
+pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+
+/// The margin a batch with `remaining` at its start keeps: `set`, or
+/// [`DEFAULT_DEADLINE_MARGIN`] capped at a tenth of `remaining`.
+pub(super) fn margin(set: Option<Duration>, remaining: Option<Duration>) -> Duration {
+    set.unwrap_or_else(|| {
+        remaining.map_or(DEFAULT_DEADLINE_MARGIN, |r| {
+            DEFAULT_DEADLINE_MARGIN.min(r / 10)
+        })
+    })
+}
+
+/// What every batch processor holds for the pipeline: the engine and the
+/// settings its builders set (`batch_settings!`).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) engine: Idempotency,
+    pub(crate) key: KeySelector,
+    pub(crate) concurrency: Option<usize>,
+    pub(crate) deadline_margin: Option<Duration>,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) pre_read: PreRead,
+}
+
+impl Settings {
+    /// The defaults over `engine`, keys from `key`.
+    pub(crate) fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self {
+            engine,
+            key,
+            concurrency: None,
+            deadline_margin: None,
+            missing_key: MissingKey::default(),
+            pre_read: PreRead::default(),
+        }
+    }
+
+    /// The pipeline for one batch of a source ordered by `ordering`.
+    pub(crate) fn pipeline<'a>(
+        &'a self,
+        ordering: Ordering,
+        names: &'static SourceNames,
+    ) -> Pipeline<'a> {
+        Pipeline {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+            pre_read: self.pre_read,
+            concurrency: self.concurrency,
+            deadline_margin: self.deadline_margin,
+            ordering,
+            names,
+        }
+    }
+}
+
+/// The builders every batch processor shares, over its `settings` field
+/// (one definition, five sources).
+macro_rules! batch_settings {
+    ($processor:ty) => {
+        impl $processor {
+            /// At most `n` records run at a time (0 counts as 1). Default:
+            /// [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever
+            /// the batch size. Records waiting for the earlier records of
+            /// their lane, or for an in-batch duplicate's first copy, do not
+            /// count.
+            pub fn concurrency(mut self, n: usize) -> Self {
+                self.settings.concurrency = Some(n.max(1));
+                self
+            }
+
+            /// A record whose turn comes when less than `margin` is left of
+            /// the invocation fails without starting
+            /// ([`FailureReason::OutOfTime`](crate::adapter::FailureReason::OutOfTime)):
+            /// the records in flight finish and the batch answers before
+            /// Lambda's timeout. Default
+            /// [`DEFAULT_DEADLINE_MARGIN`](crate::DEFAULT_DEADLINE_MARGIN)
+            /// (1 s), or a tenth of the time the batch had at its start when
+            /// that is less; set it above the time one record takes.
+            pub fn deadline_margin(mut self, margin: std::time::Duration) -> Self {
+                self.settings.deadline_margin = Some(margin);
+                self
+            }
+
+            /// What to do with records without a key. Default
+            /// [`MissingKey::Fail`](crate::MissingKey::Fail).
+            pub fn missing_key(mut self, policy: crate::MissingKey) -> Self {
+                self.settings.missing_key = policy;
+                self
+            }
+
+            /// When to read the batch's records ahead, in one `BatchGetItem`
+            /// per 100 keys. Default
+            /// [`PreRead::OnRedelivery`](crate::batch::PreRead::OnRedelivery):
+            /// when a record's receive count shows a redelivery (sources
+            /// without one, streams and Kafka, then never read ahead;
+            /// [`PreRead::Always`](crate::batch::PreRead::Always) does).
+            pub fn pre_read(mut self, policy: crate::batch::PreRead) -> Self {
+                self.settings.pre_read = policy;
+                self
+            }
+
+            /// The engine.
+            pub fn engine(&self) -> &crate::Idempotency {
+                &self.settings.engine
+            }
+        }
+    };
+}
+pub(crate) use batch_settings;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_margin_is_at_most_a_tenth_of_the_batch_time() {
+        let s = Duration::from_secs;
+        assert_eq!(margin(None, Some(s(30))), DEFAULT_DEADLINE_MARGIN);
+        assert_eq!(margin(None, Some(s(1))), Duration::from_millis(100));
+        assert_eq!(margin(None, None), DEFAULT_DEADLINE_MARGIN);
+        // A margin set is kept as it is.
+        assert_eq!(margin(Some(s(2)), Some(s(1))), s(2));
+    }
+}
