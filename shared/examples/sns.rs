@@ -1,7 +1,8 @@
 //! Runs SNS sample events on the in-memory store, twice each (the second
 //! delivery replays): a subscribed function's event through `SnsProcessor`,
 //! a subscribed queue's batch (bodies that are SNS notifications) through
-//! `BatchProcessor`, both keyed by the SNS `MessageId`.
+//! `BatchProcessor`, which opens them (`EnvelopeMode::Require`), both keyed
+//! by the SNS `MessageId` (`KeySelector::event_id()`).
 //!
 //! ```sh
 //! cargo run -p shared --example sns -- events/sns-notification.json events/sns-via-sqs.json
@@ -9,7 +10,7 @@
 
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, SqsRecord};
+use shared::batch::{BatchProcessor, EnvelopeMode, Envelopes, SqsRecord};
 use shared::sns::{Notification, SnsProcessor};
 use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 
@@ -17,8 +18,9 @@ use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 async fn main() -> Result<(), lambda_runtime::Error> {
     let store = MemoryStore::new();
     let engine = Idempotency::new(store, Config::with_prefix("example.sns"));
-    let subscribed = SnsProcessor::new(engine.clone(), KeySelector::pointer("/MessageId"));
-    let queued = BatchProcessor::new(engine, KeySelector::pointer("/MessageId"));
+    let subscribed = SnsProcessor::new(engine.clone(), KeySelector::event_id());
+    let queued = BatchProcessor::new(engine, KeySelector::event_id())
+        .envelope(EnvelopeMode::Require(Envelopes::Sns));
     for path in std::env::args().skip(1) {
         let event: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
         let from_queue = event["Records"][0]["eventSource"] == "aws:sqs";

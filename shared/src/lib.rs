@@ -71,6 +71,7 @@ mod value;
 mod write;
 
 pub use adapter::dynamodb_streams;
+pub use adapter::envelope;
 pub use adapter::eventbridge;
 pub use adapter::http;
 pub use adapter::kafka;

@@ -33,7 +33,7 @@ pub mod table;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, SqsRecord};
+use shared::batch::{BatchProcessor, EnvelopeMode, SqsRecord};
 use shared::outbox::Message;
 use shared::{
     CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Staged, Table,
@@ -195,7 +195,10 @@ impl App {
     /// configuration's prefix must be [`RECORD_PREFIX`] (see
     /// [`App::config`]) for [`Recorded::notification_id`] to hold.
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/event_id"));
+        // The queue carries order events, never envelopes: a body is the
+        // order event its key and its effects are read from.
+        let processor = BatchProcessor::new(engine, KeySelector::pointer("/event_id"))
+            .envelope(EnvelopeMode::Never);
         Self {
             processor,
             orders,

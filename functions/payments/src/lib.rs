@@ -15,7 +15,7 @@ pub mod accounts;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, SqsBatchResponse, SqsRecord};
+use shared::batch::{BatchProcessor, EnvelopeMode, SqsBatchResponse, SqsRecord};
 use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
 
 pub use accounts::Accounts;
@@ -110,7 +110,10 @@ impl App {
     /// accounts table (the same DynamoDB account, or the same
     /// [`MemoryStore`](shared::MemoryStore)).
     pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"));
+        // The queue carries payments, never envelopes: a body is the payment
+        // its key and its credit are read from.
+        let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"))
+            .envelope(EnvelopeMode::Never);
         Self {
             processor,
             accounts,

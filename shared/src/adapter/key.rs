@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::envelope::Envelope;
 use super::{Attribute, Delivery, Unit};
 use crate::engine::{Idempotency, panic_message};
 use crate::error::KeyError;
@@ -20,24 +21,38 @@ pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sy
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct KeyInput<'a> {
-    /// The parsed body (an SQS body, a Kinesis record's decoded `data`, a
-    /// Kafka record's decoded value), the EventBridge envelope (`detail`
-    /// included) of an event invoking the function or delivered in an SQS
-    /// body, or the SNS notification with its `Message` parsed (invoking the
-    /// function or delivered in an SQS body). A number that `f64` cannot hold
-    /// exactly, read from the body's or the invocation's text, is a string
-    /// of that text.
+    /// The record's one document, the one its handler reads: the parsed
+    /// body (an SQS body, a Kinesis record's decoded `data`, a Kafka
+    /// record's decoded value), or, for a body opened as an envelope
+    /// ([`crate::envelope`]), the EventBridge `detail` or the SNS
+    /// `Message` parsed. For an event invoking the function directly it is
+    /// the event as delivered: the EventBridge envelope (`detail`
+    /// included), or the SNS notification with its `Message` parsed. A
+    /// number that `f64` cannot hold exactly, read from the body's or the
+    /// invocation's text, is a string of that text.
     pub value: &'a Value,
     /// The delivered record (its id, lane, attributes), for a record of a
     /// batch; `None` for an EventBridge event invoking the function
     /// directly.
     pub delivery: Option<&'a dyn Delivery>,
+    /// The envelope the record's body was opened from, if any.
+    pub envelope: Option<&'a Envelope>,
 }
 
 impl<'a> KeyInput<'a> {
     /// A key input (an adapter's, or a key function's unit test).
     pub fn new(value: &'a Value, delivery: Option<&'a dyn Delivery>) -> Self {
-        Self { value, delivery }
+        Self {
+            value,
+            delivery,
+            envelope: None,
+        }
+    }
+
+    /// The same input, with the envelope the body was opened from.
+    pub fn with_envelope(mut self, envelope: Option<&'a Envelope>) -> Self {
+        self.envelope = envelope;
+        self
     }
 
     /// The source's own record, when it is a `R`: `input.raw::<SqsMessage>()`
@@ -53,6 +68,7 @@ impl fmt::Debug for KeyInput<'_> {
         f.debug_struct("KeyInput")
             .field("value", self.value)
             .field("delivery", &self.delivery.map(Delivery::id))
+            .field("envelope", &self.envelope.map(Envelope::id))
             .finish()
     }
 }
@@ -66,12 +82,14 @@ impl fmt::Debug for KeyInput<'_> {
 #[non_exhaustive]
 pub enum KeySelector {
     /// An RFC 6901 JSON Pointer (`/event_id`, `/order/id`, `/items/0/sku`)
-    /// into the parsed body (an SQS body, a Kinesis record's `data`, a Kafka
-    /// record's value), into the EventBridge envelope (`/id`,
-    /// `/detail/order_id`), or into the SNS notification with its `Message`
-    /// parsed (`/MessageId`, `/Message/order_id`). The value
-    /// found must be a string or a number; `"1103"` and `1103` give the same
-    /// key.
+    /// into the record's one document ([`KeyInput::value`]): the parsed body
+    /// (an SQS body, a Kinesis record's `data`, a Kafka record's value), the
+    /// `detail` or the parsed `Message` of a body opened as an envelope
+    /// (`/order_id`), the EventBridge envelope of an event invoking the
+    /// function (`/id`, `/detail/order_id`), or the SNS notification
+    /// invoking it with its `Message` parsed (`/MessageId`,
+    /// `/Message/order_id`). The value found must be a string or a number;
+    /// `"1103"` and `1103` give the same key.
     Pointer(String),
     /// A text attribute of the delivery ([`Delivery::attribute`]): the
     /// `stringValue` of an SQS message attribute, a UTF-8 Kafka header, the
@@ -89,8 +107,14 @@ pub enum KeySelector {
     /// `MessageId` of a notification invoking the function (kept across
     /// SNS's redeliveries, not a second publication), or the `id` of an EventBridge event
     /// invoking the function (kept by EventBridge across its retries). For
-    /// an envelope delivered through SQS, see [`KeySelector::event_id`].
+    /// an envelope delivered through SQS, see [`KeySelector::EventId`].
     Id,
+    /// The id the wrapping service gave the event, kept across that
+    /// service's retries: the EventBridge `id` and the SNS `MessageId`, of
+    /// an event invoking the function or of a body opened as an envelope
+    /// ([`crate::envelope`]). Missing for a body that was not opened, and on
+    /// sources that carry no envelope.
+    EventId,
     /// The source's own deduplication id ([`Delivery::deduplication_id`]):
     /// the SQS FIFO `MessageDeduplicationId` attribute (missing on standard
     /// queues, on sources without one and for EventBridge events).
@@ -112,12 +136,12 @@ impl KeySelector {
         Self::MessageAttribute(name.into())
     }
 
-    /// The EventBridge event id of an envelope (`Pointer("/id")`), invoking
-    /// the function or delivered through a queue: EventBridge keeps it
-    /// across its retries, while the SQS `messageId` differs for each copy
-    /// it puts on the queue.
+    /// [`KeySelector::EventId`]: the EventBridge event id or the SNS
+    /// `MessageId`, invoking the function or opened from a queue's body.
+    /// The service keeps it across its retries, while the SQS `messageId`
+    /// differs for each copy it puts on the queue.
     pub fn event_id() -> Self {
-        Self::Pointer("/id".to_owned())
+        Self::EventId
     }
 
     /// [`KeySelector::Custom`].
@@ -157,6 +181,27 @@ impl KeySelector {
                     .map(|id| Value::String(id.to_owned()))
                     .ok_or_else(|| KeyError::Missing("id".to_owned())),
             },
+            Self::EventId => {
+                let direct = match delivery {
+                    // An EventBridge event invoking the function: its `id`.
+                    None => input.value.get("id").and_then(Value::as_str),
+                    // An SNS notification invoking the function: its `MessageId`.
+                    Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                    Some(_) => None,
+                };
+                input
+                    .envelope
+                    .and_then(Envelope::id)
+                    .or(direct)
+                    .map(|id| Value::String(id.to_owned()))
+                    .ok_or_else(|| {
+                        KeyError::Missing(
+                            "the event id (an EventBridge id or SNS MessageId; this body was not \
+                             opened as an envelope)"
+                                .to_owned(),
+                        )
+                    })
+            }
             Self::DeduplicationId => delivery
                 .and_then(|d| d.deduplication_id())
                 .map(|id| Value::String(id.to_owned()))
@@ -183,6 +228,7 @@ impl fmt::Debug for KeySelector {
             Self::Pointer(p) => f.debug_tuple("Pointer").field(p).finish(),
             Self::MessageAttribute(a) => f.debug_tuple("MessageAttribute").field(a).finish(),
             Self::Id => f.write_str("Id"),
+            Self::EventId => f.write_str("EventId"),
             Self::DeduplicationId => f.write_str("DeduplicationId"),
             Self::Custom(_) => f.write_str("Custom(..)"),
         }
@@ -273,14 +319,6 @@ pub(crate) fn json_type(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// Whether `value` has the shape of an EventBridge envelope: an object with
-/// string `detail-type` and `source` and a `detail`.
-pub(crate) fn looks_like_envelope(value: &Value) -> bool {
-    value.get("detail-type").is_some_and(Value::is_string)
-        && value.get("source").is_some_and(Value::is_string)
-        && value.get("detail").is_some()
 }
 
 #[cfg(test)]

@@ -105,6 +105,7 @@
 
 pub(crate) mod delivery;
 pub mod dynamodb_streams;
+pub mod envelope;
 pub mod eventbridge;
 pub mod http;
 pub mod kafka;
@@ -118,7 +119,7 @@ pub mod sns;
 pub mod sqs;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
-pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
+pub(crate) use key::{KeyFailure, json_type, key_for};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
 pub use report::{
@@ -148,11 +149,12 @@ pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'stati
 /// What is hashed for payload validation (same key, other payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PayloadScope {
-    /// The parsed body; for an EventBridge event (invoking the function or
-    /// in an SQS body), its `detail` (the envelope's `id` and `time` differ
-    /// between two publications of the same business event, which a
-    /// business key would otherwise flag); for an SNS notification, its
-    /// parsed `Message` (likewise its `MessageId`, `Timestamp`, `Signature`).
+    /// The parsed body: the one document the handler and the key read. For
+    /// an EventBridge event (invoking the function, or opened from an SQS
+    /// body), its `detail` (the envelope's `id` and `time` differ between
+    /// two publications of the same business event, which a business key
+    /// would otherwise flag); for an SNS notification, its parsed `Message`
+    /// (likewise its `MessageId`, `Timestamp`, `Signature`).
     #[default]
     Body,
     /// Nothing: no payload validation for this processor.

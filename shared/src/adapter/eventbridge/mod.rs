@@ -39,9 +39,10 @@ use serde_json::value::RawValue;
 
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
+use crate::adapter::envelope::looks_like_eventbridge;
 use crate::adapter::{
     self, EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey,
-    PayloadScope, Unit, json_type, key_for, looks_like_envelope, millis,
+    PayloadScope, Unit, json_type, key_for, millis,
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
@@ -272,7 +273,7 @@ fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
     if !missing.is_empty() {
         return wrong(format!("missing {}", missing.join(", ")));
     }
-    if !looks_like_envelope(value) {
+    if !looks_like_eventbridge(value) {
         return wrong("detail-type and source must be strings".to_owned());
     }
     EventBridgeEvent::<Value>::deserialize(value)

@@ -444,16 +444,16 @@ mod invocations {
     /// whatever it decides for each form.
     #[tokio::test]
     async fn numbers_key_as_in_an_sqs_body() {
-        use crate::batch::{BatchProcessor, SqsRecord};
+        use crate::batch::{BatchProcessor, EnvelopeMode, Envelopes, SqsRecord};
         use crate::testkit::{batch, message};
         use std::sync::{Arc, Mutex};
 
-        /// A selector keyed by `/detail/n`, keeping the material it saw.
-        fn seen() -> (KeySelector, Arc<Mutex<Option<Value>>>) {
+        /// A selector keyed by `pointer`, keeping the material it saw.
+        fn seen(pointer: &'static str) -> (KeySelector, Arc<Mutex<Option<Value>>>) {
             let seen = Arc::new(Mutex::new(None));
             let keep = seen.clone();
             let selector = KeySelector::custom(move |input| {
-                let n = crate::adapter::key::pointer_key(input.value, "/detail/n")?;
+                let n = crate::adapter::key::pointer_key(input.value, pointer)?;
                 *keep.lock().unwrap() = Some(n.clone());
                 Ok(n)
             });
@@ -487,7 +487,9 @@ mod invocations {
                 "detail":{{"n":{n},"also":[{n}]}}}}"#
             );
             let (engine, direct_store, _) = memory_engine();
-            let (selector, direct) = seen();
+            // Invoking the function, the key reads the envelope; opened from
+            // a queue's body, the detail.
+            let (selector, direct) = seen("/detail/n");
             let _: EventResponse<()> = EventBridgeProcessor::new(engine.clone())
                 .key(selector)
                 .handle(invocation(&text), |_e: EventBridgeEvent<Value>| async {
@@ -496,8 +498,9 @@ mod invocations {
                 .await
                 .unwrap();
             let (queue_engine, queue_store, _) = memory_engine();
-            let (selector, queued) = seen();
+            let (selector, queued) = seen("/n");
             let report = BatchProcessor::new(queue_engine, selector)
+                .envelope(EnvelopeMode::Unwrap(Envelopes::EventBridge))
                 .process(
                     batch(vec![message(Some("m-1"), &text)]),
                     None,

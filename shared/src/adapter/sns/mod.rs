@@ -81,8 +81,6 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
 
-pub(crate) use key::{material, open_message};
-pub(crate) use parse::looks_like_notification;
 pub use parse::{SNS_EVENT_SOURCE, parse_sns_event};
 pub use record::Notification;
 pub use response::{SnsError, answer};

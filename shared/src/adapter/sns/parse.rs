@@ -1,6 +1,6 @@
 //! Telling an SNS event (a function subscribed to a topic) from other
-//! invocation payloads, and an SNS notification in an SQS body from other
-//! bodies.
+//! invocation payloads. (An SNS notification in an SQS body is an
+//! envelope: [`crate::envelope`].)
 
 use aws_lambda_events::sns::SnsEvent;
 use serde_json::Value;
@@ -40,15 +40,4 @@ pub fn parse_sns_event(value: Value) -> Result<SnsEvent, BatchError> {
         }
     }
     serde_json::from_value(value).or_else(|e| wrong(format!("an SNS record is malformed: {e}")))
-}
-
-/// Whether `value` has the shape of an SNS notification as SNS writes it
-/// to a subscribed SQS queue with raw message delivery off: an object with
-/// `Type` `Notification` and string `MessageId`, `TopicArn` and `Message`.
-pub(crate) fn looks_like_notification(value: &Value) -> bool {
-    let string = |name: &str| value.get(name).is_some_and(Value::is_string);
-    value.get("Type").and_then(Value::as_str) == Some("Notification")
-        && string("MessageId")
-        && string("TopicArn")
-        && string("Message")
 }

@@ -5,7 +5,7 @@
 use super::*;
 use crate::Outcome;
 use crate::adapter::BatchError;
-use crate::batch::{BatchProcessor, EnvelopeMode, SqsRecord};
+use crate::batch::{BatchProcessor, Envelope, EnvelopeMode, Envelopes, SqsRecord};
 use crate::testkit::*;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -259,9 +259,10 @@ fn via_sqs() -> crate::batch::SqsEvent {
     sqs_event("sns-via-sqs.json")
 }
 
+/// A queue subscribed to the topic: notifications in bodies are opened.
 fn queue(key: KeySelector) -> BatchProcessor {
     let (engine, _, _) = memory_engine();
-    BatchProcessor::new(engine, key)
+    BatchProcessor::new(engine, key).envelope(EnvelopeMode::Unwrap(Envelopes::Sns))
 }
 
 /// Records the bodies and notifications an SQS handler saw.
@@ -274,7 +275,10 @@ impl Queue {
     async fn ship(&self, r: SqsRecord<Order>) -> Result<Value, HandlerError> {
         self.seen.lock().unwrap().push((
             r.body.event_id.clone(),
-            r.sns.as_ref().map(|n| n.message_id.clone()),
+            r.envelope
+                .as_ref()
+                .and_then(Envelope::sns)
+                .map(|n| n.message_id.clone()),
         ));
         Ok(json!({"shipped": r.body.order_id}))
     }
@@ -295,7 +299,7 @@ impl Queue {
 #[tokio::test]
 async fn through_sqs_one_sns_message_id_delivered_twice_runs_once() {
     let queue_handler = Queue::default();
-    let report = queue(KeySelector::pointer("/MessageId"))
+    let report = queue(KeySelector::event_id())
         .process(via_sqs(), None, |r| queue_handler.ship(r))
         .await;
     assert!(report.is_success(), "{:?}", report.records);
@@ -309,9 +313,9 @@ async fn through_sqs_one_sns_message_id_delivered_twice_runs_once() {
         Some("c3bd7917-dfab-4136-a222-2c15f0b4d61a"),
         "the handler gets the notification beside its parsed Message"
     );
-    // A business key in the Message does the same.
+    // A business key in the Message (the opened document) does the same.
     let by_business_key = Queue::default();
-    let report = queue(KeySelector::pointer("/Message/event_id"))
+    let report = queue(KeySelector::pointer("/event_id"))
         .process(via_sqs(), None, |r| by_business_key.ship(r))
         .await;
     assert!(matches!(
@@ -334,7 +338,7 @@ async fn through_sqs_a_message_that_is_not_json() {
     body["Message"] = json!("Order ord-6101 shipped");
     event.records[0].body = Some(body.to_string());
     let queue_handler = Queue::default();
-    let report = queue(KeySelector::pointer("/MessageId"))
+    let report = queue(KeySelector::event_id())
         .process(event.clone(), None, |r| queue_handler.ship(r))
         .await;
     assert!(
@@ -347,7 +351,7 @@ async fn through_sqs_a_message_that_is_not_json() {
     assert_eq!(queue_handler.events(), ["evt-6101", "evt-6102"]);
     // A text handler gets the text.
     let texts = Mutex::new(Vec::new());
-    let report: BatchReport<Value> = queue(KeySelector::pointer("/MessageId"))
+    let report: BatchReport<Value> = queue(KeySelector::event_id())
         .process(
             crate::testkit::batch(vec![event.records[0].clone()]),
             None,
@@ -385,18 +389,22 @@ async fn raw_message_delivery_is_an_ordinary_body() {
 
 #[tokio::test]
 async fn envelope_modes_and_a_broken_notification() {
-    // Never: the handler gets the notification itself, and SNS's second
-    // delivery (another Signature) is a payload mismatch: the whole body is
-    // the payload.
+    // Never (the default): the handler gets the notification itself, and
+    // SNS's second delivery (another Signature) is a payload mismatch: the
+    // whole body is the payload.
+    let (engine, _, _) = memory_engine();
     let types = Mutex::new(Vec::new());
-    let report: BatchReport<Value> = queue(KeySelector::pointer("/MessageId"))
-        .envelope(EnvelopeMode::Never)
-        .process(via_sqs(), None, |r: SqsRecord<Value>| {
-            types.lock().unwrap().push(r.body["Type"].clone());
-            assert!(r.sns.is_none());
-            async { Ok::<_, HandlerError>(json!({})) }
-        })
-        .await;
+    let opened = AtomicUsize::new(0);
+    let report: BatchReport<Value> =
+        BatchProcessor::new(engine, KeySelector::pointer("/MessageId"))
+            .process(via_sqs(), None, |r: SqsRecord<Value>| {
+                types.lock().unwrap().push(r.body["Type"].clone());
+                opened.fetch_add(usize::from(r.envelope.is_some()), SeqCst);
+                async { Ok::<_, HandlerError>(json!({})) }
+            })
+            .await;
+    assert!(report.records[0].outcome.is_ok(), "{:?}", report.records[0]);
+    assert!(report.records[1].outcome.is_ok(), "{:?}", report.records[1]);
     assert_eq!(
         report.records[2].outcome,
         Err(FailureReason::PayloadMismatch)
@@ -405,31 +413,34 @@ async fn envelope_modes_and_a_broken_notification() {
         *types.lock().unwrap(),
         [json!("Notification"), json!("Notification")]
     );
+    assert_eq!(opened.load(SeqCst), 0, "no body is opened by default");
     // Required: a notification passes, another body fails.
     let mut event = via_sqs();
     event.records[1].body = Some(r#"{"event_id":"evt-1","order_id":"o","total_cents":1}"#.into());
     let queue_handler = Queue::default();
-    let report = queue(KeySelector::pointer("/Message/event_id"))
-        .envelope(EnvelopeMode::Required)
+    let (engine, _, _) = memory_engine();
+    let report = BatchProcessor::new(engine, KeySelector::pointer("/event_id"))
+        .envelope(EnvelopeMode::Require(Envelopes::Sns))
         .process(event, None, |r| queue_handler.ship(r))
         .await;
     assert!(report.records[0].outcome.is_ok());
     assert!(
-        matches!(&report.records[1].outcome, Err(FailureReason::Parse(m)) if m.contains("not an EventBridge envelope or an SNS notification")),
+        matches!(&report.records[1].outcome, Err(FailureReason::Parse(m)) if m.contains("must be an SNS notification") && m.contains("it has no Type")),
         "{:?}",
         report.records[1].outcome
     );
-    // Shaped like a notification, without what SNS always writes.
+    // Shaped like a notification, without what SNS always writes: not an
+    // envelope, and not an order either.
     let mut event = via_sqs();
     event.records[0].body = Some(
         json!({"Type": "Notification", "MessageId": "m", "TopicArn": "t", "Message": "{}"})
             .to_string(),
     );
-    let report = queue(KeySelector::pointer("/MessageId"))
+    let report = queue(KeySelector::event_id())
         .process(event, None, |r| queue_handler.ship(r))
         .await;
     assert!(
-        matches!(&report.records[0].outcome, Err(FailureReason::Parse(m)) if m.contains("looks like an SNS notification but is not a valid one")),
+        matches!(&report.records[0].outcome, Err(FailureReason::Parse(m)) if m.contains("does not parse as") && m.contains("not an SNS notification (it has no Timestamp")),
         "{:?}",
         report.records[0].outcome
     );
@@ -445,7 +456,7 @@ async fn through_sqs_a_second_publication_is_no_payload_mismatch() {
     body["Timestamp"] = json!("2026-12-01T00:05:00.000Z");
     event.records[2].body = Some(body.to_string());
     let queue_handler = Queue::default();
-    let report = queue(KeySelector::pointer("/Message/event_id"))
+    let report = queue(KeySelector::pointer("/event_id"))
         .process(event, None, |r| queue_handler.ship(r))
         .await;
     assert!(matches!(

@@ -23,19 +23,16 @@
 //! * **Signed bodies** (optional, [`BatchProcessor::verify_signatures`]): a
 //!   record whose HMAC-SHA256 is missing or wrong fails before its body is
 //!   parsed ([`crate::Verifier`]).
-//! * **EventBridge envelopes** in the body (an EventBridge rule whose target
-//!   is the queue) are recognised ([`EnvelopeMode`]): the handler's body type
-//!   is parsed from the envelope's `detail`, the envelope is handed over in
-//!   [`SqsRecord::envelope`], and a [`KeySelector::Pointer`] resolves against
-//!   the whole envelope (`/id` is the event id, stable across EventBridge
-//!   retries: [`KeySelector::event_id`]; `/detail/order_id` a business key).
-//! * **SNS notifications** in the body (a queue subscribed to a topic with
-//!   raw message delivery off) are recognised too: the handler's body type
-//!   is parsed from the `Message` (JSON, or its text as a JSON string), the
-//!   notification is handed over in [`SqsRecord::sns`], and a pointer
-//!   resolves against the notification with its `Message` parsed
-//!   (`/MessageId`, the same in every copy SNS delivers; `/Message/order_id`
-//!   a business key). See [`crate::sns`].
+//! * **Envelopes** (opt-in, [`BatchProcessor::envelope`]): a queue that is
+//!   an EventBridge rule's target, or subscribed to an SNS topic with raw
+//!   message delivery off, opens each body that is a *strict* EventBridge
+//!   event or SNS notification ([`EnvelopeMode`]). The handler's body, the
+//!   key ([`KeySelector::Pointer`] into the `detail` or the parsed
+//!   `Message`) and the payload hash then read that one inner document; the
+//!   envelope is in [`SqsRecord::envelope`], and its id (the EventBridge
+//!   `id`, the SNS `MessageId`, kept across that service's retries) is
+//!   [`KeySelector::EventId`]. By default the body is the message. See
+//!   [`crate::envelope`].
 //!
 //! ```
 //! use serde::Deserialize;
@@ -93,11 +90,12 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
 
+pub use crate::adapter::envelope::{Envelope, EnvelopeMode, Envelopes};
 pub use crate::adapter::{
     BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
 };
 pub use parse::parse_sqs_event;
-pub use policy::{EnvelopeMode, FifoFailureMode, QueueKind};
+pub use policy::{FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
 
 use crate::adapter::delivery::SQS;
@@ -187,7 +185,12 @@ impl BatchProcessor {
         self
     }
 
-    /// EventBridge envelope detection. Default [`EnvelopeMode::Auto`].
+    /// Whether bodies are opened as envelopes (EventBridge events, SNS
+    /// notifications). Default [`EnvelopeMode::Never`]: the body is the
+    /// message. A queue that is an EventBridge rule's target, or subscribed
+    /// to an SNS topic with raw message delivery off, asks for
+    /// [`EnvelopeMode::Unwrap`] or [`EnvelopeMode::Require`]; the key and
+    /// the payload hash then read the opened document, as the handler does.
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
         self.rules.envelope = mode;
         self

@@ -4,7 +4,8 @@ use aws_lambda_events::sqs::SqsEvent;
 use serde_json::Value;
 
 use super::BatchError;
-use crate::adapter::{json_type, looks_like_envelope};
+use crate::adapter::envelope::looks_like_eventbridge;
+use crate::adapter::json_type;
 
 /// Parses an invocation payload as an SQS event, rejecting other shapes.
 ///
@@ -23,7 +24,7 @@ pub fn parse_sqs_event(value: Value) -> Result<SqsEvent, BatchError> {
     let records = match object.get("Records") {
         Some(Value::Array(records)) => records,
         Some(other) => return wrong(format!("Records is {}, not an array", json_type(other))),
-        None if looks_like_envelope(&value) => {
+        None if looks_like_eventbridge(&value) => {
             return wrong(format!(
                 "this is an EventBridge event (detail-type {}), not an SQS batch; is the \
                  function wired to the right trigger?",

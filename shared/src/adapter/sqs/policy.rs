@@ -1,5 +1,4 @@
-//! The batch processor's policies: queue kind, FIFO failure handling,
-//! EventBridge envelopes and SNS notifications in bodies.
+//! The batch processor's policies: queue kind and FIFO failure handling.
 
 /// Standard or FIFO processing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,23 +24,4 @@ pub enum FifoFailureMode {
     /// then runs one record at a time in batch order (the mode is only exact
     /// that way), whatever the concurrency.
     StopBatch,
-}
-
-/// Whether record bodies are envelopes: EventBridge events (a rule whose
-/// target is the queue) or SNS notifications (a queue subscribed to a
-/// topic with raw message delivery off). The handler gets the event's
-/// `detail` or the notification's parsed `Message`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum EnvelopeMode {
-    /// An EventBridge envelope when the body is an object with string
-    /// `detail-type` and `source` and a `detail`; an SNS notification when
-    /// it is an object with `Type` `Notification` and string `MessageId`,
-    /// `TopicArn` and `Message`.
-    #[default]
-    Auto,
-    /// Bodies are never envelopes.
-    Never,
-    /// Bodies must be envelopes (of either kind); any other body fails its
-    /// record.
-    Required,
 }

@@ -1,13 +1,9 @@
 //! Before anything runs: each SQS record's body checked (size, signature),
-//! parsed (an EventBridge envelope or an SNS notification recognised) and
-//! its key selected.
+//! parsed (an envelope opened when the processor asks for it: see
+//! [`crate::envelope`]) and its key selected from the one document
+//! the handler gets.
 
-use std::any::type_name;
-
-use aws_lambda_events::eventbridge::EventBridgeEvent;
-use aws_lambda_events::sns::SnsMessage;
 use aws_lambda_events::sqs::SqsMessage;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -15,15 +11,15 @@ use serde_json::Value;
 use super::BatchProcessor;
 use super::{EnvelopeMode, FailureReason, SqsRecord};
 use crate::adapter::delivery::{Ids, SQS};
+use crate::adapter::envelope::{self, Envelope};
 use crate::adapter::pipeline::{Pipeline, Prepared as PreparedSlot, Slot, guard};
-use crate::adapter::{KeyInput, PayloadScope, looks_like_envelope, sns};
+use crate::adapter::{KeyInput, PayloadScope};
 use crate::key::IdempotencyKey;
 use crate::signature::Verifier;
 
 struct Prepared<M> {
     body: M,
-    envelope: Option<EventBridgeEvent<Value>>,
-    sns: Option<SnsMessage>,
+    envelope: Option<Envelope>,
     key: Option<IdempotencyKey>,
     payload: Option<Value>,
 }
@@ -59,7 +55,6 @@ impl BodyRules {
                     body: p.body,
                     message,
                     envelope: p.envelope,
-                    sns: p.sns,
                     key: p.key.clone(),
                 },
                 key: p.key,
@@ -97,107 +92,19 @@ impl BodyRules {
         }
         let value: Value = serde_json::from_str(text)
             .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
-        let kind = match self.envelope {
-            EnvelopeMode::Never => None,
-            EnvelopeMode::Auto => envelope_kind(&value),
-            EnvelopeMode::Required => Some(envelope_kind(&value).ok_or_else(|| {
-                parse(format!(
-                    "body of message {ident} is not an EventBridge envelope or an SNS \
-                     notification (EnvelopeMode::Required)"
-                ))
-            })?),
-        };
-        if kind == Some(Envelope::Sns) {
-            return self.prepare_notification(pipeline, ident, message, value);
-        }
-        let envelope = if kind == Some(Envelope::EventBridge) {
-            Some(EventBridgeEvent::<Value>::deserialize(&value).map_err(|e| {
-                parse(format!(
-                    "body of message {ident} looks like an EventBridge envelope but is not a valid one: {e}"
-                ))
-            })?)
-        } else {
-            None
-        };
-        let body: M = match &envelope {
-            Some(envelope) => M::deserialize(&envelope.detail).map_err(|e| {
-                parse(format!(
-                    "detail of the EventBridge event in message {ident} does not parse as {}: {e}",
-                    type_name::<M>()
-                ))
-            })?,
-            None => serde_json::from_str(text).map_err(|e| {
-                parse(format!(
-                    "body of message {ident} does not parse as {}: {e}",
-                    type_name::<M>()
-                ))
-            })?,
-        };
-        // Keys and payload hashes keep the exact text of numbers that `f64`
-        // cannot hold (a second parse, only for bodies with such numbers).
-        let material = crate::key::exact_material(text, &value).unwrap_or(value);
-        let key = pipeline.key_of(ident, KeyInput::new(&material, Some(message)))?;
+        let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
+        let input =
+            KeyInput::new(&opened.document, Some(message)).with_envelope(opened.envelope.as_ref());
+        let key = pipeline.key_of(ident, input)?;
         let payload = match self.payload {
             PayloadScope::None => None,
-            PayloadScope::Body if envelope.is_some() => material.get("detail").cloned(),
-            PayloadScope::Body => Some(material),
-        };
-        Ok(Prepared {
-            body,
-            envelope,
-            sns: None,
-            key,
-            payload,
-        })
-    }
-
-    /// A body that is an SNS notification (raw message delivery off): the
-    /// handler gets its parsed `Message`; keys are selected from the
-    /// notification with its `Message` parsed (`/MessageId`,
-    /// `/Message/order_id`); the payload is the parsed `Message`.
-    fn prepare_notification<M: DeserializeOwned>(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        message: &SqsMessage,
-        value: Value,
-    ) -> Result<Prepared<M>, FailureReason> {
-        let notification = SnsMessage::deserialize(&value).map_err(|e| {
-            FailureReason::Parse(format!(
-                "body of message {ident} looks like an SNS notification but is not a valid one: {e}"
-            ))
-        })?;
-        let opened = sns::open_message::<M>(&format!("message {ident}"), &notification.message)?;
-        let material = sns::material(value, &opened.message);
-        let key = pipeline.key_of(ident, KeyInput::new(&material, Some(message)))?;
-        let payload = match self.payload {
-            PayloadScope::None => None,
-            PayloadScope::Body => Some(opened.message),
+            PayloadScope::Body => Some(opened.document),
         };
         Ok(Prepared {
             body: opened.body,
-            envelope: None,
-            sns: Some(notification),
+            envelope: opened.envelope,
             key,
             payload,
         })
-    }
-}
-
-/// The envelopes a body can be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Envelope {
-    EventBridge,
-    Sns,
-}
-
-/// The envelope `value` looks like, if any.
-fn envelope_kind(value: &Value) -> Option<Envelope> {
-    if looks_like_envelope(value) {
-        Some(Envelope::EventBridge)
-    } else if sns::looks_like_notification(value) {
-        Some(Envelope::Sns)
-    } else {
-        None
     }
 }

@@ -3,12 +3,10 @@
 
 use std::any::Any;
 
-use aws_lambda_events::eventbridge::EventBridgeEvent;
-use aws_lambda_events::sns::SnsMessage;
 use aws_lambda_events::sqs::SqsMessage;
-use serde_json::Value;
 
 use crate::adapter::delivery::SQS;
+use crate::adapter::envelope::Envelope;
 use crate::adapter::{Attribute, Delivery, SourceNames};
 use crate::key::IdempotencyKey;
 
@@ -18,17 +16,17 @@ use super::{APPROXIMATE_RECEIVE_COUNT, MESSAGE_DEDUPLICATION_ID, MESSAGE_GROUP_I
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SqsRecord<M> {
-    /// The parsed body, the parsed `detail` of an EventBridge envelope, or
-    /// the parsed `Message` of an SNS notification.
+    /// The parsed body; when the processor opened an envelope
+    /// ([`EnvelopeMode`](crate::batch::EnvelopeMode)), the parsed `detail`
+    /// of the EventBridge event or the parsed `Message` of the SNS
+    /// notification: the document the key and the payload hash read too.
     pub body: M,
     /// The SQS message (ids, attributes, the raw body).
     pub message: SqsMessage,
-    /// The EventBridge envelope, when the body was one.
-    pub envelope: Option<EventBridgeEvent<Value>>,
-    /// The SNS notification, when the body was one (a queue subscribed to
-    /// a topic with raw message delivery off): `MessageId`, `TopicArn`,
-    /// `Subject`, `MessageAttributes`, the raw `Message`.
-    pub sns: Option<SnsMessage>,
+    /// The envelope the body was opened from: an EventBridge event or an
+    /// SNS notification (`MessageId`, `TopicArn`, `Subject`,
+    /// `MessageAttributes`, the raw `Message`).
+    pub envelope: Option<Envelope>,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
 }
@@ -40,7 +38,6 @@ impl<M> SqsRecord<M> {
             body,
             message,
             envelope: None,
-            sns: None,
             key: None,
         }
     }

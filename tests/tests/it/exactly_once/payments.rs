@@ -218,3 +218,55 @@ async fn a_credit_past_i64_is_applied_once_in_every_mode() {
         );
     }
 }
+
+/// A body shaped like an EventBridge event, whose top level is payment Q
+/// while its `detail` is payment P, is one document: `payments` opens no
+/// envelope, so it is keyed on Q and credits Q. 200 payments, 21 of them
+/// such lookalikes wrapping an earlier payment, each batch delivered twice:
+/// every payment is credited once (before the fix, the 21 wrapped payments
+/// were credited twice and the 21 lookalikes never).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_envelope_lookalike_is_keyed_and_credited_from_one_document() {
+    use test_kit::events::{Msg, sqs_event};
+    let Setup { app, .. } = setup().await;
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    let mut messages = Vec::new();
+    for i in 0..200u64 {
+        let account = format!("acct-{}", i % 10);
+        let amount = 100 + i;
+        *expected.entry(account.clone()).or_default() += amount as i64;
+        let body = if i >= 10 && i % 9 == 0 {
+            // Wraps the plain payment sent ten before, in the same account.
+            let wrapped = json!({"payment_id": format!("pay-{}", i - 10), "account_id": account,
+                                 "amount_cents": 100 + i - 10});
+            json!({
+                "version": "0", "id": format!("evt-{i}"), "detail-type": "PaymentReceived",
+                "source": "shop.payments", "account": "123456789012",
+                "time": "2026-12-01T00:00:00Z", "region": "us-east-1", "resources": [],
+                "detail": wrapped,
+                "payment_id": format!("pay-{i}"), "account_id": account, "amount_cents": amount,
+            })
+        } else {
+            json!({"payment_id": format!("pay-{i}"), "account_id": account, "amount_cents": amount})
+        };
+        messages.push(Msg::new(format!("m-{i}"), body.to_string()).in_group(account));
+    }
+    for delivery in 0..2 {
+        for (n, batch) in messages.chunks(10).enumerate() {
+            let response = invoke(&app, sqs_event("payments.fifo", batch))
+                .await
+                .unwrap();
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "delivery {delivery}, batch {n}: {response:?}"
+            );
+        }
+    }
+    for (account, sum) in &expected {
+        assert_eq!(
+            app.accounts().balance(account).await.unwrap(),
+            Some(*sum),
+            "balance of {account}: every payment credited once"
+        );
+    }
+}

@@ -1,0 +1,599 @@
+//! Envelopes: an EventBridge event or an SNS notification carried in a
+//! record's body, and the one rule for opening them.
+//!
+//! A queue can receive documents wrapped by another service: an EventBridge
+//! rule whose target is the queue writes the whole event as the body, and a
+//! queue subscribed to an SNS topic (raw message delivery off) gets the
+//! notification as JSON. Opening such a body is **opt-in**
+//! ([`EnvelopeMode`]; the default is [`EnvelopeMode::Never`]: the body is the
+//! message), and only a **strict** envelope is opened: an object holding the
+//! service's own fields and nothing else at the top level, each of the type
+//! the service writes (see [`check_eventbridge`] and [`check_notification`]).
+//! A body that merely looks like one (a `detail` beside a business field of
+//! its own) is not an envelope.
+//!
+//! Once a body is opened, **one document** is read by everything: the
+//! handler's body, the key (a [`KeySelector::Pointer`] resolves against the
+//! inner document: `/order_id`, not `/detail/order_id`) and the payload
+//! hash all read the event's `detail` or the notification's parsed
+//! `Message`. The envelope itself is handed to the handler beside it, and
+//! its service-given id (the EventBridge `id`, the SNS `MessageId`, kept
+//! across that service's retries) is the key [`KeySelector::EventId`].
+//!
+//! Without this rule a lookalike body (top-level `payment_id` Q, `detail`
+//! holding payment P) was keyed on Q and applied as P: P credited twice, Q
+//! never.
+//!
+//! [`KeySelector::Pointer`]: crate::KeySelector::Pointer
+//! [`KeySelector::EventId`]: crate::KeySelector::EventId
+
+use std::any::type_name;
+
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::sns::SnsMessage;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::{FailureReason, json_type};
+
+/// An envelope a record's body was opened from.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Envelope {
+    /// An EventBridge event (a rule whose target is the queue); the
+    /// handler's body is its `detail`.
+    EventBridge(Box<EventBridgeEvent<Value>>),
+    /// An SNS notification (a queue subscribed to a topic, raw message
+    /// delivery off): `MessageId`, `TopicArn`, `Subject`,
+    /// `MessageAttributes`, the raw `Message`; the handler's body is the
+    /// parsed `Message`.
+    Sns(Box<SnsMessage>),
+}
+
+impl Envelope {
+    /// The id the wrapping service gave the event, kept across that
+    /// service's retries: the EventBridge `id`, the SNS `MessageId`.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::EventBridge(event) => event.id.as_deref(),
+            Self::Sns(notification) => Some(notification.message_id.as_str()),
+        }
+        .filter(|id| !id.is_empty())
+    }
+
+    /// The EventBridge event, when the body was one.
+    pub fn eventbridge(&self) -> Option<&EventBridgeEvent<Value>> {
+        match self {
+            Self::EventBridge(event) => Some(event),
+            Self::Sns(_) => None,
+        }
+    }
+
+    /// The SNS notification, when the body was one.
+    pub fn sns(&self) -> Option<&SnsMessage> {
+        match self {
+            Self::Sns(notification) => Some(notification),
+            Self::EventBridge(_) => None,
+        }
+    }
+}
+
+/// Which envelopes a processor opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Envelopes {
+    /// EventBridge events (a rule whose target is the queue).
+    EventBridge,
+    /// SNS notifications (a queue subscribed to a topic with raw message
+    /// delivery off).
+    Sns,
+    /// Either.
+    Any,
+}
+
+impl Envelopes {
+    fn eventbridge(self) -> bool {
+        matches!(self, Self::EventBridge | Self::Any)
+    }
+
+    fn sns(self) -> bool {
+        matches!(self, Self::Sns | Self::Any)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::EventBridge => "an EventBridge event",
+            Self::Sns => "an SNS notification",
+            Self::Any => "an EventBridge event or an SNS notification",
+        }
+    }
+}
+
+/// Whether a processor opens envelopes in record bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum EnvelopeMode {
+    /// The body is the message; nothing is opened. The default: a body
+    /// that happens to have the shape of an envelope is the handler's own
+    /// document.
+    #[default]
+    Never,
+    /// A body that is a strict envelope of these kinds is opened; any other
+    /// body is the message itself. A body that is neither a strict envelope
+    /// nor the handler's type fails its record, saying why it is neither.
+    Unwrap(Envelopes),
+    /// Every body must be a strict envelope of these kinds; any other body
+    /// fails its record, saying why it is not one.
+    Require(Envelopes),
+}
+
+/// A body opened: the handler's body, the document keys and the payload
+/// hash read, and the envelope it came from.
+#[derive(Debug)]
+pub(crate) struct Opened<M> {
+    /// The handler's body.
+    pub(crate) body: M,
+    /// The one document of the record (the body, the `detail`, or the
+    /// parsed `Message`), numbers that `f64` cannot hold as their exact
+    /// text: what keys are selected from and the payload hash reads.
+    pub(crate) document: Value,
+    /// The envelope, when the body was opened.
+    pub(crate) envelope: Option<Envelope>,
+}
+
+/// Opens the body `text` (already parsed as `value`) of record `ident`
+/// under `mode`. Any failure is this record's alone.
+pub(crate) fn open<M: DeserializeOwned>(
+    mode: EnvelopeMode,
+    ident: &str,
+    text: &str,
+    value: Value,
+) -> Result<Opened<M>, FailureReason> {
+    let kinds = match mode {
+        EnvelopeMode::Never => return plain(ident, text, value),
+        EnvelopeMode::Unwrap(kinds) | EnvelopeMode::Require(kinds) => kinds,
+    };
+    let mut why_not = Vec::new();
+    if kinds.eventbridge() {
+        match check_eventbridge(&value) {
+            Ok(()) => return open_eventbridge(ident, text, value),
+            Err(why) => why_not.push(format!("not an EventBridge event ({why})")),
+        }
+    }
+    if kinds.sns() {
+        match check_notification(&value) {
+            Ok(()) => return open_notification(ident, value),
+            Err(why) => why_not.push(format!("not an SNS notification ({why})")),
+        }
+    }
+    let why_not = why_not.join("; ");
+    match mode {
+        EnvelopeMode::Require(_) => Err(FailureReason::Parse(format!(
+            "body of message {ident} must be {} (EnvelopeMode::Require): it is {why_not}",
+            kinds.name()
+        ))),
+        _ => plain(ident, text, value).map_err(|e| match e {
+            FailureReason::Parse(m) => {
+                FailureReason::Parse(format!("{m}; and it is no envelope: {why_not}"))
+            }
+            other => other,
+        }),
+    }
+}
+
+/// A body that is the message itself.
+fn plain<M: DeserializeOwned>(
+    ident: &str,
+    text: &str,
+    value: Value,
+) -> Result<Opened<M>, FailureReason> {
+    let body: M = serde_json::from_str(text).map_err(|e| {
+        FailureReason::Parse(format!(
+            "body of message {ident} does not parse as {}: {e}",
+            type_name::<M>()
+        ))
+    })?;
+    // Keys and payload hashes keep the exact text of numbers that `f64`
+    // cannot hold (a second parse, only for bodies with such numbers).
+    let document = crate::key::exact_material(text, &value).unwrap_or(value);
+    Ok(Opened {
+        body,
+        document,
+        envelope: None,
+    })
+}
+
+/// A strict EventBridge event: the handler's body and the document are its
+/// `detail`.
+fn open_eventbridge<M: DeserializeOwned>(
+    ident: &str,
+    text: &str,
+    value: Value,
+) -> Result<Opened<M>, FailureReason> {
+    let parse = FailureReason::Parse;
+    let event = EventBridgeEvent::<Value>::deserialize(&value).map_err(|e| {
+        parse(format!(
+            "body of message {ident} is an EventBridge event but not a valid one: {e}"
+        ))
+    })?;
+    let body = M::deserialize(&event.detail).map_err(|e| {
+        parse(format!(
+            "detail of the EventBridge event in message {ident} does not parse as {}: {e}",
+            type_name::<M>()
+        ))
+    })?;
+    let exact = crate::key::exact_material(text, &value).unwrap_or(value);
+    let document = exact.get("detail").cloned().unwrap_or(Value::Null);
+    Ok(Opened {
+        body,
+        document,
+        envelope: Some(Envelope::EventBridge(Box::new(event))),
+    })
+}
+
+/// A strict SNS notification: the handler's body and the document are its
+/// parsed `Message`.
+fn open_notification<M: DeserializeOwned>(
+    ident: &str,
+    value: Value,
+) -> Result<Opened<M>, FailureReason> {
+    let notification = SnsMessage::deserialize(&value).map_err(|e| {
+        FailureReason::Parse(format!(
+            "body of message {ident} is an SNS notification but not a valid one: {e}"
+        ))
+    })?;
+    let opened = open_message::<M>(&format!("message {ident}"), &notification.message)?;
+    Ok(Opened {
+        body: opened.body,
+        document: opened.document,
+        envelope: Some(Envelope::Sns(Box::new(notification))),
+    })
+}
+
+/// An SNS `Message`, opened: the handler's body and the document.
+pub(crate) struct Message<M> {
+    /// The handler's body.
+    pub(crate) body: M,
+    /// The `Message` parsed as JSON, or its text as a JSON string; numbers
+    /// `f64` cannot hold kept exact.
+    pub(crate) document: Value,
+}
+
+/// Parses `message`, the `Message` of the SNS notification in `ident`, into
+/// `M` (JSON text), or `M` from the text as a JSON string (any other text).
+/// One rule for a notification invoking the function and one in a body.
+pub(crate) fn open_message<M: DeserializeOwned>(
+    ident: &str,
+    message: &str,
+) -> Result<Message<M>, FailureReason> {
+    let parse = FailureReason::Parse;
+    match serde_json::from_str::<Value>(message) {
+        Ok(value) => {
+            let body: M = serde_json::from_str(message).map_err(|e| {
+                parse(format!(
+                    "the SNS Message in {ident} does not parse as {}: {e}",
+                    type_name::<M>()
+                ))
+            })?;
+            let document = crate::key::exact_material(message, &value).unwrap_or(value);
+            Ok(Message { body, document })
+        }
+        Err(not_json) => {
+            let text = Value::String(message.to_owned());
+            let body = M::deserialize(&text).map_err(|e| {
+                parse(format!(
+                    "the SNS Message in {ident} is not JSON ({not_json}) and its text does not \
+                     parse as {}: {e}",
+                    type_name::<M>()
+                ))
+            })?;
+            Ok(Message {
+                body,
+                document: text,
+            })
+        }
+    }
+}
+
+/// The top-level fields of an EventBridge event, from the event structure
+/// reference (EventBridge User Guide, "Amazon service event metadata":
+/// `version`, `id`, `detail-type`, `source`, `account`, `time`, `region`,
+/// `replay-name`, `resources`, `detail`).
+const EVENTBRIDGE_FIELDS: &[&str] = &[
+    "version",
+    "id",
+    "detail-type",
+    "source",
+    "account",
+    "time",
+    "region",
+    "replay-name",
+    "resources",
+    "detail",
+];
+/// The fields an EventBridge event must have to be opened: what it is
+/// (`detail-type`, `source`), its id and its `detail`.
+const EVENTBRIDGE_REQUIRED: &[&str] = &["id", "detail-type", "source", "detail"];
+
+/// The top-level fields of an SNS notification as SNS writes it to a queue
+/// or an HTTP endpoint (SNS Developer Guide, "HTTP/HTTPS notification JSON
+/// format"; `SequenceNumber` on FIFO topics; the `…Url` spellings are
+/// Lambda's).
+const SNS_FIELDS: &[&str] = &[
+    "Type",
+    "MessageId",
+    "SequenceNumber",
+    "TopicArn",
+    "Subject",
+    "Message",
+    "Timestamp",
+    "SignatureVersion",
+    "Signature",
+    "SigningCertURL",
+    "SigningCertUrl",
+    "UnsubscribeURL",
+    "UnsubscribeUrl",
+    "MessageAttributes",
+];
+/// What SNS always writes in a notification.
+const SNS_REQUIRED: &[&str] = &[
+    "Type",
+    "MessageId",
+    "TopicArn",
+    "Message",
+    "Timestamp",
+    "SignatureVersion",
+    "Signature",
+];
+
+/// Whether `value` is a strict EventBridge event: an object with only the
+/// event's own fields ([`EVENTBRIDGE_FIELDS`]), `id`, `detail-type`,
+/// `source` and `detail` present, every field but `detail` a string
+/// (`resources` an array of strings), `detail` an object. `Err` says why not.
+pub(crate) fn check_eventbridge(value: &Value) -> Result<(), String> {
+    let object = fields(value, EVENTBRIDGE_FIELDS, EVENTBRIDGE_REQUIRED)?;
+    for (name, field) in object {
+        let ok = match name.as_str() {
+            "detail" => field.is_object(),
+            "resources" => field
+                .as_array()
+                .is_some_and(|items| items.iter().all(Value::is_string)),
+            _ => field.is_string(),
+        };
+        if !ok {
+            return Err(format!("its {name} is {}", json_type(field)));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` is a strict SNS notification: an object with only a
+/// notification's own fields ([`SNS_FIELDS`]), what SNS always writes
+/// present, `Type` `Notification`, every field a string but
+/// `MessageAttributes` (an object). `Err` says why not.
+pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
+    let object = fields(value, SNS_FIELDS, SNS_REQUIRED)?;
+    for (name, field) in object {
+        let ok = match name.as_str() {
+            "MessageAttributes" => field.is_object(),
+            _ => field.is_string(),
+        };
+        if !ok {
+            return Err(format!("its {name} is {}", json_type(field)));
+        }
+    }
+    if value.get("Type").and_then(Value::as_str) != Some("Notification") {
+        return Err("its Type is not Notification".to_owned());
+    }
+    let either = |a: &str, b: &str| object.contains_key(a) || object.contains_key(b);
+    if !either("SigningCertURL", "SigningCertUrl") {
+        return Err("it has no SigningCertURL".to_owned());
+    }
+    if !either("UnsubscribeURL", "UnsubscribeUrl") {
+        return Err("it has no UnsubscribeURL".to_owned());
+    }
+    Ok(())
+}
+
+/// `value`'s object when it has every `required` field and no field
+/// outside `allowed`.
+fn fields<'v>(
+    value: &'v Value,
+    allowed: &[&str],
+    required: &[&str],
+) -> Result<&'v Map<String, Value>, String> {
+    let Some(object) = value.as_object() else {
+        return Err(format!("it is {}", json_type(value)));
+    };
+    let missing: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|k| !object.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("it has no {}", missing.join(", ")));
+    }
+    let foreign: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    if !foreign.is_empty() {
+        return Err(format!(
+            "it has fields of its own at the top level: {}",
+            foreign.join(", ")
+        ));
+    }
+    Ok(object)
+}
+
+/// Whether `value` has the shape of an EventBridge event: an object with
+/// string `detail-type` and `source` and a `detail`. A hint for error
+/// messages and the direct-invocation check, never a reason to open a body.
+pub(crate) fn looks_like_eventbridge(value: &Value) -> bool {
+    value.get("detail-type").is_some_and(Value::is_string)
+        && value.get("source").is_some_and(Value::is_string)
+        && value.get("detail").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event() -> Value {
+        json!({
+            "version": "0", "id": "e-1", "detail-type": "PaymentReceived", "source": "shop.payments",
+            "account": "123456789012", "time": "2026-12-01T00:00:00Z", "region": "us-east-1",
+            "resources": [], "detail": {"payment_id": "P", "amount_cents": 100},
+        })
+    }
+
+    fn notification(message: &str) -> Value {
+        json!({
+            "Type": "Notification", "MessageId": "sns-1",
+            "TopicArn": "arn:aws:sns:us-east-1:123456789012:payments",
+            "Message": message, "Timestamp": "2026-12-01T00:00:00.000Z",
+            "SignatureVersion": "1", "Signature": "EXAMPLE",
+            "SigningCertURL": "https://sns.us-east-1.amazonaws.com/cert.pem",
+            "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+        })
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Payment {
+        payment_id: String,
+        amount_cents: i64,
+    }
+
+    fn open_value(mode: EnvelopeMode, value: &Value) -> Result<Opened<Payment>, FailureReason> {
+        open(mode, "m-1", &value.to_string(), value.clone())
+    }
+
+    #[test]
+    fn strict_envelopes_pass_and_lookalikes_do_not() {
+        assert_eq!(check_eventbridge(&event()), Ok(()));
+        assert_eq!(check_notification(&notification("{}")), Ok(()));
+        let mut lookalike = event();
+        lookalike["payment_id"] = json!("Q");
+        let why = check_eventbridge(&lookalike).unwrap_err();
+        assert!(why.contains("payment_id"), "{why}");
+        let mut no_id = event();
+        no_id.as_object_mut().unwrap().remove("id");
+        assert!(check_eventbridge(&no_id).unwrap_err().contains("no id"));
+        let mut bad_detail = event();
+        bad_detail["detail"] = json!("text");
+        assert!(
+            check_eventbridge(&bad_detail)
+                .unwrap_err()
+                .contains("detail")
+        );
+        let mut bad_resources = event();
+        bad_resources["resources"] = json!([1]);
+        assert!(check_eventbridge(&bad_resources).is_err());
+        let mut extra = notification("{}");
+        extra["payment_id"] = json!("Q");
+        assert!(
+            check_notification(&extra)
+                .unwrap_err()
+                .contains("payment_id")
+        );
+        let mut not_notification = notification("{}");
+        not_notification["Type"] = json!("SubscriptionConfirmation");
+        assert!(check_notification(&not_notification).is_err());
+        let mut unsigned = notification("{}");
+        unsigned.as_object_mut().unwrap().remove("Signature");
+        assert!(
+            check_notification(&unsigned)
+                .unwrap_err()
+                .contains("Signature")
+        );
+        assert!(check_eventbridge(&json!([])).is_err());
+    }
+
+    #[test]
+    fn never_reads_the_body_as_the_message() {
+        let body = json!({"payment_id": "Q", "amount_cents": 5, "detail": {"payment_id": "P"}});
+        let opened = open_value(EnvelopeMode::Never, &body).unwrap();
+        assert_eq!(opened.body.payment_id, "Q");
+        assert_eq!(opened.document, body);
+        assert!(opened.envelope.is_none());
+        // A strict envelope too is the message under Never.
+        let err = open_value(EnvelopeMode::Never, &event()).unwrap_err();
+        assert!(matches!(err, FailureReason::Parse(m) if m.contains("missing field `payment_id`")));
+    }
+
+    #[test]
+    fn an_opened_envelope_is_one_document() {
+        let opened = open_value(EnvelopeMode::Unwrap(Envelopes::Any), &event()).unwrap();
+        assert_eq!(opened.body.payment_id, "P");
+        assert_eq!(opened.document, event()["detail"]);
+        assert_eq!(opened.envelope.as_ref().and_then(Envelope::id), Some("e-1"));
+        let sns = notification(r#"{"payment_id":"P","amount_cents":100}"#);
+        let opened = open_value(EnvelopeMode::Unwrap(Envelopes::Sns), &sns).unwrap();
+        assert_eq!(opened.body.payment_id, "P");
+        assert_eq!(
+            opened.document,
+            json!({"payment_id": "P", "amount_cents": 100})
+        );
+        assert_eq!(
+            opened.envelope.as_ref().and_then(Envelope::id),
+            Some("sns-1")
+        );
+        // Only the kinds asked for are opened.
+        let err = open_value(EnvelopeMode::Unwrap(Envelopes::EventBridge), &sns).unwrap_err();
+        assert!(matches!(err, FailureReason::Parse(m) if m.contains("not an EventBridge event")));
+    }
+
+    #[test]
+    fn a_lookalike_is_the_message_or_fails_saying_why() {
+        // Outer payment Q, inner payment P: not an envelope, so the body is
+        // read whole, as Q.
+        let mut lookalike = event();
+        lookalike["payment_id"] = json!("Q");
+        lookalike["amount_cents"] = json!(7);
+        let opened = open_value(EnvelopeMode::Unwrap(Envelopes::Any), &lookalike).unwrap();
+        assert_eq!(opened.body.payment_id, "Q");
+        assert!(opened.envelope.is_none());
+        assert_eq!(opened.document["payment_id"], json!("Q"));
+        // Without a payment of its own it fails, naming both reasons.
+        let mut lookalike = event();
+        lookalike["note"] = json!("x");
+        let Err(FailureReason::Parse(m)) =
+            open_value(EnvelopeMode::Unwrap(Envelopes::Any), &lookalike)
+        else {
+            panic!("a lookalike that is no payment must fail");
+        };
+        assert!(m.contains("does not parse as"), "{m}");
+        assert!(
+            m.contains(
+                "not an EventBridge event (it has fields of its own at the top level: note)"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("not an SNS notification"), "{m}");
+        // Require: a plain body fails, saying it is not an envelope.
+        let plain = json!({"payment_id": "P", "amount_cents": 1});
+        let Err(FailureReason::Parse(m)) =
+            open_value(EnvelopeMode::Require(Envelopes::EventBridge), &plain)
+        else {
+            panic!("Require refuses a plain body");
+        };
+        assert!(m.contains("must be an EventBridge event"), "{m}");
+    }
+
+    #[test]
+    fn exact_numbers_in_an_opened_detail() {
+        let text = r#"{"id":"e","detail-type":"t","source":"s","detail":{"payment_id":"P","amount_cents":1,"n":123456789012345678901234}}"#;
+        let value: Value = serde_json::from_str(text).unwrap();
+        let opened: Opened<Payment> = open(
+            EnvelopeMode::Unwrap(Envelopes::EventBridge),
+            "m",
+            text,
+            value,
+        )
+        .unwrap();
+        assert_eq!(opened.document["n"], json!("123456789012345678901234"));
+    }
+}
