@@ -8,7 +8,13 @@
 //! ([`EnvelopeMode`]; the default is [`EnvelopeMode::Never`]: the body is the
 //! message), and only a **strict** envelope is opened: an object holding the
 //! service's own fields and nothing else at the top level, each of the type
-//! the service writes (see [`check_eventbridge`] and [`check_notification`]).
+//! the service writes. An EventBridge event: `version`, `id`, `detail-type`,
+//! `source`, `account`, `time`, `region`, `replay-name`, `resources` and
+//! `detail` only, with `id`, `detail-type`, `source` and an object `detail`
+//! present. An SNS notification: `Type` `Notification`, `MessageId`,
+//! `TopicArn`, `Message`, `Timestamp`, `SignatureVersion`, `Signature`,
+//! `SigningCertURL`, `UnsubscribeURL`, and optionally `Subject`,
+//! `MessageAttributes` and `SequenceNumber`, nothing else.
 //! A body that merely looks like one (a `detail` beside a business field of
 //! its own) is not an envelope.
 //!

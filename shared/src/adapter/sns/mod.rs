@@ -16,15 +16,16 @@
 //!
 //! **Through SQS** (the queue subscribed with raw message delivery off),
 //! each SQS body is the SNS notification as JSON. The SQS
-//! [`BatchProcessor`](crate::batch::BatchProcessor) recognises it
-//! ([`EnvelopeMode`](crate::batch::EnvelopeMode)): the handler gets the
-//! parsed `Message` as its body and the notification in
-//! [`SqsRecord::sns`](crate::batch::SqsRecord::sns); a pointer resolves
-//! against the notification with its `Message` parsed, as here
-//! (`/Message/event_id`, or `/MessageId`: the SNS `MessageId`, the same in
-//! every copy SNS delivers, where each copy has its own SQS `messageId`).
-//! With raw message delivery on, the body is the `Message` itself, an
-//! ordinary body (`/event_id`).
+//! [`BatchProcessor`](crate::batch::BatchProcessor) opens it when told to
+//! ([`EnvelopeMode`](crate::batch::EnvelopeMode)`::Unwrap(Envelopes::Sns)`;
+//! by default a body is the message): the handler gets the parsed `Message`
+//! as its body and the notification in
+//! [`SqsRecord::envelope`](crate::batch::SqsRecord::envelope), and the key
+//! reads the same parsed `Message` (`/event_id`), or the SNS `MessageId`
+//! ([`KeySelector::EventId`]: the same in every copy SNS delivers, where
+//! each copy has its own SQS `messageId`). See [`crate::envelope`]. With
+//! raw message delivery on, the body is the `Message` itself, an ordinary
+//! body (`/event_id`).
 //!
 //! ```
 //! use serde::Deserialize;
