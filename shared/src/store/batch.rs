@@ -13,10 +13,13 @@ use crate::record::Record;
 use crate::value::AttrValue;
 use crate::write::{Change, Item, Write, WriteOp, key_text};
 
-/// Actions per `TransactWriteItems` (DynamoDB's limit).
+/// Actions per `TransactWriteItems`: DynamoDB's API reference, "groups up
+/// to 100 action requests"
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>).
 pub const MAX_ACTIONS: usize = 100;
-/// Aggregate size of the items of one `TransactWriteItems` (DynamoDB's
-/// limit: 4 MB).
+/// Aggregate size of the items of one `TransactWriteItems`: the same page,
+/// "the aggregate size of the items in the transaction cannot exceed 4 MB"
+/// (<https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>).
 pub const MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// One record's commit inside a batch transaction: what

@@ -72,7 +72,9 @@ per request would be billed to the client and no real endpoint charges it.
 
 For the request-unit bill (benchmarks) it keeps a ledger of every DynamoDB,
 DynamoDB Streams, SQS and EventBridge request it serves normally (not those
-answered by a fault or refused after a kill):
+refused after a kill; one answered by an injected error or conflict, which
+never reaches moto, is kept as {"target", "request", "fault": kind} only, for
+tests that read what was sent):
   POST   /_launcher/ledger/reset  -> starts an empty ledger (and keeps one)
   GET    /_launcher/ledger        -> [{"target": "DynamoDB_20120810.PutItem",
                                       "request": {...}, "status": 400,
@@ -551,6 +553,8 @@ class SerializedDynamoDB:
         fault, delay_s = self.fault_for(target, request_body)
         if fault == "partial":
             return self.partial_batch(environ, start_response, request_body)
+        if fault in FAULT_ERRORS or fault == "conflict":
+            self.ledger_fault(target, request_body, fault)
         if fault in FAULT_ERRORS:
             return error_response(start_response, fault)
         if fault == "conflict":
@@ -625,6 +629,21 @@ class SerializedDynamoDB:
         if victim is not None:
             return KillAfterResponse(body, victim)
         return [body]
+
+    def ledger_fault(self, target, request_body, fault):
+        """Keeps a request answered by an injected error (it never reached
+        moto) in the ledger, marked {"fault": kind}: a test reads what was
+        sent; the bill leaves it out."""
+        if self.ledger is None:
+            return
+        try:
+            request = json.loads(request_body or b"{}")
+        except ValueError:
+            request = {}
+        entry = {"target": target, "request": request, "fault": fault}
+        with self.counts_lock:
+            if self.ledger is not None:
+                self.ledger.append(entry)
 
     def partial_batch(self, environ, start_response, request_body):
         """A SendMessageBatch whose second half of entries fails (per entry)."""

@@ -163,8 +163,12 @@ impl Bill {
         Ok(bill)
     }
 
-    /// Adds one ledger entry.
+    /// Adds one ledger entry (none for a request the launcher answered
+    /// with an injected fault: it never reached the service).
     pub fn add(&mut self, entry: &Value) -> Result<(), BillError> {
+        if entry.get("fault").is_some() {
+            return Ok(());
+        }
         let target = entry["target"].as_str().unwrap_or_default();
         let op = target.rsplit('.').next().unwrap_or_default();
         if target.starts_with("DynamoDBStreams_") {

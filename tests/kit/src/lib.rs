@@ -281,8 +281,9 @@ impl Moto {
 
     /// Starts an empty request ledger (every DynamoDB, DynamoDB Streams, SQS
     /// and EventBridge request served from now on, with the items each
-    /// DynamoDB request names as they stood before and after it): what
-    /// [`bill`] prices. For benchmarks.
+    /// DynamoDB request names as they stood before and after it; a request
+    /// answered by an injected fault as its request, marked `"fault"`): what
+    /// [`bill`] prices, and what a test reads of the requests sent.
     pub async fn reset_ledger(&self) {
         http_request(self.port, "POST", "/_launcher/ledger/reset").await;
     }

@@ -63,6 +63,8 @@ struct State {
     waiting: HashMap<String, oneshot::Sender<Invocation>>,
     /// The most invocations handed out and not yet answered at one time.
     max_in_flight: usize,
+    /// Connections waiting in `/next` for an invocation now.
+    polling: usize,
 }
 
 /// A running Runtime API on 127.0.0.1.
@@ -180,6 +182,23 @@ impl RuntimeApi {
         self.first_poll()
     }
 
+    /// Waits (at most `limit`) until `n` connections of the function wait
+    /// for an invocation at once (a process serving `n` at a time polls on
+    /// `n` connections); whether they did.
+    pub async fn wait_polling(&self, n: usize, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Created before the check: a poll between the two still wakes it.
+            let notified = self.polled.notified();
+            if self.state.lock().expect("state").polling >= n {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.state.lock().expect("state").polling >= n;
+            }
+        }
+    }
+
     /// Queues an invocation with `deadline_ms` (epoch ms) and waits (at most
     /// `limit`) for its result; `None` when none came (the function died).
     pub async fn invoke(
@@ -293,12 +312,13 @@ async fn serve(
         let reply = if method == "GET" && path.ends_with("/runtime/invocation/next") {
             {
                 let mut st = state.lock().expect("state");
-                if st.first_poll.is_none() {
-                    st.first_poll = Some(Instant::now());
-                    polled.notify_waiters();
-                }
+                st.first_poll.get_or_insert_with(Instant::now);
+                st.polling += 1;
+                polled.notify_waiters();
             }
-            let Some(next) = queue.lock().await.recv().await else {
+            let next = queue.lock().await.recv().await;
+            state.lock().expect("state").polling -= 1;
+            let Some(next) = next else {
                 return;
             };
             {

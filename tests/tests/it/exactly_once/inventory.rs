@@ -397,3 +397,62 @@ async fn the_binary_hashes_the_detail_with_exact_numbers() {
         "reserved once"
     );
 }
+
+/// The `inventory` binary under Lambda's asynchronous invocation
+/// (`test_kit::async_invoke`, as EventBridge invokes it): the first two
+/// attempts reserve, or find the reservation, but their answers are lost
+/// (a timeout after the commit: Lambda sees an error) and the same event is
+/// sent again up to the bound. Stock is reserved once, and every attempt
+/// answers the first reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asynchronous_retries_after_lost_answers_reserve_once() {
+    use test_kit::async_invoke::{Options, invoke};
+    use test_kit::now_ms;
+    use test_kit::runtime_api::{RuntimeApi, spawn_function};
+
+    let s = setup().await;
+    let api = RuntimeApi::start().await;
+    let mut child = spawn_function(
+        "inventory",
+        &api,
+        &[
+            ("IDEMPOTENCY_TABLE", &s.idempotency_table),
+            ("STOCK_TABLE", &s.stock_table),
+        ],
+    );
+    let answers = std::sync::Mutex::new(Vec::new());
+    let stats = invoke(&sample("order-placed"), &Options::default(), |event| {
+        let (api, answers) = (&api, &answers);
+        async move {
+            let answer = api
+                .invoke(event, now_ms() + 30_000, Duration::from_secs(20))
+                .await;
+            let attempt = {
+                let mut answers = answers.lock().unwrap();
+                answers.push(answer);
+                answers.len()
+            };
+            if attempt < 3 {
+                Err(lambda_runtime::Error::from("the answer was lost"))
+            } else {
+                Ok(())
+            }
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((stats.attempts, stats.errors), (3, 2));
+    let reservation =
+        serde_json::to_value(reserved("ord-1001", "SKU-RED-MUG", 2)).expect("a response");
+    assert_eq!(
+        *answers.lock().unwrap(),
+        vec![Some(test_kit::runtime_api::Invocation::Response(reservation)); 3],
+        "every attempt answers the first reservation"
+    );
+    assert_eq!(
+        level(&s.ddb, &s.stock_table, "SKU-RED-MUG").await,
+        Some(98),
+        "reserved once"
+    );
+}

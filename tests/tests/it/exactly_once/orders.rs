@@ -382,15 +382,27 @@ async fn one_transaction_for_a_batch_of_new_orders_and_no_send() {
     let event = json!({ "Records": records });
 
     own.reset_counts().await;
+    own.reset_ledger().await;
     let response = invoke(&setup.app, event.clone()).await.unwrap();
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let first = own.request_counts().await;
-    let n = new.len() as u64;
+    let ledger = own.ledger().await;
+    own.stop_ledger().await;
+    let n = new.len();
     let transactions = count(&first, "DynamoDB_20120810.TransactWriteItems");
     eprintln!("orders: {n} new orders: {first:?}");
-    assert!(n <= 10, "one transaction holds ten orders' 20 actions");
     assert_eq!(transactions, 1, "one TransactWriteItems for the new orders");
     assert_eq!(first.len(), 1, "nothing but the transactions: {first:?}");
+    // Each order's put and its record with its outbox: 2 actions an order.
+    let actions: Vec<usize> = ledger
+        .iter()
+        .map(|e| e["request"]["TransactItems"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(
+        actions,
+        [2 * n],
+        "one transaction holds the {n} orders' actions"
+    );
 
     // Redelivered (receive count 2): settled by one read of the records,
     // replayed, nothing written or sent.

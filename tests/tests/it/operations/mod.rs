@@ -1,7 +1,7 @@
 //! What an operator runs and sees: the SAM template's checks, the README's
 //! "Deploy and check" commands, JSON logs and EMF metrics, the `errorType` of
-//! failed invocations, the functions run locally on sample events, and the
-//! moto launcher the benchmarks use.
+//! failed invocations, the functions run locally on sample events, the
+//! moto launcher the benchmarks use, and `tests/README.md`'s table of tests.
 
 mod bill;
 mod deploy_check;
@@ -10,3 +10,4 @@ mod local_run;
 mod moto_launcher;
 mod observability;
 mod template;
+mod test_table;

@@ -123,16 +123,15 @@ fn longest_message_life(resources: &Value, id: &str) -> Option<u64> {
     longest
 }
 
-#[test]
-fn records_outlive_every_message_of_their_function() {
-    let template = template();
-    let resources = &template["Resources"];
-    let defaults = [
-        ("PaymentsFunction", payments::RECORD_LIFETIME),
-        ("OrdersFunction", orders::RECORD_LIFETIME),
-        ("InventoryFunction", inventory::RECORD_LIFETIME),
-        ("LedgerFunction", ledger::RECORD_LIFETIME),
-    ];
+/// Checks that every message-driven function of `resources` keeps its
+/// records at least as long as a message can still reach it: its
+/// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS` set and at least
+/// [`longest_message_life`], and its code's default lifetime (`defaults`,
+/// by logical id) as long. The functions checked, or what is wrong.
+fn records_outlive_messages(
+    resources: &Value,
+    defaults: &[(&str, Duration)],
+) -> Result<usize, String> {
     let mut checked = 0;
     for (id, resource) in resources.as_mapping().expect("Resources") {
         let id = id.as_str().expect("a logical id");
@@ -143,43 +142,58 @@ fn records_outlive_every_message_of_their_function() {
             continue;
         };
         let variables = &resource["Properties"]["Environment"]["Variables"];
-        let expiry = number(
-            variables.get(shared::EXPIRES_AFTER_ENV),
-            u64::MAX, // unset: checked below
-        );
-        assert_ne!(
-            expiry,
-            u64::MAX,
-            "{id} does not set {}: its records would live the code default",
-            shared::EXPIRES_AFTER_ENV
-        );
-        assert!(
-            expiry >= life,
-            "{id}: records live {expiry} s but a message can still arrive {life} s after its \
-             first delivery (source retention + DLQ retention)"
-        );
-        let (_, default) = defaults
-            .iter()
-            .find(|(f, _)| *f == id)
-            .unwrap_or_else(|| panic!("{id}: a function this test does not know"));
-        assert!(
-            *default >= Duration::from_secs(life),
-            "{id}: the code's default lifetime {default:?} is shorter than {life} s"
-        );
+        let Some(expiry) = variables
+            .get(shared::EXPIRES_AFTER_ENV)
+            .map(|v| number(Some(v), 0))
+        else {
+            return Err(format!(
+                "{id} does not set {}: its records would live the code default",
+                shared::EXPIRES_AFTER_ENV
+            ));
+        };
+        if expiry < life {
+            return Err(format!(
+                "{id}: records live {expiry} s but a message can still arrive {life} s after its \
+                 first delivery (source retention + DLQ retention)"
+            ));
+        }
+        let Some((_, default)) = defaults.iter().find(|(f, _)| *f == id) else {
+            return Err(format!("{id}: a function this test does not know"));
+        };
+        if *default < Duration::from_secs(life) {
+            return Err(format!(
+                "{id}: the code's default lifetime {default:?} is shorter than {life} s"
+            ));
+        }
         checked += 1;
     }
+    Ok(checked)
+}
+
+#[test]
+fn records_outlive_every_message_of_their_function() {
+    let template = template();
+    let defaults = [
+        ("PaymentsFunction", payments::RECORD_LIFETIME),
+        ("OrdersFunction", orders::RECORD_LIFETIME),
+        ("InventoryFunction", inventory::RECORD_LIFETIME),
+        ("LedgerFunction", ledger::RECORD_LIFETIME),
+    ];
     assert_eq!(
-        checked,
-        defaults.len(),
+        records_outlive_messages(&template["Resources"], &defaults),
+        Ok(defaults.len()),
         "every message-driven function checked"
     );
 }
 
 /// The check itself: a record lifetime shorter than a queue plus its DLQ
-/// fails it.
+/// (1,000 s + 500 s) is refused, as is an unset one or a code default as
+/// short; 1,500 s passes.
 #[test]
 fn a_lifetime_shorter_than_queue_plus_dlq_is_caught() {
-    let text = r#"
+    let text = |expiry: &str| {
+        format!(
+            r#"
 Resources:
   Q:
     Type: AWS::SQS::Queue
@@ -194,14 +208,32 @@ Resources:
   F:
     Type: AWS::Serverless::Function
     Properties:
+      Environment:
+        Variables: {{{expiry}}}
       Events:
         E:
           Type: SQS
           Properties:
             Queue: !GetAtt Q.Arn
-"#;
-    let t: Value = serde_yaml::from_str(text).unwrap();
-    assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
+"#
+        )
+    };
+    let check = |expiry: &str, default: u64| {
+        let t: Value = serde_yaml::from_str(&text(expiry)).unwrap();
+        assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
+        records_outlive_messages(&t["Resources"], &[("F", Duration::from_secs(default))])
+    };
+    let env = shared::EXPIRES_AFTER_ENV;
+    assert_eq!(check(&format!("{env}: 1500"), 1500), Ok(1));
+    let short = check(&format!("{env}: 1499"), 1500).unwrap_err();
+    assert!(
+        short.contains("records live 1499 s") && short.contains("1500 s after"),
+        "{short}"
+    );
+    let unset = check("", 1500).unwrap_err();
+    assert!(unset.contains("does not set"), "{unset}");
+    let default = check(&format!("{env}: 1500"), 1499).unwrap_err();
+    assert!(default.contains("default lifetime"), "{default}");
 }
 
 /// A Kinesis source: the stream's retention, in seconds (24 h when unset).

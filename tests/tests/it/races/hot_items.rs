@@ -126,11 +126,9 @@ async fn exhausted_conflicts_fail_the_record_retryably_never_as_a_duplicate() {
         }
         // 8 attempts per payment (the policy's bound), all conflicted.
         assert_eq!(counts.get(Fault::Conflict), 6 * 8, "{mode:?}: {counts:?}");
+        // The attempts are bounded by this count; the pauses between them
+        // by `shared: engine::conflict::tests` (no wall-clock bound here).
         assert_eq!(counts.requests, 6 * 8, "{mode:?}: {counts:?}");
-        assert!(
-            took < Duration::from_secs(5),
-            "{mode:?}: bounded backoff: {took:?}"
-        );
         assert_eq!(t.balance(ACCOUNT).await, None, "{mode:?}: nothing credited");
 
         // Redelivered with the conflicts over: executed now, not replayed

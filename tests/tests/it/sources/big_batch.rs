@@ -1,9 +1,13 @@
 //! Batches at the 6 MB invocation cap on DynamoDB (moto): the orders binary
 //! on one event of thousands of records, under Lambda's quota of 1,024 open
-//! files (`ulimit -n 1024` around the binary), completes every record with
-//! one request each (as a small batch does) within a bounded peak RSS, and
-//! the same event delivered again is answered from a pre-read of one
-//! `BatchGetItem` per 100 keys, with no write.
+//! files (`ulimit -n 1024` around the binary), completes every record once
+//! within a bounded peak RSS, the new records sharing transactions (batch
+//! commits: between records/50 and records/10 `TransactWriteItems`, and no
+//! other request but the table check), and the same event delivered again
+//! is answered from a pre-read of one `BatchGetItem` per 100 keys, with no
+//! write. The bound on records in flight is the pipeline's own tests'
+//! (`shared: adapter::sqs::pipeline_tests::concurrency_is_bounded`); here
+//! the open-file limit is what it keeps.
 //!
 //! Two sizes, one helper: 7,000 records of SQS's real size (receipt handles
 //! of a few hundred characters: about 900 bytes a record, the event just

@@ -328,8 +328,9 @@ async fn in_batch_copy_with_another_payload_is_a_mismatch() {
 
 #[tokio::test]
 async fn concurrency_is_bounded() {
-    // Unset, the bound is DEFAULT_CONCURRENCY whatever the batch size.
-    let default = crate::DEFAULT_CONCURRENCY;
+    // Unset, the bound is the README's default, 32 (by its value, not the
+    // constant), whatever the batch size.
+    let default = 32;
     for (limit, size, expect_max) in [
         (Some(3), 10, 3),
         (Some(1), 10, 1),
