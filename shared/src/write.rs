@@ -333,9 +333,16 @@ fn compare(a: &AttrValue, b: &AttrValue) -> Option<Ordering> {
 /// the idempotency record.
 pub const MAX_STAGED_WRITES: usize = 99;
 
-/// A canonical text form of a key (attribute order does not matter).
+/// A canonical text form of a key, what every store compares keys by: one
+/// item, one text. Attribute order does not matter, and numbers are
+/// [`canonical`], as DynamoDB compares them (`N "1"`, `N "1.0"`, `N "1e0"`
+/// and `N "10E-1"` name one item; `-0` is `0`). A number no store accepts
+/// keeps its text (the write is refused by [`check`] anyway).
 pub(crate) fn key_text(key: &Item) -> String {
-    let mut parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    let mut parts: Vec<String> = key
+        .iter()
+        .map(|(k, v)| format!("{k}={:?}", canonical(v).unwrap_or_else(|_| v.clone())))
+        .collect();
     parts.sort();
     parts.join("\u{1f}")
 }
@@ -444,7 +451,10 @@ pub(crate) fn apply(write: &Write, item: Option<Item>) -> Result<Option<Item>, S
         WriteOp::Delete => Ok(None),
         WriteOp::ConditionCheck => Ok(item),
         WriteOp::Update(changes) => {
-            let mut item = item.unwrap_or_else(|| write.key.clone());
+            let mut item = match item {
+                Some(item) => item,
+                None => canonical_item(&write.key)?,
+            };
             for change in changes {
                 match change {
                     Change::Set(a, v) => {
@@ -512,6 +522,35 @@ mod tests {
             &Cond::Cmp("stock".into(), CmpOp::Eq, s("5")),
             Some(&item)
         ));
+    }
+
+    /// A numeric key attribute (`N`) names one item whatever its text, as
+    /// DynamoDB stores numbers ("Leading and trailing zeroes are trimmed").
+    #[test]
+    fn a_numeric_key_is_one_item_whatever_its_text() {
+        let number = |text: &str| Item::from([("pk".to_owned(), AttrValue::N(text.to_owned()))]);
+        for text in ["1.0", "1e0", "10E-1", "+1", "01", "1.000E+0"] {
+            assert_eq!(key_text(&number(text)), key_text(&number("1")), "{text}");
+        }
+        assert_eq!(key_text(&number("-0")), key_text(&number("0")));
+        assert_eq!(key_text(&number("0.0e5")), key_text(&number("0")));
+        assert_ne!(key_text(&number("1")), key_text(&number("10")));
+        assert_ne!(key_text(&number("1")), key_text(&number("-1")));
+        assert_ne!(
+            key_text(&number("1")),
+            key_text(&key("1")),
+            "N 1 is not S 1"
+        );
+        // Two staged writes on one item are refused, however it is written.
+        let err = check(&[
+            Write::update("t", number("1")).add("balance", 1),
+            Write::update("t", number("1.0")).add("balance", 1),
+        ])
+        .unwrap_err();
+        assert!(err.contains("two staged writes touch one item"), "{err}");
+        // An item created by an update keeps its key as DynamoDB does.
+        let created = apply(&Write::update("t", number("10E-1")).add("b", 1), None).unwrap();
+        assert_eq!(created.unwrap()["pk"], AttrValue::N("1".to_owned()));
     }
 
     #[test]

@@ -8,14 +8,26 @@
 //! template) says where each prefix may publish: an entry whose destination
 //! is not listed for its record's prefix is **refused**: not sent, logged as
 //! an error with the record key, counted (`OutboxRefused`), never retried.
+//!
+//! Destinations are compared by partition, Region, account and name, never
+//! by name alone: an allowed `arn:aws:events:us-east-1:123456789012:event-bus/shop`
+//! does not let a writer publish to a bus `shop` of another account or
+//! Region, nor an allowed queue to the queue of that name in another Region.
+//! A bare bus name, and a queue URL whose host names no Region, are in the
+//! relay's own partition, Region and account, which its function ARN gives
+//! at the first invocation ([`Allowlist::set_home`]); while those are unknown
+//! (a local run), a bare name matches only the same bare name.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use crate::Destination;
 
 /// The environment variable holding the allowlist: a JSON object from key
 /// prefix to the destinations its records may publish to, each an SQS queue
-/// URL or ARN, or an EventBridge bus name or ARN:
+/// URL or ARN, or an EventBridge bus name or ARN, compared by partition,
+/// Region, account and name (a bare bus name, and a queue URL whose host
+/// names no Region, are in the relay's own account and Region):
 /// `{"orders.record": ["https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo"]}`.
 pub const ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
 
@@ -34,26 +46,89 @@ pub enum AllowlistError {
     Invalid(String),
 }
 
-/// A destination as the allowlist compares it.
+/// Where a queue or bus lives. `None`: the relay's own (a bare bus name; a
+/// queue URL's partition, and its Region when its host does not name one),
+/// filled in from the relay's function ARN ([`Allowlist::set_home`]) before
+/// comparing. Left unknown, it matches only another `None`: a bare name is
+/// never taken for another account's or Region's ARN.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    partition: Option<String>,
+    region: Option<String>,
+    account: Option<String>,
+}
+
+impl Place {
+    /// The partition, Region and account of an ARN's fields after `arn:`
+    /// (`aws`, `sqs`, `us-east-1`, `123456789012`, ...), all non-empty.
+    fn of_arn(fields: &[&str]) -> Option<Self> {
+        let [partition, _, region, account, ..] = fields else {
+            return None;
+        };
+        let some = |s: &&str| (!s.is_empty()).then(|| (*s).to_owned());
+        Some(Self {
+            partition: Some(some(partition)?),
+            region: Some(some(region)?),
+            account: Some(some(account)?),
+        })
+    }
+
+    /// Each part unknown here taken from `home`.
+    fn within(&self, home: &Place) -> Place {
+        Place {
+            partition: self.partition.clone().or_else(|| home.partition.clone()),
+            region: self.region.clone().or_else(|| home.region.clone()),
+            account: self.account.clone().or_else(|| home.account.clone()),
+        }
+    }
+}
+
+/// A destination as the allowlist compares it: partition, Region, account
+/// and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
-    /// A queue, by account and name (its URL's last two path segments, or
-    /// its ARN's last two fields).
-    Queue { account: String, name: String },
-    /// A bus, by name (an ARN's part after `event-bus/`).
-    Bus(String),
+    /// A queue: its URL's account and name (the last two path segments,
+    /// the Region from an SQS host, `sqs.<region>.…` or
+    /// `<region>.queue.…`), or its ARN's.
+    Queue { place: Place, name: String },
+    /// A bus: its ARN's (the part after `event-bus/`), or a bare name, in
+    /// the relay's own account and Region.
+    Bus { place: Place, name: String },
+}
+
+/// The Region an SQS endpoint host names (`sqs.us-east-1.amazonaws.com`,
+/// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`,
+/// `us-east-1.queue.amazonaws.com`); `None` for another host (a local
+/// endpoint).
+fn region_of_host(host: &str) -> Option<String> {
+    let host = host.split(':').next()?.to_ascii_lowercase();
+    let labels: Vec<&str> = host.split('.').collect();
+    let is_region =
+        |label: &str| label.contains('-') && label.ends_with(|c: char| c.is_ascii_digit());
+    let region = match labels.iter().position(|l| *l == "sqs") {
+        Some(i) => labels.get(i + 1).copied(),
+        None => labels
+            .iter()
+            .position(|l| *l == "queue")
+            .and_then(|i| i.checked_sub(1))
+            .map(|i| labels[i]),
+    };
+    region.filter(|r| is_region(r)).map(str::to_owned)
 }
 
 impl Target {
     fn queue_url(url: &str) -> Option<Self> {
-        let path = url
+        let (host, path) = url
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"))?
-            .split_once('/')?
-            .1;
+            .split_once('/')?;
         let (account, name) = path.trim_end_matches('/').split_once('/')?;
         (!account.is_empty() && !name.is_empty() && !name.contains('/')).then(|| Self::Queue {
-            account: account.to_owned(),
+            place: Place {
+                partition: None,
+                region: region_of_host(host),
+                account: Some(account.to_owned()),
+            },
             name: name.to_owned(),
         })
     }
@@ -61,34 +136,53 @@ impl Target {
     fn parse(text: &str) -> Option<Self> {
         if let Some(rest) = text.strip_prefix("arn:") {
             let fields: Vec<&str> = rest.split(':').collect();
+            let place = Place::of_arn(&fields)?;
             return match fields.as_slice() {
-                [_, "sqs", _, account, name] if !account.is_empty() && !name.is_empty() => {
-                    Some(Self::Queue {
-                        account: (*account).to_owned(),
-                        name: (*name).to_owned(),
-                    })
-                }
+                [_, "sqs", _, _, name] if !name.is_empty() => Some(Self::Queue {
+                    place,
+                    name: (*name).to_owned(),
+                }),
                 [_, "events", _, _, bus] => bus
                     .strip_prefix("event-bus/")
                     .filter(|name| !name.is_empty())
-                    .map(|name| Self::Bus(name.to_owned())),
+                    .map(|name| Self::Bus {
+                        place,
+                        name: name.to_owned(),
+                    }),
                 _ => None,
             };
         }
         if text.contains("://") {
             return Self::queue_url(text);
         }
-        (!text.is_empty()).then(|| Self::Bus(text.to_owned()))
+        (!text.is_empty()).then(|| Self::Bus {
+            place: Place::default(),
+            name: text.to_owned(),
+        })
     }
 
     fn of(destination: &Destination) -> Option<Self> {
         match destination {
             Destination::Sqs { queue_url } => Self::queue_url(queue_url),
             Destination::EventBridge { bus, .. } => match Self::parse(bus)? {
-                bus @ Self::Bus(_) => Some(bus),
+                bus @ Self::Bus { .. } => Some(bus),
                 Self::Queue { .. } => None,
             },
             _ => None,
+        }
+    }
+
+    /// This target with what it leaves to the relay taken from `home`.
+    fn within(&self, home: &Place) -> Self {
+        match self {
+            Self::Queue { place, name } => Self::Queue {
+                place: place.within(home),
+                name: name.clone(),
+            },
+            Self::Bus { place, name } => Self::Bus {
+                place: place.within(home),
+                name: name.clone(),
+            },
         }
     }
 }
@@ -98,6 +192,9 @@ impl Target {
 pub struct Allowlist {
     /// `None`: every prefix everywhere ([`Allowlist::everything`]).
     by_prefix: Option<BTreeMap<String, Vec<Target>>>,
+    /// The relay's own partition, Region and account, once known
+    /// ([`Allowlist::set_home`]).
+    home: OnceLock<Place>,
 }
 
 impl Allowlist {
@@ -126,6 +223,7 @@ impl Allowlist {
         }
         Ok(Self {
             by_prefix: Some(by_prefix),
+            home: OnceLock::new(),
         })
     }
 
@@ -141,7 +239,30 @@ impl Allowlist {
     /// Every prefix may publish everywhere: for local runs that only print
     /// what they would publish, and tests; never the default under Lambda.
     pub fn everything() -> Self {
-        Self { by_prefix: None }
+        Self {
+            by_prefix: None,
+            home: OnceLock::new(),
+        }
+    }
+
+    /// Learns the relay's own partition, Region and account from its
+    /// function ARN (`arn:aws:lambda:us-east-1:123456789012:function:…`,
+    /// the invocation context's `invoked_function_arn`), which a bare bus
+    /// name and a queue URL stand in: the first ARN that parses is kept.
+    /// Until then (a local run) they are unknown, and a bare name matches
+    /// only a bare name, never an ARN. Whether the home is known after.
+    pub fn set_home(&self, function_arn: &str) -> bool {
+        if self.home.get().is_none()
+            && let Some(rest) = function_arn.strip_prefix("arn:")
+        {
+            let fields: Vec<&str> = rest.split(':').collect();
+            if fields.get(1) == Some(&"lambda")
+                && let Some(place) = Place::of_arn(&fields)
+            {
+                let _ = self.home.set(place);
+            }
+        }
+        self.home.get().is_some()
     }
 
     /// Whether the record keyed `record_key` (`<prefix>#<hash>`) may publish
@@ -160,8 +281,9 @@ impl Allowlist {
                 "the prefix {prefix:?} may not publish anything ({ALLOWLIST_ENV})"
             ));
         };
-        match Target::of(destination) {
-            Some(target) if allowed.contains(&target) => Ok(()),
+        let home = self.home.get().cloned().unwrap_or_default();
+        match Target::of(destination).map(|t| t.within(&home)) {
+            Some(target) if allowed.iter().any(|a| a.within(&home) == target) => Ok(()),
             _ => Err(format!(
                 "the prefix {prefix:?} may not publish to {} ({ALLOWLIST_ENV})",
                 describe(destination)
@@ -184,6 +306,9 @@ mod tests {
     use super::*;
 
     const URL: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
+    /// The relay's function ARN: account 123456789012, us-east-1.
+    const HOME: &str = "arn:aws:lambda:us-east-1:123456789012:function:relay";
+    const SHOP: &str = "arn:aws:events:us-east-1:123456789012:event-bus/shop";
 
     fn sqs(url: &str) -> Destination {
         Destination::Sqs {
@@ -208,6 +333,7 @@ mod tests {
                 "payments.credit": ["https://sqs.us-east-1.amazonaws.com/123456789012/ledger", "default"]}"#,
         )
         .unwrap();
+        assert!(list.set_home(HOME));
         let key = "orders.record#00ff";
         assert_eq!(list.permits(key, &sqs(URL)), Ok(()), "ARN matches URL");
         assert_eq!(
@@ -254,6 +380,105 @@ mod tests {
         assert!(list.permits(key, &sqs("not a url")).is_err());
     }
 
+    /// A bus is compared by partition, Region, account and name; a bare
+    /// name is the relay's own account and Region.
+    #[test]
+    fn an_allowed_bus_arn_refuses_the_bus_of_that_name_elsewhere() {
+        let json = format!(r#"{{"orders.record": ["{SHOP}"]}}"#);
+        let key = "orders.record#00ff";
+        let at = |home: &str| {
+            let list = Allowlist::parse(&json).unwrap();
+            assert!(list.set_home(home), "{home}");
+            list
+        };
+        let home = at(HOME);
+        assert_eq!(home.permits(key, &bus("shop")), Ok(()));
+        assert_eq!(home.permits(key, &bus(SHOP)), Ok(()));
+        for elsewhere in [
+            "arn:aws:events:us-east-1:999999999999:event-bus/shop",
+            "arn:aws:events:eu-west-1:123456789012:event-bus/shop",
+            "arn:aws-cn:events:us-east-1:123456789012:event-bus/shop",
+            "arn:aws:events:us-east-1:123456789012:event-bus/shop2",
+        ] {
+            assert!(home.permits(key, &bus(elsewhere)).is_err(), "{elsewhere}");
+        }
+        // The bare name `shop` of a relay in another account or Region.
+        for other in [
+            "arn:aws:lambda:us-east-1:999999999999:function:relay",
+            "arn:aws:lambda:eu-west-1:123456789012:function:relay",
+        ] {
+            let err = at(other).permits(key, &bus("shop")).unwrap_err();
+            assert!(
+                err.contains("may not publish to the event bus shop"),
+                "{err}"
+            );
+        }
+        // The relay's own account unknown: a bare name is not the ARN.
+        let unknown = Allowlist::parse(&json).unwrap();
+        assert!(!unknown.set_home(""), "no ARN: still unknown");
+        assert!(!unknown.set_home("arn:aws:sqs:us-east-1:123456789012:q"));
+        assert!(unknown.permits(key, &bus("shop")).is_err());
+        assert_eq!(unknown.permits(key, &bus(SHOP)), Ok(()));
+        // A bare name allowed matches the bare name, wherever the relay is.
+        let bare = Allowlist::parse(r#"{"p": ["shop"]}"#).unwrap();
+        assert_eq!(bare.permits("p#a", &bus("shop")), Ok(()));
+        assert!(bare.set_home(HOME));
+        assert_eq!(bare.permits("p#a", &bus(SHOP)), Ok(()));
+        assert!(
+            bare.permits(
+                "p#a",
+                &bus("arn:aws:events:us-east-1:999999999999:event-bus/shop")
+            )
+            .is_err()
+        );
+        // The first home learned stays.
+        assert!(bare.set_home("arn:aws:lambda:eu-west-1:999999999999:function:x"));
+        assert_eq!(bare.permits("p#a", &bus(SHOP)), Ok(()));
+    }
+
+    /// A queue is compared by partition, Region, account and name: a queue
+    /// of the same name and account in another Region is refused.
+    #[test]
+    fn an_allowed_queue_refuses_the_queue_of_that_name_in_another_region() {
+        let by_url = Allowlist::parse(&format!(r#"{{"p": ["{URL}"]}}"#)).unwrap();
+        let by_arn =
+            Allowlist::parse(r#"{"p": ["arn:aws:sqs:us-east-1:123456789012:notifications.fifo"]}"#)
+                .unwrap();
+        for list in [&by_url, &by_arn] {
+            assert!(list.set_home(HOME));
+            assert_eq!(list.permits("p#a", &sqs(URL)), Ok(()));
+            for elsewhere in [
+                "https://sqs.eu-west-1.amazonaws.com/123456789012/notifications.fifo",
+                "https://eu-west-1.queue.amazonaws.com/123456789012/notifications.fifo",
+                "https://vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com/123456789012/notifications.fifo",
+                "https://sqs.us-east-1.amazonaws.com/999999999999/notifications.fifo",
+            ] {
+                let err = list.permits("p#a", &sqs(elsewhere)).unwrap_err();
+                assert!(err.contains("may not publish to the queue"), "{err}");
+            }
+            // Another SQS host form of the same queue.
+            assert_eq!(
+                list.permits(
+                    "p#a",
+                    &sqs("https://us-east-1.queue.amazonaws.com/123456789012/notifications.fifo")
+                ),
+                Ok(())
+            );
+        }
+        // A URL whose host names no Region (a local endpoint) is in the
+        // relay's Region.
+        let local = "http://127.0.0.1:4566/123456789012/notifications.fifo";
+        assert_eq!(by_arn.permits("p#a", &sqs(local)), Ok(()));
+        let in_ireland =
+            Allowlist::parse(r#"{"p": ["arn:aws:sqs:us-east-1:123456789012:notifications.fifo"]}"#)
+                .unwrap();
+        assert!(in_ireland.set_home("arn:aws:lambda:eu-west-1:123456789012:function:relay"));
+        assert!(in_ireland.permits("p#a", &sqs(local)).is_err());
+        // The same local URL on both sides, the home unknown: one queue.
+        let same = Allowlist::parse(&format!(r#"{{"p": ["{local}"]}}"#)).unwrap();
+        assert_eq!(same.permits("p#a", &sqs(local)), Ok(()));
+    }
+
     #[test]
     fn malformed_allowlists_are_refused() {
         for bad in [
@@ -265,6 +490,8 @@ mod tests {
             r#"{"p": [""]}"#,
             r#"{"p": ["arn:aws:s3:::bucket"]}"#,
             r#"{"p": ["https://host-only"]}"#,
+            r#"{"p": ["arn:aws:sqs::123456789012:q"]}"#,
+            r#"{"p": ["arn:aws:events:us-east-1::event-bus/shop"]}"#,
         ] {
             assert!(Allowlist::parse(bad).is_err(), "{bad:?}");
         }

@@ -67,6 +67,11 @@ impl Relay {
         &self,
         event: LambdaEvent<Value>,
     ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+        // A bare bus name and a queue URL in the allowlist are the relay's
+        // own account and Region: its function ARN says which.
+        self.policy
+            .allowlist
+            .set_home(&event.context.invoked_function_arn);
         let cutoff = deadline::cutoff(event.context.deadline);
         let report = relay_until(&event.payload, &*self.publisher, &self.policy, cutoff).await?;
         tracing::info!(

@@ -30,8 +30,10 @@
 //! template) lists the destinations each prefix may publish to; an entry
 //! whose destination is not listed for its record's prefix is **refused**:
 //! not sent, an `ERROR` log line with the record key and entry id, the
-//! `OutboxRefused` metric (alarmed), never retried. Under Lambda the relay
-//! does not start without the allowlist.
+//! `OutboxRefused` metric (alarmed), never retried. Destinations are
+//! compared by partition, Region, account and name; a bare bus name or a
+//! queue URL is in the relay's own, learned from its function ARN. Under
+//! Lambda the relay does not start without the allowlist.
 //!
 //! # Poison entries: skipped, logged, counted
 //! An entry that can never be published as written (an `outbox` that is not

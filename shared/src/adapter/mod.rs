@@ -141,6 +141,7 @@ pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'stati
     classify::<BatchError>,
     classify::<crate::eventbridge::EventError>,
     classify::<sns::SnsError>,
+    classify::<kafka::KafkaError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<crate::diagnostic::InvalidEvent>,

@@ -282,6 +282,25 @@ mod tests {
         assert!(err.contains("one item of table accounts"), "{err}");
     }
 
+    /// `N "1"` and `N "1.0"` are one item to DynamoDB, which refuses a
+    /// transaction with two actions on it: the plan keeps them apart.
+    #[test]
+    fn two_commits_on_one_numeric_key_written_differently_never_share() {
+        let number = |text: &str| {
+            Write::update(
+                "accounts",
+                Item::from([("pk".to_owned(), AttrValue::N(text.to_owned()))]),
+            )
+            .add("balance", 1)
+        };
+        let records: Vec<Record> = (0..3).map(|i| record(&format!("r{i}"))).collect();
+        let writes = [[number("1")], [number("1.0")], [number("10E-1")]];
+        let commits = claims(&records, &writes);
+        assert_eq!(plan(&commits, &size), vec![vec![0], vec![1], vec![2]]);
+        let err = check(&commits[..2], &size).unwrap_err();
+        assert!(err.contains("one item of table accounts"), "{err}");
+    }
+
     #[test]
     fn more_than_a_hundred_actions_or_four_megabytes_are_split() {
         // 60 commits of 2 actions: 50 fit in the first transaction.

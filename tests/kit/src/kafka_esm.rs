@@ -2,8 +2,10 @@
 //! it, over an in-memory topic (there is no Kafka broker here): batches of up
 //! to `batch_size` records from the partitions' committed offsets, each
 //! partition's records in order, several partitions in one event (grouped
-//! under `"<topic>-<partition>"`), one batch in flight; the answer read as
-//! Lambda reads a Kafka partial batch response with `ReportBatchItemFailures`:
+//! under `"<topic>-<partition>"`), one batch in flight. With [`Options::item_failures`]
+//! (a mapping in provisioned mode with `ReportBatchItemFailures`, the Lambda
+//! guide's "Configuring error handling controls for Kafka event sources") the
+//! answer is read as Lambda reads a Kafka partial batch response:
 //!
 //! - `{"batchItemFailures": [{"itemIdentifier": {"partition": "orders-0",
 //!   "offset": 42}}]}`: partition `orders-0` resumes from the lowest listed
@@ -12,6 +14,10 @@
 //! - an identifier that is not such an object, or names a partition or an
 //!   offset that is not in the batch, and an invocation error: the whole
 //!   batch is retried.
+//!
+//! Without it (the default, as a mapping's) a `batchItemFailures` list is not
+//! acted on: an invocation that succeeds commits the whole batch, whatever it
+//! names ([`Outcome::Ignored`]); only an invocation error retries it.
 //!
 //! The identifier's shape is the one Powertools for AWS Lambda (Python)
 //! writes for Kafka; `aws_lambda_events` 1.2.1 has no Kafka response type.
@@ -93,6 +99,10 @@ pub struct Options {
     /// Retries of a failing record before it is skipped
     /// (`MaximumRetryAttempts`).
     pub max_retries: u32,
+    /// Whether the mapping acts on `batchItemFailures` (provisioned mode
+    /// with `FunctionResponseTypes: [ReportBatchItemFailures]`). Default
+    /// `false`, as a mapping's.
+    pub item_failures: bool,
 }
 
 impl Default for Options {
@@ -101,6 +111,7 @@ impl Default for Options {
             source: Kafka::Msk,
             batch_size: 100,
             max_retries: 5,
+            item_failures: false,
         }
     }
 }
@@ -117,6 +128,10 @@ pub enum Outcome {
     /// An identifier was malformed or named no record of the batch: the
     /// whole batch is retried.
     BadResponse,
+    /// The answer named records, but the mapping does not act on
+    /// `batchItemFailures`: every record of the batch commits, these
+    /// (partition key, offset) with the rest.
+    Ignored(Vec<(String, i64)>),
 }
 
 /// What a mapping run did.
@@ -132,6 +147,9 @@ pub struct Stats {
     pub invocation_errors: usize,
     /// Answers with a bad identifier.
     pub bad_responses: usize,
+    /// Records an answer named that the mapping committed anyway (it does
+    /// not act on `batchItemFailures`), in order.
+    pub committed_failed: Vec<(String, i64)>,
     /// Records given up on (partition key, offset), in order.
     pub skipped: Vec<(String, i64)>,
     /// The next offset to read of each partition (its committed offset).
@@ -175,10 +193,14 @@ where
         stats.invocations += 1;
         stats.records += delivered.len();
         let outcome = match handler(event).await {
-            Ok(answer) => read_response(
-                &serde_json::to_value(answer).unwrap_or(Value::Null),
-                &delivered,
-            ),
+            Ok(answer) => {
+                let answer = serde_json::to_value(answer).unwrap_or(Value::Null);
+                if options.item_failures {
+                    read_response(&answer, &delivered)
+                } else {
+                    ignored(&answer)
+                }
+            }
             Err(_) => Outcome::Error,
         };
         // Per partition of the batch: the offset it resumes from (none:
@@ -188,7 +210,7 @@ where
             .map(|(p, offsets)| {
                 let key = topic.partition_key(*p);
                 let from = match &outcome {
-                    Outcome::Success => None,
+                    Outcome::Success | Outcome::Ignored(_) => None,
                     Outcome::Partial(listed) => listed.get(&key).copied(),
                     Outcome::Error | Outcome::BadResponse => Some(offsets[0]),
                 };
@@ -197,6 +219,7 @@ where
             .collect();
         match &outcome {
             Outcome::Success => {}
+            Outcome::Ignored(named) => stats.committed_failed.extend(named.iter().cloned()),
             Outcome::Partial(_) => stats.partial_failures += 1,
             Outcome::Error => stats.invocation_errors += 1,
             Outcome::BadResponse => stats.bad_responses += 1,
@@ -280,6 +303,29 @@ pub fn read_response(answer: &Value, delivered: &[(String, i64)]) -> Outcome {
         *lowest = (*lowest).min(offset);
     }
     Outcome::Partial(resume)
+}
+
+/// A mapping that does not act on `batchItemFailures` reads no answer:
+/// the batch commits. What the answer named, when it is a list of Kafka
+/// identifiers, is recorded as committed anyway.
+fn ignored(answer: &Value) -> Outcome {
+    let named: Vec<(String, i64)> = answer
+        .get("batchItemFailures")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|f| {
+                    let id = &f["itemIdentifier"];
+                    Some((id["partition"].as_str()?.to_owned(), id["offset"].as_i64()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if named.is_empty() {
+        Outcome::Success
+    } else {
+        Outcome::Ignored(named)
+    }
 }
 
 /// The records of a Kafka event in order: (partition key, offset, the

@@ -4,17 +4,27 @@
 //! A [`KafkaProcessor`] runs a [`KafkaEvent`]'s records through the core
 //! pipeline with [`Ordering::StopLane`]: the records of one topic-partition
 //! run one after another in offset order, topic-partitions in parallel;
-//! after a record fails, nothing later in its topic-partition runs, and the
-//! partial batch response ([`KafkaEventResponse`], `ReportBatchItemFailures`
-//! on the event source mapping) names that first failed record by
-//! topic-partition and offset. Lambda resumes the topic-partition from
-//! there, so no effect of a record is applied before an earlier record of
-//! its partition ("commit the offset last").
+//! after a record fails, nothing later in its topic-partition runs, so no
+//! effect of a record is applied before an earlier record of its partition
+//! ("commit the offset last").
+//!
+//! How the batch is answered depends on the mapping ([`KafkaItemFailures`],
+//! `response.rs`). The Lambda guide puts partial batch response among the
+//! Kafka error handling controls, configured "Under Event poller
+//! configuration, select provisioned mode to configure error handling
+//! controls" ("Configuring error handling controls for Kafka event
+//! sources"); without it the mapping does not act on `batchItemFailures`
+//! and commits the failed records' offsets. So by default
+//! ([`KafkaItemFailures::FailBatch`]) a batch with a record not done fails
+//! the invocation ([`KafkaError`], naming the records), and Lambda retries
+//! the batch; what was done replays. With
+//! [`KafkaItemFailures::Reported`] (provisioned mode,
+//! `ReportBatchItemFailures`) the response ([`KafkaEventResponse`]) names
+//! every failed and every skipped record by topic-partition and offset.
 //!
 //! * `key` and `value` are base64-decoded, the headers' byte arrays decoded
 //!   ([`KafkaDelivery`]); the value is parsed as JSON into the handler's
-//!   type. A record that does not parse fails alone (and stops its
-//!   partition).
+//!   type. A record that does not parse fails (and stops its partition).
 //! * The key is a business key by pointer into the value
 //!   ([`KeySelector::pointer`]) or a header the producer sets
 //!   ([`KeySelector::attribute`]). Never the offset: a producer's retry
@@ -28,7 +38,9 @@
 //! ```
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use shared::kafka::{KafkaEventResponse, KafkaMessage, KafkaProcessor, parse_kafka_event};
+//! use shared::kafka::{
+//!     KafkaEventResponse, KafkaItemFailures, KafkaMessage, KafkaProcessor, parse_kafka_event,
+//! };
 //! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 //! use base64::Engine as _;
 //!
@@ -59,10 +71,18 @@
 //!         Ok::<_, HandlerError>(json!({"charged": m.body.total_cents}))
 //!     })
 //!     .await;
-//! let response: KafkaEventResponse = report.response_as().expect("Kafka records have ids");
+//! // By default the invocation fails: Lambda retries the batch, 41 replays.
+//! let err = processor.response(&report).unwrap_err();
+//! assert!(err.to_string().contains("orders-0@42, orders-0@43"), "{err}");
+//! // A mapping in provisioned mode with ReportBatchItemFailures: 42 and 43.
+//! let reported = processor.clone().item_failures(KafkaItemFailures::Reported);
+//! let response: KafkaEventResponse = reported.response(&report).unwrap();
 //! assert_eq!(
 //!     serde_json::to_value(&response).unwrap(),
-//!     json!({"batchItemFailures": [{"itemIdentifier": {"partition": "orders-0", "offset": 42}}]})
+//!     json!({"batchItemFailures": [
+//!         {"itemIdentifier": {"partition": "orders-0", "offset": 42}},
+//!         {"itemIdentifier": {"partition": "orders-0", "offset": 43}},
+//!     ]})
 //! );
 //! # }
 //! ```
@@ -87,7 +107,10 @@ use serde_json::Value;
 
 pub use parse::{MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE, parse_kafka_event};
 pub use record::{KafkaDelivery, KafkaHeader, KafkaMessage};
-pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifier};
+pub use response::{
+    KafkaBatchItemFailure, KafkaError, KafkaEventResponse, KafkaItemFailures, KafkaItemIdentifier,
+    answer,
+};
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
@@ -110,6 +133,8 @@ pub struct KafkaProcessor {
     settings: Settings,
     /// How each record's value is parsed and keyed.
     rules: ValueRules,
+    /// Whether the mapping acts on `batchItemFailures`.
+    item_failures: KafkaItemFailures,
 }
 
 crate::adapter::settings::batch_settings!(KafkaProcessor);
@@ -124,7 +149,25 @@ impl KafkaProcessor {
             rules: ValueRules {
                 payload: PayloadScope::default(),
             },
+            item_failures: KafkaItemFailures::default(),
         }
+    }
+
+    /// Whether the event source mapping acts on `batchItemFailures`.
+    /// Default [`KafkaItemFailures::FailBatch`]: a batch with a record not
+    /// done fails the invocation, and Lambda retries it. Set
+    /// [`KafkaItemFailures::Reported`] only for a mapping in provisioned mode
+    /// with `FunctionResponseTypes: [ReportBatchItemFailures]` (without
+    /// them Lambda commits the offsets of the records the response names).
+    pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
+        self.item_failures = mode;
+        self
+    }
+
+    /// The answer to `report` under this processor's
+    /// [`item_failures`](KafkaProcessor::item_failures) mode ([`answer`]).
+    pub fn response<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
+        answer(report, self.item_failures)
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`] (the
@@ -135,10 +178,10 @@ impl KafkaProcessor {
     }
 
     /// Handles one invocation: parses the Kafka event, runs [`process`]
-    /// with the invocation's remaining time, and returns the partial batch
-    /// response naming the first failed record of each topic-partition. An
-    /// `Err` fails the whole invocation (Lambda retries the batch): the
-    /// payload is not a Kafka event.
+    /// with the invocation's remaining time, and answers
+    /// ([`KafkaProcessor::response`]). An `Err` fails the whole invocation
+    /// (Lambda retries the batch): the payload is not a Kafka event, or
+    /// (default mode) a record is not done ([`KafkaError::BatchFailed`]).
     ///
     /// [`process`]: KafkaProcessor::process
     #[cfg(feature = "lambda")]
@@ -157,7 +200,7 @@ impl KafkaProcessor {
         let (payload, ctx) = event.into_parts();
         let event = parse_kafka_event(payload)?;
         let report = self.process(event, remaining_now(&ctx), handler).await;
-        Ok(report.response_as::<KafkaEventResponse>()?)
+        Ok(self.response(&report)?)
     }
 
     /// Processes `event`: each record's value is decoded and parsed into

@@ -36,8 +36,10 @@ fn processor() -> KafkaProcessor {
     KafkaProcessor::new(engine, KeySelector::pointer("/event_id"))
 }
 
+/// What a mapping in provisioned mode with `ReportBatchItemFailures` is
+/// told to deliver again.
 fn named(report: &BatchReport<Value>) -> Vec<(String, i64)> {
-    let response: KafkaEventResponse = report.response_as().unwrap();
+    let response = answer(report, KafkaItemFailures::Reported).unwrap();
     response
         .batch_item_failures
         .into_iter()
@@ -128,13 +130,19 @@ async fn the_msk_sample_a_poison_record_holds_back_only_its_partition() {
             after: "orders-1@17".to_owned()
         })
     );
-    assert_eq!(named(&report), [("orders-1".to_owned(), 17)]);
+    assert_eq!(
+        named(&report),
+        [("orders-1".to_owned(), 17), ("orders-1".to_owned(), 18)]
+    );
     assert_eq!(report.ordering(), Ordering::StopLane);
     // Exactly what Lambda reads.
-    let response: KafkaEventResponse = report.response_as().unwrap();
+    let response = answer(&report, KafkaItemFailures::Reported).unwrap();
     assert_eq!(
         serde_json::to_value(&response).unwrap(),
-        json!({"batchItemFailures": [{"itemIdentifier": {"partition": "orders-1", "offset": 17}}]})
+        json!({"batchItemFailures": [
+            {"itemIdentifier": {"partition": "orders-1", "offset": 17}},
+            {"itemIdentifier": {"partition": "orders-1", "offset": 18}},
+        ]})
     );
 }
 
@@ -159,10 +167,15 @@ async fn after_a_failure_nothing_later_in_its_partition_runs() {
             after: "orders-0@42".to_owned()
         })
     );
-    // One entry per stopped partition, its first failed record.
+    // Every record not done, of each stopped partition.
     assert_eq!(
         named(&report),
-        [("orders-0".to_owned(), 42), ("orders-1".to_owned(), 17)]
+        [
+            ("orders-0".to_owned(), 42),
+            ("orders-0".to_owned(), 43),
+            ("orders-1".to_owned(), 17),
+            ("orders-1".to_owned(), 18)
+        ]
     );
     assert_eq!(report.failures().count(), 4);
 }
@@ -175,11 +188,13 @@ async fn partitions_run_in_parallel_each_in_offset_order() {
         .await;
     assert!(report.is_success(), "{:?}", report.records);
     assert!(named(&report).is_empty());
-    let response: KafkaEventResponse = report.response_as().unwrap();
-    assert_eq!(
-        serde_json::to_value(&response).unwrap(),
-        json!({"batchItemFailures": []})
-    );
+    for mode in [KafkaItemFailures::FailBatch, KafkaItemFailures::Reported] {
+        let response = answer(&report, mode).unwrap();
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({"batchItemFailures": []})
+        );
+    }
     assert_eq!(
         sink.max_in_flight.load(SeqCst),
         2,
@@ -448,21 +463,140 @@ fn item_identifiers_split_at_the_last_at() {
     );
 }
 
+/// A batch of `orders-0` offsets 10–14 and `orders-1` offsets 20–22, each
+/// value `{"event_id": "evt-<offset>"}`.
+fn two_partitions() -> KafkaEvent {
+    use base64::Engine as _;
+    let record = |partition: i64, offset: i64| {
+        let value = json!({"event_id": format!("evt-{offset}"), "total_cents": 100}).to_string();
+        json!({
+            "topic": "orders", "partition": partition, "offset": offset,
+            "timestamp": 1796083200104_i64, "timestampType": "CREATE_TIME",
+            "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
+        })
+    };
+    parse_kafka_event(json!({
+        "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
+        "records": {
+            "orders-0": (10..15).map(|o| record(0, o)).collect::<Vec<_>>(),
+            "orders-1": (20..23).map(|o| record(1, o)).collect::<Vec<_>>(),
+        },
+    }))
+    .unwrap()
+}
+
+/// With the mapping processing item failures (provisioned mode,
+/// `ReportBatchItemFailures`), the response names every failed and every
+/// skipped record of each partition, not only the first: whether Lambda
+/// resumes at the lowest named offset or retries only the named records,
+/// none of them is committed.
+#[tokio::test]
+async fn reported_mode_names_every_failed_and_skipped_record_of_each_partition() {
+    let sink = Sink::failing(vec!["evt-11", "evt-21"]);
+    let processor = processor().item_failures(KafkaItemFailures::Reported);
+    let report = processor
+        .process(two_partitions(), None, |m| sink.handle(m))
+        .await;
+    assert_eq!(
+        sink.ran(),
+        ["orders-0@10", "orders-0@11", "orders-1@20", "orders-1@21"]
+    );
+    let response = processor.response(&report).unwrap();
+    let named: Vec<(String, i64)> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| {
+            (
+                f.item_identifier.partition.clone(),
+                f.item_identifier.offset,
+            )
+        })
+        .collect();
+    let at = |p: &str, o: i64| (p.to_owned(), o);
+    assert_eq!(
+        named,
+        [
+            at("orders-0", 11),
+            at("orders-0", 12),
+            at("orders-0", 13),
+            at("orders-0", 14),
+            at("orders-1", 21),
+            at("orders-1", 22),
+        ]
+    );
+    // What was done is not named: 10 and 20 commit.
+    assert!(!named.contains(&at("orders-0", 10)) && !named.contains(&at("orders-1", 20)));
+}
+
+/// By default (a mapping that does not act on `batchItemFailures`) a batch
+/// with one failed record fails the invocation, naming the records not
+/// done: Lambda retries the batch instead of committing them.
 #[cfg(feature = "lambda")]
 #[tokio::test]
-async fn handle_answers_the_partial_batch_response() {
+async fn by_default_one_failed_record_fails_the_invocation() {
     let ctx = lambda_runtime::Context::default();
-    let sink = Sink::default();
-    let response = processor()
+    let event = || serde_json::to_value(two_partitions()).unwrap();
+    let sink = Sink::failing(vec!["evt-13"]);
+    let err = processor()
         .handle(
-            lambda_runtime::LambdaEvent::new(event_json("kafka-msk-orders.json"), ctx.clone()),
+            lambda_runtime::LambdaEvent::new(event(), ctx.clone()),
             |m| sink.handle(m),
         )
+        .await
+        .unwrap_err();
+    assert_eq!(crate::diagnostic::error_type(&*err), "KafkaRecordsFailed");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("2 of the batch's Kafka records not done (orders-0@13, orders-0@14)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("evt-13 failed"),
+        "the first failure's reason: {text}"
+    );
+    let failed = err.downcast_ref::<KafkaError>().unwrap();
+    assert!(matches!(
+        failed,
+        KafkaError::BatchFailed { records, reason: FailureReason::Handler { .. } }
+            if records == &["orders-0@13", "orders-0@14"]
+    ));
+    // The retry: what was done replays, the rest runs, the invocation succeeds.
+    let again = Sink::default();
+    let processor = processor();
+    let response = processor
+        .handle(lambda_runtime::LambdaEvent::new(event(), ctx), |m| {
+            again.handle(m)
+        })
+        .await
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+}
+
+#[cfg(feature = "lambda")]
+#[tokio::test]
+async fn handle_answers_by_the_mode() {
+    let ctx = lambda_runtime::Context::default();
+    let sink = Sink::default();
+    let msk = || lambda_runtime::LambdaEvent::new(event_json("kafka-msk-orders.json"), ctx.clone());
+    let err = processor()
+        .handle(msk(), |m| sink.handle(m))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("(orders-1@17, orders-1@18)"),
+        "{err}"
+    );
+    let response = processor()
+        .item_failures(KafkaItemFailures::Reported)
+        .handle(msk(), |m| sink.handle(m))
         .await
         .unwrap();
     assert_eq!(
         serde_json::to_value(&response).unwrap(),
-        json!({"batchItemFailures": [{"itemIdentifier": {"partition": "orders-1", "offset": 17}}]})
+        json!({"batchItemFailures": [
+            {"itemIdentifier": {"partition": "orders-1", "offset": 17}},
+            {"itemIdentifier": {"partition": "orders-1", "offset": 18}},
+        ]})
     );
     let not_kafka = processor()
         .handle(

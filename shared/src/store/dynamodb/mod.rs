@@ -77,7 +77,12 @@ impl DynamoDbStore {
     }
 
     /// Checks the table: one `DescribeTable`, then `check_description`
-    /// (replicas and multi-Region consistency mode).
+    /// (replicas and multi-Region consistency mode). A table that may be a
+    /// replica of a global table of version 2017.11.29, which
+    /// `DescribeTable` does not tell ([`may_be_legacy_global`]: a stream of
+    /// new and old images, no replicas), costs one `DescribeGlobalTable`
+    /// more, unless the claims are routed to one Region (the answer would
+    /// not change the decision).
     pub async fn check(&self) -> Result<TableCheck, TableCheckError> {
         let described = self
             .client
@@ -95,7 +100,36 @@ impl DynamoDbStore {
                 reason: "the answer described no table".into(),
             });
         };
-        check_description(&self.table, table)
+        let check = check_description(&self.table, table)?;
+        if check != TableCheck::SingleRegion
+            || self.table.claims_routed_to_one_region
+            || !may_be_legacy_global(table)
+        {
+            return Ok(check);
+        }
+        let name = &self.table.table_name;
+        match self
+            .client
+            .describe_global_table()
+            .global_table_name(name)
+            .send()
+            .await
+        {
+            Ok(out) => match out.global_table_description() {
+                Some(global) => check_legacy_global(&self.table, global),
+                None => Ok(check),
+            },
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_global_table_not_found_exception()) =>
+            {
+                Ok(check)
+            }
+            Err(e) => Err(TableCheckError::DescribeGlobal {
+                table: name.clone(),
+                reason: aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+            }),
+        }
     }
 
     /// The table configuration.
@@ -157,7 +191,9 @@ mod table;
 mod tables;
 pub(crate) mod write;
 
-pub use table::{TableCheck, TableCheckError, check_description};
+pub use table::{
+    TableCheck, TableCheckError, check_description, check_legacy_global, may_be_legacy_global,
+};
 
 use item::{claim_condition, complete_update, from_item, owner_condition};
 

@@ -9,8 +9,24 @@
 //! ([`TableConfig::claims_routed_to_one_region`]). Multi-Region *strong*
 //! consistency (MRSC) evaluates conditions against the latest replicated
 //! state and is accepted, as is a table in one Region.
+//!
+//! A replica of a global table of version 2017.11.29 (Legacy) is not
+//! described as one by `DescribeTable`: "To determine if a table is a global
+//! tables version 2017.11.29 (Legacy) replica, invoke the
+//! `describe-global-table` command" (DynamoDB guide, "Determining the version
+//! of a global table"); `Replicas` is filled for version 2019.11.21 only.
+//! Such a table replicates last writer wins, as MREC does, and is refused the
+//! same way. Every replica of one has "DynamoDB Streams enabled, with the
+//! stream containing both the new and the old images of the item"
+//! (`CreateGlobalTable`), so only a table with such a stream and no replicas
+//! listed costs one more request at start, `DescribeGlobalTable`
+//! ([`may_be_legacy_global`], [`check_legacy_global`]); a table whose stream
+//! has new images only (the template's) or none never does.
 
-use aws_sdk_dynamodb::types::{MultiRegionConsistency, TableDescription};
+use aws_sdk_dynamodb::types::{
+    GlobalTableDescription, MultiRegionConsistency, ReplicaDescription, StreamViewType,
+    TableDescription,
+};
 
 use crate::store::{CLAIMS_ROUTED_ENV, TableConfig};
 
@@ -57,6 +73,39 @@ pub enum TableCheckError {
         /// The replicas' Regions.
         regions: Vec<String>,
     },
+    /// A replica of a global table of version 2017.11.29 (Legacy), without
+    /// the opt-in: it replicates last writer wins, as MREC does.
+    #[error(
+        "idempotency table {table} is a replica of a global table of version 2017.11.29 \
+         (Legacy; replicas in {regions}): it replicates last writer wins, like multi-Region \
+         eventual consistency, so two Regions can both win the claim of one key and both \
+         apply its effect. Use a global table in multi-Region strong consistency (MRSC) for the \
+         idempotency records, or, if the deployment sends every claim of a key to one Region, \
+         set {CLAIMS_ROUTED_ENV}=true",
+        regions = .regions.join(", ")
+    )]
+    LegacyGlobalTable {
+        /// The table.
+        table: String,
+        /// The Regions of its replication group.
+        regions: Vec<String>,
+    },
+    /// The table may be a replica of a global table of version 2017.11.29
+    /// ([`may_be_legacy_global`]) and `DescribeGlobalTable` failed, so
+    /// whether it is one is unknown.
+    #[error(
+        "idempotency table {table} could not be checked: it has a stream of new and old images, \
+         as every replica of a global table of version 2017.11.29 (Legacy) has, and \
+         DescribeGlobalTable (needed at start to tell whether it is one) failed: {reason}. \
+         Grant dynamodb:DescribeGlobalTable on the global table of that name, or, if the \
+         deployment sends every claim of a key to one Region, set {CLAIMS_ROUTED_ENV}=true"
+    )]
+    DescribeGlobal {
+        /// The table.
+        table: String,
+        /// The service's answer.
+        reason: String,
+    },
     /// `DescribeTable` failed, so the table's consistency is unknown.
     #[error(
         "idempotency table {table} could not be checked: DescribeTable (needed at start to \
@@ -74,15 +123,19 @@ pub enum TableCheckError {
 /// table in strong consistency is accepted; a global table in eventual
 /// consistency (or with its mode unset, which DynamoDB reads as eventual,
 /// or an unknown mode) only with [`TableConfig::claims_routed_to_one_region`].
+///
+/// A table described with `GlobalTableVersion` 2017.11.29 is a legacy
+/// global table ([`check_legacy_global`]'s rule). A table with no replicas
+/// is in one Region as far as `DescribeTable` tells; [`may_be_legacy_global`]
+/// says when to ask `DescribeGlobalTable` too.
 pub fn check_description(
     table: &TableConfig,
     described: &TableDescription,
 ) -> Result<TableCheck, TableCheckError> {
-    let regions: Vec<String> = described
-        .replicas()
-        .iter()
-        .map(|r| r.region_name().unwrap_or("(unnamed)").to_owned())
-        .collect();
+    let regions = region_names(described.replicas());
+    if described.global_table_version() == Some(LEGACY_GLOBAL_TABLE_VERSION) {
+        return legacy(table, regions);
+    }
     if regions.is_empty() {
         return Ok(TableCheck::SingleRegion);
     }
@@ -97,10 +150,146 @@ pub fn check_description(
     }
 }
 
+/// The version of global tables whose replicas `DescribeTable` does not
+/// list.
+pub const LEGACY_GLOBAL_TABLE_VERSION: &str = "2017.11.29";
+
+fn region_names(replicas: &[ReplicaDescription]) -> Vec<String> {
+    replicas
+        .iter()
+        .map(|r| r.region_name().unwrap_or("(unnamed)").to_owned())
+        .collect()
+}
+
+/// Whether the table `described` may be a replica of a global table of
+/// version 2017.11.29, which `DescribeTable` does not say: no replicas
+/// listed, not described as a global table of another version, and a
+/// stream of new and old images, which every such replica has. Only then
+/// does the check ask `DescribeGlobalTable`
+/// ([`DynamoDbStore::check`](super::DynamoDbStore::check)).
+pub fn may_be_legacy_global(described: &TableDescription) -> bool {
+    described.replicas().is_empty()
+        && described.global_table_version().is_none()
+        && described.stream_specification().is_some_and(|stream| {
+            stream.stream_enabled()
+                && stream.stream_view_type() == Some(&StreamViewType::NewAndOldImages)
+        })
+}
+
+/// The decision on the table when `DescribeGlobalTable` describes a global
+/// table of its name (version 2017.11.29): it is treated as a global table
+/// in multi-Region eventual consistency, refused unless
+/// [`TableConfig::claims_routed_to_one_region`].
+pub fn check_legacy_global(
+    table: &TableConfig,
+    global: &GlobalTableDescription,
+) -> Result<TableCheck, TableCheckError> {
+    legacy(table, region_names(global.replication_group()))
+}
+
+/// A legacy global table in `regions`: last writer wins, as MREC.
+fn legacy(table: &TableConfig, regions: Vec<String>) -> Result<TableCheck, TableCheckError> {
+    if table.claims_routed_to_one_region {
+        return Ok(TableCheck::RoutedEventualGlobal { regions });
+    }
+    Err(TableCheckError::LegacyGlobalTable {
+        table: table.table_name.clone(),
+        regions,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_dynamodb::types::ReplicaDescription;
+    use aws_sdk_dynamodb::types::StreamSpecification;
+
+    fn stream(view: StreamViewType) -> StreamSpecification {
+        StreamSpecification::builder()
+            .stream_enabled(true)
+            .stream_view_type(view)
+            .build()
+            .unwrap()
+    }
+
+    fn region(name: &str) -> ReplicaDescription {
+        ReplicaDescription::builder().region_name(name).build()
+    }
+
+    /// What `DescribeTable` answers for a replica of a global table of
+    /// version 2017.11.29: no `Replicas`, a stream of new and old images.
+    /// And `DescribeGlobalTable`'s answer for it. Built with the SDK's
+    /// builders: moto has neither global tables nor `DescribeGlobalTable`.
+    #[test]
+    fn a_legacy_global_table_is_refused_as_mrec_is() {
+        let described = TableDescription::builder()
+            .table_name("records")
+            .stream_specification(stream(StreamViewType::NewAndOldImages))
+            .build();
+        let config = TableConfig::new("records");
+        // DescribeTable alone says one Region: the check must ask further.
+        assert_eq!(
+            check_description(&config, &described),
+            Ok(TableCheck::SingleRegion)
+        );
+        assert!(may_be_legacy_global(&described));
+        let global = GlobalTableDescription::builder()
+            .global_table_name("records")
+            .replication_group(region("us-east-1"))
+            .replication_group(region("eu-west-1"))
+            .build();
+        let err = check_legacy_global(&config, &global).unwrap_err();
+        assert_eq!(
+            err,
+            TableCheckError::LegacyGlobalTable {
+                table: "records".into(),
+                regions: vec!["us-east-1".into(), "eu-west-1".into()],
+            }
+        );
+        let text = err.to_string();
+        for says in [
+            "2017.11.29",
+            "both win the claim",
+            "MRSC",
+            CLAIMS_ROUTED_ENV,
+        ] {
+            assert!(text.contains(says), "{says:?} in {text}");
+        }
+        // The opt-in accepts it, as it accepts MREC.
+        let routed = config.clone().claims_routed_to_one_region(true);
+        assert_eq!(
+            check_legacy_global(&routed, &global),
+            Ok(TableCheck::RoutedEventualGlobal {
+                regions: vec!["us-east-1".into(), "eu-west-1".into()]
+            })
+        );
+        // Described with its version, it is refused without asking further.
+        let versioned = TableDescription::builder()
+            .table_name("records")
+            .global_table_version(LEGACY_GLOBAL_TABLE_VERSION)
+            .build();
+        assert!(matches!(
+            check_description(&config, &versioned),
+            Err(TableCheckError::LegacyGlobalTable { .. })
+        ));
+    }
+
+    #[test]
+    fn only_a_table_that_can_be_a_legacy_replica_costs_a_describe_global_table() {
+        let plain = TableDescription::builder().table_name("records").build();
+        let new_image = TableDescription::builder()
+            .table_name("records")
+            .stream_specification(stream(StreamViewType::NewImage))
+            .build();
+        let current = TableDescription::builder()
+            .table_name("records")
+            .stream_specification(stream(StreamViewType::NewAndOldImages))
+            .global_table_version("2019.11.21")
+            .replicas(region("us-east-1"))
+            .build();
+        for table in [plain, new_image, current] {
+            assert!(!may_be_legacy_global(&table), "{table:?}");
+        }
+    }
 
     fn global(mode: Option<MultiRegionConsistency>) -> TableDescription {
         TableDescription::builder()

@@ -24,7 +24,7 @@ impl MemoryStore {
     pub fn put_item(&self, table: &str, key: &Item, item: Item) {
         // Numbers as DynamoDB keeps them (`12.50` reads back as `12.5`).
         let mut item = crate::write::canonical_item(&item).unwrap_or(item);
-        item.extend(key.clone());
+        item.extend(crate::write::canonical_item(key).unwrap_or_else(|_| key.clone()));
         self.lock()
             .tables
             .entry(table.to_owned())
@@ -77,5 +77,38 @@ impl TableStore for MemoryStore {
         write: &Write,
     ) -> Result<Result<Option<Item>, Option<Item>>, HandlerError> {
         Ok(self.write_one(write)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::MemoryStore;
+    use crate::value::AttrValue;
+    use crate::write::{Item, Write};
+
+    fn number(text: &str) -> Item {
+        Item::from([("pk".to_owned(), AttrValue::N(text.to_owned()))])
+    }
+
+    /// `N "1"`, `N "1.0"` and `N "1e0"` are one item, as in DynamoDB.
+    #[test]
+    fn a_numeric_key_names_one_item_whatever_its_text() {
+        let store = MemoryStore::new();
+        for text in ["1", "1.0", "1e0"] {
+            let credit = Write::update("accounts", number(text)).add("balance", 5);
+            assert!(store.write(&credit).unwrap(), "{text}");
+        }
+        let item = store.item("accounts", &number("10E-1")).expect("one item");
+        assert_eq!(item["balance"], AttrValue::N("15".to_owned()));
+        assert_eq!(
+            item["pk"],
+            AttrValue::N("1".to_owned()),
+            "kept as DynamoDB keeps it"
+        );
+        store.put_item("accounts", &number("-0"), Item::new());
+        assert_eq!(
+            store.item("accounts", &number("0")).unwrap()["pk"],
+            AttrValue::N("0".to_owned())
+        );
     }
 }

@@ -46,6 +46,7 @@ async fn a_partial_response_resumes_the_listed_partition_and_commits_the_others(
     let calls_ref = &calls;
     let options = Options {
         source: Kafka::SelfManaged,
+        item_failures: true,
         ..Options::default()
     };
     let stats = kafka_esm::run(&topic, &options, |event| async move {
@@ -107,6 +108,7 @@ async fn a_poison_record_stops_at_the_retry_bound_while_its_partition_alone_wait
     let calls_ref = &calls;
     let options = Options {
         max_retries: 2,
+        item_failures: true,
         ..Options::default()
     };
     let stats = kafka_esm::run(&topic, &options, |event| async move {
@@ -143,6 +145,7 @@ async fn an_error_or_a_bad_identifier_retries_the_whole_batch() {
     let calls_ref = &calls;
     let options = Options {
         batch_size: 3,
+        item_failures: true,
         ..Options::default()
     };
     let stats = kafka_esm::run(&topic, &options, |event| async move {
@@ -173,4 +176,120 @@ async fn an_error_or_a_bad_identifier_retries_the_whole_batch() {
         vec![at("orders-0", 3), at("orders-1", 0), at("orders-1", 1)]
     );
     assert!(stats.skipped.is_empty());
+}
+
+/// A topic of two partitions: `orders-0` evt-0..evt-5, `orders-1`
+/// evt-10..evt-13, each value `{"event_id": ..}`.
+fn clean_topic() -> Topic {
+    let mut t = Topic::new("orders", 2);
+    for (partition, ids) in [(0, 0..6), (1, 10..14)] {
+        for n in ids {
+            let value = json!({"event_id": format!("evt-{n}")}).to_string();
+            t.produce(partition, Some(b"cust"), value.as_bytes(), &[]);
+        }
+    }
+    t
+}
+
+/// The `KafkaProcessor` in `mode` through the mapping: `evt-2` fails the
+/// first `failures` times it runs. Returns the mapping's stats and how many
+/// times each event id's effect was applied.
+async fn through_the_mapping(
+    mode: shared::kafka::KafkaItemFailures,
+    options: &Options,
+    failures: usize,
+) -> (test_kit::kafka_esm::Stats, BTreeMap<String, usize>) {
+    use shared::kafka::{KafkaMessage, KafkaProcessor};
+    use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+    let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.kafka"));
+    let processor =
+        KafkaProcessor::new(engine, KeySelector::pointer("/event_id")).item_failures(mode);
+    let applied = Mutex::new(BTreeMap::<String, usize>::new());
+    let failed = Mutex::new(0_usize);
+    let (processor, applied_ref, failed_ref) = (&processor, &applied, &failed);
+    let stats = kafka_esm::run(&clean_topic(), options, |event| async move {
+        let ctx = lambda_runtime::Context::default();
+        processor
+            .handle(
+                lambda_runtime::LambdaEvent::new(event, ctx),
+                |m: KafkaMessage<Value>| async move {
+                    let id = m.body["event_id"].as_str().unwrap_or_default().to_owned();
+                    if id == "evt-2" {
+                        let mut failed = failed_ref.lock().unwrap();
+                        if *failed < failures {
+                            *failed += 1;
+                            return Err(HandlerError::retryable("evt-2: the ledger is busy"));
+                        }
+                    }
+                    *applied_ref.lock().unwrap().entry(id).or_default() += 1;
+                    Ok::<_, HandlerError>(json!({"ok": true}))
+                },
+            )
+            .await
+    })
+    .await;
+    (stats, applied.into_inner().unwrap())
+}
+
+fn every_event_once() -> BTreeMap<String, usize> {
+    (0..6)
+        .chain(10..14)
+        .map(|n| (format!("evt-{n}"), 1))
+        .collect()
+}
+
+/// A mapping that does not act on `batchItemFailures` (not provisioned
+/// mode, no `ReportBatchItemFailures`: a mapping's default) commits a batch
+/// whose invocation succeeds. By default the processor fails the invocation
+/// when a record is not done, so Lambda retries the batch: every event is
+/// applied once (the done ones replay), none is committed unapplied.
+#[tokio::test]
+async fn by_default_a_failed_record_retries_the_batch_and_none_is_lost() {
+    let options = Options::default();
+    assert!(!options.item_failures, "a mapping's default");
+    let (stats, applied) =
+        through_the_mapping(shared::kafka::KafkaItemFailures::FailBatch, &options, 2).await;
+    assert_eq!(applied, every_event_once());
+    assert_eq!(stats.invocation_errors, 2, "{:?}", stats.log);
+    assert_eq!(stats.invocations, 3);
+    assert!(stats.committed_failed.is_empty() && stats.skipped.is_empty());
+    assert_eq!(
+        stats.committed,
+        BTreeMap::from([("orders-0".to_owned(), 6), ("orders-1".to_owned(), 4)])
+    );
+}
+
+/// With the mapping in provisioned mode and `ReportBatchItemFailures`, the
+/// reported mode names every record not done: the failed one and those
+/// behind it are delivered again, the rest commit, every event once. The
+/// same mode on a mapping that does not act on the list loses `evt-2` and
+/// the records behind it: why it is not the default.
+#[tokio::test]
+async fn the_reported_mode_needs_a_mapping_that_acts_on_item_failures() {
+    let reported = shared::kafka::KafkaItemFailures::Reported;
+    let acting = Options {
+        item_failures: true,
+        ..Options::default()
+    };
+    let (stats, applied) = through_the_mapping(reported, &acting, 2).await;
+    assert_eq!(applied, every_event_once());
+    assert_eq!(stats.invocation_errors, 0);
+    assert_eq!(stats.partial_failures, 2);
+    let named = || Outcome::Partial(BTreeMap::from([("orders-0".to_owned(), 2)]));
+    assert_eq!(stats.log[0].1, named());
+    // The retry starts at evt-2: orders-1 and evt-0..1 were committed.
+    assert_eq!(
+        stats.log[1].0,
+        (2..6).map(|o| at("orders-0", o)).collect::<Vec<_>>()
+    );
+
+    let (stats, applied) = through_the_mapping(reported, &Options::default(), 2).await;
+    assert_eq!(
+        stats.committed_failed,
+        (2..6).map(|o| at("orders-0", o)).collect::<Vec<_>>(),
+        "committed unapplied"
+    );
+    for lost in ["evt-2", "evt-3", "evt-4", "evt-5"] {
+        assert!(!applied.contains_key(lost), "{lost}: {applied:?}");
+    }
 }

@@ -82,3 +82,50 @@ async fn a_table_that_cannot_be_described_is_refused_naming_it() {
     );
     assert_eq!(capture.operations(), ["DescribeTable"]);
 }
+
+/// A table with a stream of new and old images may be a replica of a global
+/// table of version 2017.11.29, which `DescribeTable` does not say: the
+/// check asks `DescribeGlobalTable` too. moto has no such operation (it
+/// answers an error), so whether the table is one stays unknown, and it is
+/// refused, naming what to grant; the opt-in skips the question. A table
+/// whose stream has new images only (the template's) costs no second
+/// request. The decision on a legacy global table's answer is tested on
+/// described tables in `shared` (`store::dynamodb::table`).
+#[tokio::test]
+async fn a_table_that_may_be_a_legacy_global_replica_is_asked_about_and_refused_when_unknown() {
+    use aws_sdk_dynamodb::types::StreamViewType;
+    let (plain, client, capture) = captured_client().await;
+    let table = test_kit::unique_name("legacy");
+    test_kit::create_idempotency_table_with_stream(&plain, &table, StreamViewType::NewAndOldImages)
+        .await;
+    let err = DynamoDbStore::checked(client.clone(), TableConfig::new(&table))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, TableCheckError::DescribeGlobal { table: t, .. } if *t == table),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("dynamodb:DescribeGlobalTable"), "{text}");
+    let ops = capture.operations();
+    assert_eq!(ops[0], "DescribeTable");
+    assert!(
+        ops[1..].iter().all(|op| op == "DescribeGlobalTable") && ops.len() > 1,
+        "{ops:?}"
+    );
+
+    let routed = TableConfig::new(&table).claims_routed_to_one_region(true);
+    let store = DynamoDbStore::checked(client.clone(), routed)
+        .await
+        .unwrap();
+    assert_eq!(store.check().await, Ok(TableCheck::SingleRegion));
+
+    let new_image = test_kit::unique_name("new-image");
+    test_kit::create_idempotency_table_with_stream(&plain, &new_image, StreamViewType::NewImage)
+        .await;
+    let before = capture.operations().len();
+    DynamoDbStore::checked(client, TableConfig::new(&new_image))
+        .await
+        .unwrap();
+    assert_eq!(capture.operations()[before..], ["DescribeTable"]);
+}
