@@ -111,6 +111,7 @@ pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
 pub(crate) mod lanes;
+pub(crate) mod malformed;
 pub(crate) mod pipeline;
 pub(crate) mod report;
 pub(crate) mod settings;
@@ -121,6 +122,7 @@ pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for, looks_like_envelope};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
+pub use malformed::MalformedRecord;
 pub use report::{
     BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
 };

@@ -9,8 +9,10 @@
 //! before the lowest sequence number listed and redelivers from there, so no
 //! effect of a record is applied before an earlier record of its shard.
 //!
-//! * `data` is base64-decoded and parsed as JSON into the handler's type;
-//!   a record that does not parse fails alone (and stops its shard).
+//! * Each record is parsed on its own ([`parse_kinesis_event`]); `data` is
+//!   base64-decoded and parsed as JSON into the handler's type. A record
+//!   that does not parse (its `data` not base64, not JSON, not the
+//!   handler's type) fails alone (and stops its shard), never the batch.
 //! * The key is a business key by pointer into `data`
 //!   ([`KeySelector::pointer`]). Never the `sequenceNumber`: a producer's
 //!   retry of `PutRecord` writes the same data under a new one (see
@@ -79,7 +81,8 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
 
-pub use parse::parse_kinesis_event;
+pub use crate::adapter::MalformedRecord;
+pub use parse::{KinesisStreamEvent, parse_kinesis_event};
 pub use record::KinesisRecord;
 pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
@@ -89,7 +92,7 @@ use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::settings::Settings;
-use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
+use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -168,14 +171,15 @@ impl KinesisProcessor {
 
     /// Processes `event`: each record's `data` is parsed into `M`, its key
     /// selected, and `handler` run through the engine, shard by shard.
-    /// Never fails as a whole: per-record failures are in the report.
+    /// Never fails as a whole: per-record failures are in the report (a
+    /// record that did not parse, a [`MalformedRecord`], fails alone).
     ///
     /// `remaining` is the invocation's remaining time at the call (`None`:
     /// unknown); each record's lease is capped by what is left when it
     /// starts. `T` is the response recorded and replayed to duplicates.
     pub async fn process<M, T, R, H, Fut>(
         &self,
-        event: KinesisEvent,
+        event: impl Into<KinesisStreamEvent>,
         remaining: Option<Duration>,
         handler: H,
     ) -> BatchReport<T>
@@ -189,10 +193,20 @@ impl KinesisProcessor {
         let started = Instant::now();
         let pipeline = self.settings.pipeline(Ordering::StopLane, &KINESIS);
         let mut slots: Vec<_> = event
+            .into()
             .records
             .into_iter()
             .enumerate()
-            .map(|(index, record)| {
+            .map(|(index, entry)| {
+                let record = match entry {
+                    Ok(record) => record,
+                    Err(malformed) => {
+                        let ids = Ids::of(&malformed as &dyn Delivery);
+                        let ident = ids.ident(index, KINESIS.id);
+                        let reason = FailureReason::Parse(malformed.error);
+                        return Slot::new(index, ident, ids, Err(reason));
+                    }
+                };
                 let ids = Ids::of(&record);
                 let ident = ids.ident(index, KINESIS.id);
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &record)) {

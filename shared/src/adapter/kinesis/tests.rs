@@ -42,7 +42,7 @@ fn reading(id: &str, n: i64) -> String {
     json!({"reading_id": id, "n": n}).to_string()
 }
 
-fn event(records: Vec<Value>) -> KinesisEvent {
+fn event(records: Vec<Value>) -> KinesisStreamEvent {
     parse_kinesis_event(json!({ "Records": records })).unwrap()
 }
 
@@ -307,10 +307,6 @@ fn other_payloads_are_not_kinesis_events() {
         (json!({"Records": [{"eventSource": "aws:sqs"}]}), "aws:sqs"),
         (json!({"detail-type": "x"}), "no Records"),
         (json!({"Records": {}}), "not an array"),
-        (
-            json!({"Records": [{"eventSource": "aws:kinesis"}]}),
-            "malformed",
-        ),
     ] {
         let err = parse_kinesis_event(value).unwrap_err();
         assert!(
@@ -325,6 +321,43 @@ fn other_payloads_are_not_kinesis_events() {
             .records
             .is_empty()
     );
+}
+
+/// A record whose `data` is not base64, in the middle of a batch, fails
+/// alone: the event parses, the records before it run, the records after it
+/// in its shard wait behind it, the other shard runs, and the response
+/// names it by its sequence number.
+#[tokio::test]
+async fn a_record_whose_data_is_not_base64_fails_alone() {
+    let sink = Sink::default();
+    let mut bad = record("0", "101", "");
+    bad["kinesis"]["data"] = json!("%%% not base64 %%%");
+    let event = parse_kinesis_event(json!({"Records": [
+        record("0", "100", &reading("r-1", 1)),
+        record("1", "200", &reading("r-3", 3)),
+        bad,
+        record("0", "102", &reading("r-2", 2)),
+        record("1", "201", &reading("r-4", 4)),
+    ]}))
+    .expect("one bad record does not fail the event");
+    assert!(
+        matches!(&event.records[2], Err(m) if m.sequence_number.as_deref() == Some("101")
+        && m.lane.as_deref() == Some("shardId-000000000000"))
+    );
+    let report = processor().process(event, None, |r| sink.handle(r)).await;
+    assert!(
+        matches!(&report.records[2].outcome, Err(FailureReason::Parse(m)) if m.contains("not a Kinesis record")),
+        "{:?}",
+        report.records[2].outcome
+    );
+    assert!(matches!(
+        report.records[3].outcome,
+        Err(FailureReason::Skipped { .. })
+    ));
+    let mut seen: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
+    seen.sort();
+    assert_eq!(seen, ["r-1", "r-3", "r-4"]);
+    assert_eq!(named(&report), ["101"]);
 }
 
 #[tokio::test]
