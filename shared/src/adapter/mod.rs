@@ -112,6 +112,7 @@ pub(crate) mod key;
 pub mod kinesis;
 pub(crate) mod lanes;
 pub(crate) mod malformed;
+pub mod parking;
 pub(crate) mod pipeline;
 pub(crate) mod report;
 pub(crate) mod settings;
@@ -171,7 +172,7 @@ impl<T> Outcome<T> {
     }
 
     /// A short name for logs: `executed`, `replayed`, `rejected`,
-    /// `unprotected`, `in_progress`, `payload_mismatch`.
+    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Executed(_) => "executed",
@@ -180,6 +181,7 @@ impl<T> Outcome<T> {
             Self::Unprotected(_) => "unprotected",
             Self::InProgress { .. } => "in_progress",
             Self::PayloadMismatch => "payload_mismatch",
+            Self::Parked { .. } => "parked",
         }
     }
 }
@@ -319,6 +321,7 @@ pub(crate) fn count<T, F: Failure>(counts: &mut Counts, outcome: Result<&Outcome
         Ok(Outcome::Executed(_) | Outcome::Unprotected(_)) => counts.processed += 1,
         Ok(Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. }) => counts.replayed += 1,
         Ok(Outcome::Rejected { .. }) => counts.rejected += 1,
+        Ok(Outcome::Parked { .. }) => counts.parked += 1,
         Ok(Outcome::InProgress { .. }) => {
             counts.in_progress += 1;
             counts.failed += 1;
@@ -394,6 +397,22 @@ pub(crate) fn log_outcome<T, F: Failure>(
             error = error.as_str(),
             latency_ms,
             "{noun} rejected with a recorded terminal error (done, not retried)"
+        ),
+        Ok(Outcome::Parked { id, reason }) => tracing::warn!(
+            message_id,
+            event_id,
+            sequence_number,
+            offset,
+            group,
+            shard,
+            partition,
+            key,
+            duplicate_of,
+            outcome = label,
+            parked_id = id.as_str(),
+            error = reason.as_str(),
+            latency_ms,
+            "{noun} can never succeed: parked in the parking queue (done, its lane goes on)"
         ),
         Ok(Outcome::Unprotected(_)) => tracing::warn!(
             message_id,

@@ -91,6 +91,7 @@ pub use response::{KafkaBatchItemFailure, KafkaEventResponse, KafkaItemIdentifie
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
@@ -113,6 +114,7 @@ pub struct KafkaProcessor {
 }
 
 crate::adapter::settings::batch_settings!(KafkaProcessor);
+crate::adapter::settings::parking_setting!(KafkaProcessor);
 
 impl KafkaProcessor {
     /// A processor over `engine` taking each record's key from `key`: a
@@ -183,6 +185,11 @@ impl KafkaProcessor {
     {
         let started = Instant::now();
         let pipeline = self.settings.pipeline(Ordering::StopLane, &KAFKA);
+        let source = event
+            .event_source
+            .as_deref()
+            .unwrap_or(parse::MSK_EVENT_SOURCE);
+        let arn = event.event_source_arn.as_deref();
         let mut partitions: Vec<_> = event.records.into_iter().collect();
         partitions.sort_by(|a, b| a.0.cmp(&b.0));
         let mut slots: Vec<_> = partitions
@@ -196,6 +203,11 @@ impl KafkaProcessor {
             .map(|(index, delivery)| {
                 let ids = Ids::of(&delivery);
                 let ident = ids.ident(index, KAFKA.id);
+                // Taken before the handler takes the record.
+                let ticket = pipeline.parks().then(|| {
+                    let raw = serde_json::to_value(&delivery.record).ok()?;
+                    Ticket::new(source, arn, &delivery, raw)
+                });
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &delivery)) {
                     Ok(Ok(p)) => Ok(Prepared {
                         record: KafkaMessage {
@@ -211,7 +223,7 @@ impl KafkaProcessor {
                         "preparing record {ident} (value deserializer) panicked: {panic}"
                     ))),
                 };
-                Slot::new(index, ident, ids, prepared)
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket.flatten())
             })
             .collect();
         fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);

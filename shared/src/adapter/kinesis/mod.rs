@@ -88,6 +88,7 @@ pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
@@ -98,6 +99,9 @@ use crate::error::HandlerError;
 use crate::write::IntoStaged;
 use key::DataRules;
 use record::KINESIS;
+
+/// The `eventSource` of a Kinesis record.
+const SOURCE: &str = "aws:kinesis";
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
@@ -114,6 +118,7 @@ pub struct KinesisProcessor {
 }
 
 crate::adapter::settings::batch_settings!(KinesisProcessor);
+crate::adapter::settings::parking_setting!(KinesisProcessor);
 
 impl KinesisProcessor {
     /// A processor over `engine` taking each record's key from `key`: a
@@ -203,10 +208,20 @@ impl KinesisProcessor {
                     Err(malformed) => {
                         let ids = Ids::of(&malformed as &dyn Delivery);
                         let ident = ids.ident(index, KINESIS.id);
+                        let ticket = pipeline.parks().then(|| {
+                            let arn = malformed.event_source_arn.as_deref();
+                            Ticket::new(SOURCE, arn, &malformed, malformed.raw.clone())
+                        });
                         let reason = FailureReason::Parse(malformed.error);
-                        return Slot::new(index, ident, ids, Err(reason));
+                        return Slot::new(index, ident, ids, Err(reason))
+                            .with_ticket(ticket.flatten());
                     }
                 };
+                // Taken before the handler takes the record.
+                let ticket = pipeline.parks().then(|| {
+                    let raw = serde_json::to_value(&record).ok()?;
+                    Ticket::new(SOURCE, record.event_source_arn.as_deref(), &record, raw)
+                });
                 let ids = Ids::of(&record);
                 let ident = ids.ident(index, KINESIS.id);
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &record)) {
@@ -224,7 +239,7 @@ impl KinesisProcessor {
                         "preparing record {ident} (data deserializer) panicked: {panic}"
                     ))),
                 };
-                Slot::new(index, ident, ids, prepared)
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket.flatten())
             })
             .collect();
         fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);

@@ -1,0 +1,1 @@
+//! Parking on the memory store.
