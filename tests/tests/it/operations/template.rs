@@ -1500,7 +1500,12 @@ fn destinations_of(template: &Value, function: &Value) -> BTreeSet<String> {
         .into_iter()
         .flatten()
     {
-        if name.as_str() == Some(shared::PREFIX_ENV) {
+        // The parking queue is the function's own dead-letter queue, sent
+        // to directly, not through the outbox.
+        if matches!(
+            name.as_str(),
+            Some(shared::PREFIX_ENV | shared::parking::PARKING_QUEUE_ENV)
+        ) {
             continue;
         }
         let Some(id) = target(value) else { continue };
