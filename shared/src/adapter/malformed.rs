@@ -54,29 +54,31 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
     records: Vec<Value>,
     salvage: &Salvage,
 ) -> Vec<Result<R, MalformedRecord>> {
-    records
-        .into_iter()
-        .enumerate()
-        .map(|(index, raw)| match R::deserialize(&raw) {
-            Ok(record) => Ok(record),
-            Err(e) => {
-                let text = |pointer: &str| {
-                    raw.pointer(pointer)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                };
-                Err(MalformedRecord {
-                    index,
-                    sequence_number: text(salvage.sequence_number),
-                    event_source_arn: text("/eventSourceARN"),
-                    lane: (salvage.lane)(&raw),
-                    error: format!("record {index} is not {}: {e}", salvage.noun),
-                    raw,
-                    names: salvage.names,
-                })
+    let mut parsed = Vec::with_capacity(records.len());
+    for (index, raw) in records.into_iter().enumerate() {
+        let error = match R::deserialize(&raw) {
+            Ok(record) => {
+                parsed.push(Ok(record));
+                continue;
             }
-        })
-        .collect()
+            Err(e) => e,
+        };
+        let text = |pointer: &str| {
+            raw.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        parsed.push(Err(MalformedRecord {
+            index,
+            sequence_number: text(salvage.sequence_number),
+            event_source_arn: text("/eventSourceARN"),
+            lane: (salvage.lane)(&raw),
+            error: format!("record {index} is not {}: {error}", salvage.noun),
+            raw,
+            names: salvage.names,
+        }));
+    }
+    parsed
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {
