@@ -12,6 +12,10 @@
 //!   [`Ordering`] (unordered; ordered lanes that skip the lane; ordered
 //!   streams that stop the lane), bounded concurrency, panics isolated,
 //!   one log line per record, the batch line and the metric counts.
+//! * [`parking`]: on the ordered streams (Kinesis, DynamoDB Streams,
+//!   Kafka), a record that can never succeed
+//!   ([`FailureReason::is_terminal`]) is parked and its lane goes on; one
+//!   mechanism in the pipeline, a builder on the three processors.
 //! * [`BatchReport`] holds every record's [`RecordResult`] (an
 //!   [`Outcome`] or a [`FailureReason`]) and builds any source's partial
 //!   batch response ([`PartialResponse`]).
@@ -99,7 +103,8 @@
 //! the per-record log line, the batch line and the metrics.
 //!
 //! Every adapter reports the engine's [`Outcome`] for what is done
-//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`) and its own failure
+//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`; `Parked` for a
+//! stream record set aside by [`parking`]) and its own failure
 //! type for what must be delivered again or ends in the DLQ: an engine
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 

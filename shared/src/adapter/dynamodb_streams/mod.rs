@@ -18,6 +18,8 @@
 //!   name and an attribute that changes with every write (see `key.rs`).
 //! * A record that is not a stream record, or whose image holds an invalid
 //!   value, fails alone (and stops what follows it), never the batch.
+//! * With [`DynamoDbStreamsProcessor::parking`], a record that can never
+//!   succeed is parked ([`crate::parking`]) and the stream goes on.
 //!
 //! ```
 //! use serde_json::json;

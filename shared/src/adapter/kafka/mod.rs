@@ -24,6 +24,8 @@
 //! * Record positions in the [`BatchReport`] count the records
 //!   topic-partition by topic-partition, the topic-partitions in name order
 //!   (the event's `records` map has no order of its own).
+//! * With [`KafkaProcessor::parking`], a record that can never succeed is
+//!   parked ([`crate::parking`]) and its topic-partition goes on.
 //!
 //! ```
 //! use serde::Deserialize;

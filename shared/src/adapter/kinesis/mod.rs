@@ -19,6 +19,10 @@
 //!   `key.rs`).
 //! * In-batch duplicates (a producer's retry in the same batch) run once;
 //!   the copies replay the first one's outcome.
+//! * With [`KinesisProcessor::parking`], a record that can never succeed
+//!   (it does not decode, has no key, is too large, the handler rejects it
+//!   with a terminal error) is parked ([`crate::parking`]) and its shard
+//!   goes on; without, it stops its shard like any failure.
 //!
 //! ```
 //! use serde::Deserialize;
