@@ -27,7 +27,7 @@
 //! * A record without a position (no sequence number) is not parked: its
 //!   copies could not be told apart. It fails as without parking.
 //!
-//! [`SqsParking`] (cargo feature `parking-sqs`) sends to an SQS queue
+//! `SqsParking` (cargo feature `parking-sqs`) sends to an SQS queue
 //! ([`PARKING_QUEUE_ENV`]); [`MemoryParking`] keeps the records in memory
 //! (local runs, tests). SQS batches do not park: a queue has its own
 //! redrive policy to a dead-letter queue.
