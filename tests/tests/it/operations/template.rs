@@ -894,6 +894,21 @@ fn the_dashboard_shows_every_function() {
                 );
             }
         }
+        // A function that parks stream records shows how many.
+        if props["Environment"]["Variables"]
+            .get(shared::parking::PARKING_QUEUE_ENV)
+            .is_some()
+        {
+            assert!(
+                shows(
+                    shared::metrics::NAMESPACE,
+                    "Parked",
+                    "service",
+                    format!("${{{id}}}")
+                ),
+                "{id}: Parked"
+            );
+        }
         for (_, event) in props["Events"].as_mapping().into_iter().flatten() {
             if event["Type"].as_str() == Some("SQS") {
                 let queue = target(&event["Properties"]["Queue"]).expect("the queue");
