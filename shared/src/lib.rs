@@ -48,7 +48,7 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 
 mod adapter;
-#[cfg(any(feature = "dynamodb", feature = "ssm"))]
+#[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 mod aws;
 mod backend;
 mod clock;
@@ -76,6 +76,7 @@ pub use adapter::eventbridge;
 pub use adapter::http;
 pub use adapter::kafka;
 pub use adapter::kinesis;
+pub use adapter::parking;
 pub use adapter::sns;
 /// The SQS adapter (standard and FIFO queues), in `adapter/sqs/`.
 pub use adapter::sqs as batch;
@@ -83,7 +84,7 @@ pub use adapter::{
     Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
     KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
 };
-#[cfg(any(feature = "dynamodb", feature = "ssm"))]
+#[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 pub use aws::{aws_sdk_config, aws_sdk_config_loader};
 pub use backend::{Backend, BackendError, Place, TableEnv, Wiring};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -4,7 +4,7 @@
 //! Namespace `Idempotency`, dimension `service` (the function name, from
 //! `AWS_LAMBDA_FUNCTION_NAME`), metrics `Processed`, `Replayed`,
 //! `InProgressConflict`, `Failed` (plus `Rejected`, terminal outcomes
-//! recorded). A rising `Replayed` rate means trouble upstream: the template
+//! recorded, and `Parked`, stream records set aside in a parking queue). A rising `Replayed` rate means trouble upstream: the template
 //! alarms on it. Lines go to stderr (CloudWatch reads both streams; a local
 //! run's stdout stays the responses). They are written under Lambda (when
 //! `AWS_LAMBDA_FUNCTION_NAME` is set); `IDEMPOTENCY_METRICS=on` writes them
@@ -37,6 +37,8 @@ pub struct Counts {
     pub failed: u64,
     /// Terminal outcomes recorded (not retried).
     pub rejected: u64,
+    /// Stream records that can never succeed, parked (done; not retried).
+    pub parked: u64,
     /// Replays whose stored response no longer decodes into the handler's
     /// type (changed in a deploy): replayed without the body.
     pub undecodable: u64,
@@ -110,6 +112,7 @@ pub(crate) fn emf_line(
                     metric("InProgressConflict"),
                     metric("Failed"),
                     metric("Rejected"),
+                    metric("Parked"),
                     metric("UndecodableReplay"),
                 ],
             }],
@@ -120,6 +123,7 @@ pub(crate) fn emf_line(
         "InProgressConflict": counts.in_progress,
         "Failed": counts.failed,
         "Rejected": counts.rejected,
+        "Parked": counts.parked,
         "UndecodableReplay": counts.undecodable,
     });
     if let Some(id) = request_id {
@@ -213,6 +217,7 @@ mod tests {
             in_progress: 1,
             failed: 4,
             rejected: 5,
+            parked: 7,
             undecodable: 6,
         };
         let v: serde_json::Value =
@@ -237,10 +242,11 @@ mod tests {
                 "InProgressConflict",
                 "Failed",
                 "Rejected",
+                "Parked",
                 "UndecodableReplay"
             ]
         );
-        for (name, n) in declared.iter().zip([3, 2, 1, 4, 5, 6]) {
+        for (name, n) in declared.iter().zip([3, 2, 1, 4, 5, 7, 6]) {
             assert_eq!(v[*name], n, "{name}");
         }
     }

@@ -12,12 +12,19 @@
 //! nothing later in its shard runs and the partial batch response names it
 //! (Lambda retries the shard from there), so another shard is never held
 //! back.
+//!
+//! A record that can never succeed (data that is not a payment, no
+//! `payment_id`, a payment refused for good) is parked in the SQS queue
+//! `PARKING_QUEUE_URL` names ([`shared::parking`]): the shard goes on past
+//! it, and only retryable failures stop it. Without that variable, parking
+//! is off: such a record fails and holds back its shard, as any other.
 
 use std::time::Duration;
 
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 use shared::kinesis::{KinesisEventResponse, KinesisProcessor, KinesisRecord};
+use shared::parking::{PARKING_QUEUE_ENV, Parking, SqsParking};
 use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
 
 pub use payments::{Accounts, Applied, Payment};
@@ -75,7 +82,8 @@ impl App {
     /// From the environment, as `payments` reads it: DynamoDB when
     /// `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` are set (honouring
     /// `AWS_ENDPOINT_URL`), the embedded memory store otherwise (local
-    /// runs); `PAYMENTS_COMMIT_MODE` ([`payments::MODE_ENV`]) picks the mode.
+    /// runs); `PAYMENTS_COMMIT_MODE` ([`payments::MODE_ENV`]) picks the mode;
+    /// `PARKING_QUEUE_URL` ([`PARKING_QUEUE_ENV`]) turns parking on.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = Self::config()
             .prefix_from_env()?
@@ -86,7 +94,30 @@ impl App {
             .map_err(|e| shared::report(&e))?
             .into_parts();
         let accounts = payments::Accounts::from_table(accounts);
-        Ok(Self::new(engine, accounts))
+        let app = Self::new(engine, accounts);
+        Ok(match SqsParking::from_env().await {
+            Some(parking) => {
+                lambda_runtime::tracing::info!(
+                    queue = parking.queue_url(),
+                    "parking is on: records that can never succeed are parked, their shard goes on"
+                );
+                app.parking(parking)
+            }
+            None => {
+                lambda_runtime::tracing::warn!(
+                    "parking is off ({PARKING_QUEUE_ENV} unset): a record that can never \
+                     succeed fails and holds back its shard"
+                );
+                app
+            }
+        })
+    }
+
+    /// This function parking the records that can never succeed in
+    /// `parking` (their shard goes on past them).
+    pub fn parking(mut self, parking: impl Parking + 'static) -> Self {
+        self.processor = self.processor.parking(parking);
+        self
     }
 
     /// The accounts table.
@@ -148,6 +179,33 @@ mod tests {
         let store = MemoryStore::new();
         let engine = Idempotency::new(store.clone(), App::config().commit_mode(mode));
         App::new(engine, Accounts::memory(store, "accounts"))
+    }
+
+    /// With parking, shard 1's poison record is parked and the records
+    /// after it are credited; the response names nothing.
+    #[tokio::test]
+    async fn with_parking_the_poison_record_is_parked_and_the_rest_of_its_shard_credited() {
+        let event = sample("1");
+        let parking = shared::parking::MemoryParking::new();
+        let app = app(CommitMode::Optimistic).parking(parking.clone());
+        let response = app
+            .handle(LambdaEvent::new(event.clone(), Default::default()))
+            .await
+            .unwrap();
+        assert!(response.batch_item_failures.is_empty());
+        let poison = event["Records"][1]["kinesis"]["sequenceNumber"]
+            .as_str()
+            .unwrap();
+        let parked = parking.parked();
+        assert_eq!(parked.len(), 1);
+        assert_eq!(parked[0].position, poison);
+        for (account, sum) in expected(&event, usize::MAX) {
+            assert_eq!(
+                app.accounts().balance(&account).await.unwrap(),
+                Some(sum),
+                "{account}"
+            );
+        }
     }
 
     #[test]

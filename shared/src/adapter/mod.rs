@@ -12,6 +12,10 @@
 //!   [`Ordering`] (unordered; ordered lanes that skip the lane; ordered
 //!   streams that stop the lane), bounded concurrency, panics isolated,
 //!   one log line per record, the batch line and the metric counts.
+//! * [`parking`]: on the ordered streams (Kinesis, DynamoDB Streams,
+//!   Kafka), a record that can never succeed
+//!   ([`FailureReason::is_terminal`]) is parked and its lane goes on; one
+//!   mechanism in the pipeline, a builder on the three processors.
 //! * [`BatchReport`] holds every record's [`RecordResult`] (an
 //!   [`Outcome`] or a [`FailureReason`]) and builds any source's partial
 //!   batch response ([`PartialResponse`]).
@@ -99,7 +103,8 @@
 //! the per-record log line, the batch line and the metrics.
 //!
 //! Every adapter reports the engine's [`Outcome`] for what is done
-//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`) and its own failure
+//! (`Executed`, `Replayed`, `Rejected`, `Unprotected`; `Parked` for a
+//! stream record set aside by [`parking`]) and its own failure
 //! type for what must be delivered again or ends in the DLQ: an engine
 //! `InProgress` or `PayloadMismatch` is always reported as a failure.
 
@@ -112,6 +117,8 @@ pub mod kafka;
 pub(crate) mod key;
 pub mod kinesis;
 pub(crate) mod lanes;
+pub(crate) mod malformed;
+pub mod parking;
 pub(crate) mod pipeline;
 pub(crate) mod report;
 pub(crate) mod settings;
@@ -122,6 +129,7 @@ pub use delivery::{Attribute, Delivery, IdField, LaneField, SourceNames};
 pub(crate) use key::{KeyFailure, json_type, key_for};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey};
 pub use lanes::Ordering;
+pub use malformed::MalformedRecord;
 pub use report::{
     BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
 };
@@ -172,7 +180,7 @@ impl<T> Outcome<T> {
     }
 
     /// A short name for logs: `executed`, `replayed`, `rejected`,
-    /// `unprotected`, `in_progress`, `payload_mismatch`.
+    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Self::Executed(_) => "executed",
@@ -181,6 +189,7 @@ impl<T> Outcome<T> {
             Self::Unprotected(_) => "unprotected",
             Self::InProgress { .. } => "in_progress",
             Self::PayloadMismatch => "payload_mismatch",
+            Self::Parked { .. } => "parked",
         }
     }
 }
@@ -320,6 +329,7 @@ pub(crate) fn count<T, F: Failure>(counts: &mut Counts, outcome: Result<&Outcome
         Ok(Outcome::Executed(_) | Outcome::Unprotected(_)) => counts.processed += 1,
         Ok(Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. }) => counts.replayed += 1,
         Ok(Outcome::Rejected { .. }) => counts.rejected += 1,
+        Ok(Outcome::Parked { .. }) => counts.parked += 1,
         Ok(Outcome::InProgress { .. }) => {
             counts.in_progress += 1;
             counts.failed += 1;
@@ -395,6 +405,22 @@ pub(crate) fn log_outcome<T, F: Failure>(
             error = error.as_str(),
             latency_ms,
             "{noun} rejected with a recorded terminal error (done, not retried)"
+        ),
+        Ok(Outcome::Parked { id, reason }) => tracing::warn!(
+            message_id,
+            event_id,
+            sequence_number,
+            offset,
+            group,
+            shard,
+            partition,
+            key,
+            duplicate_of,
+            outcome = label,
+            parked_id = id.as_str(),
+            error = reason.as_str(),
+            latency_ms,
+            "{noun} can never succeed: parked in the parking queue (done, its lane goes on)"
         ),
         Ok(Outcome::Unprotected(_)) => tracing::warn!(
             message_id,

@@ -22,6 +22,7 @@ use tokio::sync::{Semaphore, watch};
 
 use super::delivery::{Ids, SourceNames};
 use super::lanes::{self, Ordering};
+use super::parking::{Parking, Ticket};
 use super::report::{BatchReport, FailureReason, RecordResult};
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, margin};
 use super::{KeyFailure, KeyInput, KeySelector, MissingKey, Unit, key_for, log_outcome, millis};
@@ -49,6 +50,9 @@ pub(crate) struct Pipeline<'a> {
     pub(crate) ordering: Ordering,
     /// The source's names, for messages and log lines.
     pub(crate) names: &'static SourceNames,
+    /// Where records that can never succeed are parked (ordered streams;
+    /// `None`: they fail and stop their lane).
+    pub(crate) parking: Option<&'a dyn Parking>,
 }
 
 /// One record on its way through the pipeline: `Rec` is what the handler
@@ -60,6 +64,9 @@ pub(crate) struct Slot<Rec> {
     pub(crate) ids: Ids,
     pub(crate) state: State<Rec>,
     pub(crate) role: Role,
+    /// What the record is parked as when it fails terminally (only when its
+    /// processor parks: [`Pipeline::parks`]).
+    pub(crate) ticket: Option<Ticket>,
 }
 
 impl<Rec> Slot<Rec> {
@@ -89,7 +96,14 @@ impl<Rec> Slot<Rec> {
             ids,
             state,
             role: Role::Solo,
+            ticket: None,
         }
+    }
+
+    /// This slot, parked as `ticket` gives if it fails terminally.
+    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
+        self.ticket = ticket;
+        self
     }
 }
 
@@ -156,6 +170,12 @@ pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 }
 
 impl Pipeline<'_> {
+    /// Whether records that can never succeed are parked: the adapter then
+    /// gives each slot its [`Ticket`] ([`Slot::with_ticket`]).
+    pub(crate) fn parks(&self) -> bool {
+        self.parking.is_some()
+    }
+
     /// The key of the record `ident` from `input`; `None` to run
     /// unprotected.
     pub(crate) fn key_of(
@@ -284,6 +304,7 @@ impl Pipeline<'_> {
             replayed = count("replayed"),
             rejected = count("rejected"),
             unprotected = count("unprotected"),
+            parked = count("parked"),
             failed = count("failed"),
             latency_ms = millis(started.elapsed()),
             "batch processed"
@@ -430,6 +451,7 @@ impl Pipeline<'_> {
             ids,
             state,
             role,
+            ticket,
         } = slot;
         let key_hash = match &state {
             State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
@@ -465,9 +487,17 @@ impl Pipeline<'_> {
                     )))
                 }),
         };
+        // Copies take the failure, not the parking: each copy is parked
+        // under its own position.
         if let Role::Leader(tx) = &role {
             tx.send_replace(Some(share(&outcome)));
         }
+        let outcome = match (outcome, ticket, self.parking) {
+            (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
+                park(parking, ticket, reason, &ident).await
+            }
+            (outcome, ..) => outcome,
+        };
         let duplicate_of = match &role {
             Role::Follower { first, .. } => Some(first.as_str()),
             _ => None,
@@ -560,6 +590,33 @@ impl Pipeline<'_> {
     }
 }
 
+/// Parks a record that failed terminally for `reason`: done
+/// ([`Outcome::Parked`]) once `parking` has it; if parking fails, the record
+/// fails for `reason` as it would without parking (its lane stops).
+async fn park<T>(
+    parking: &dyn Parking,
+    ticket: Ticket,
+    reason: FailureReason,
+    ident: &str,
+) -> RecordOutcome<T> {
+    let parked = ticket.parked(&reason, parking.max_message_bytes());
+    match parking.park(&parked).await {
+        Ok(()) => Ok(Outcome::Parked {
+            id: parked.id,
+            reason: parked.reason,
+        }),
+        Err(e) => {
+            tracing::error!(
+                record = ident,
+                parked_id = parked.id.as_str(),
+                error = %report(&e),
+                "parking failed: the record fails and its lane stops, as without parking"
+            );
+            Err(reason)
+        }
+    }
+}
+
 /// Waits for the first copy of an in-batch duplicate and takes its outcome.
 async fn follow<T: DeserializeOwned>(
     first: &str,
@@ -605,6 +662,10 @@ fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
             lease_expires_at_ms: *lease_expires_at_ms,
         }),
         Ok(Outcome::PayloadMismatch) => Shared::Failed(FailureReason::PayloadMismatch),
+        // Never: a record is shared before it is parked.
+        Ok(Outcome::Parked { reason, .. }) => Shared::Failed(FailureReason::Idempotency(format!(
+            "the first copy was parked: {reason}"
+        ))),
         Err(reason) => Shared::Failed(reason.clone()),
     }
 }

@@ -146,6 +146,41 @@ impl fmt::Display for FailureReason {
     }
 }
 
+impl FailureReason {
+    /// Whether the record can never succeed: delivered again, it fails the
+    /// same way. Terminal: it does not parse ([`Parse`](Self::Parse)), has
+    /// no usable key ([`Key`](Self::Key)), is too large
+    /// ([`BodyTooLarge`](Self::BodyTooLarge)), fails its signature check
+    /// ([`BadSignature`](Self::BadSignature)), its key was used with another
+    /// payload ([`PayloadMismatch`](Self::PayloadMismatch)), the handler
+    /// returned a terminal error ([`Handler`](Self::Handler) with
+    /// [`ErrorKind::Terminal`]), or it is an in-batch copy of such a record.
+    /// Everything else may succeed on a later try: the store, a key held by
+    /// another invocation, the deadline, a retryable handler error, a panic,
+    /// a record not run behind a failure or whose lane is unknown. On an
+    /// ordered stream with parking ([`crate::parking`]), a terminal failure
+    /// is parked and its lane goes on; any other stops its lane.
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            Self::Parse(_)
+            | Self::Key(_)
+            | Self::BodyTooLarge { .. }
+            | Self::BadSignature(_)
+            | Self::PayloadMismatch => true,
+            Self::Handler { kind, .. } => *kind == ErrorKind::Terminal,
+            Self::DuplicateOf { reason, .. } => reason.is_terminal(),
+            Self::NoGroupId
+            | Self::InProgress { .. }
+            | Self::Panic(_)
+            | Self::Store(_)
+            | Self::Idempotency(_)
+            | Self::NoLane
+            | Self::Skipped { .. }
+            | Self::OutOfTime { .. } => false,
+        }
+    }
+}
+
 impl Failure for FailureReason {
     fn in_progress(&self) -> bool {
         matches!(self, Self::InProgress { .. })

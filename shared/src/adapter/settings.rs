@@ -2,11 +2,15 @@
 //! settings its builders set (one `batch_settings!` for the five sources),
 //! with their defaults ([`DEFAULT_CONCURRENCY`], [`DEFAULT_DEADLINE_MARGIN`],
 //! [`PreRead`]); [`Settings::pipeline`] makes the pipeline of one batch.
+//! The ordered streams (Kinesis, DynamoDB Streams, Kafka) add one more,
+//! their parking (`parking_setting!`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::delivery::SourceNames;
 use super::lanes::Ordering;
+use super::parking::Parking;
 use super::pipeline::Pipeline;
 use super::{KeySelector, MissingKey};
 use crate::engine::Idempotency;
@@ -62,6 +66,9 @@ pub(crate) struct Settings {
     pub(crate) deadline_margin: Option<Duration>,
     pub(crate) missing_key: MissingKey,
     pub(crate) pre_read: PreRead,
+    /// Where records that can never succeed are parked (ordered streams
+    /// only: `parking_setting!`).
+    pub(crate) parking: Option<Arc<dyn Parking>>,
 }
 
 impl Settings {
@@ -74,6 +81,7 @@ impl Settings {
             deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
+            parking: None,
         }
     }
 
@@ -92,6 +100,7 @@ impl Settings {
             deadline_margin: self.deadline_margin,
             ordering,
             names,
+            parking: self.parking.as_deref(),
         }
     }
 }
@@ -150,6 +159,39 @@ macro_rules! batch_settings {
     };
 }
 pub(crate) use batch_settings;
+
+/// The parking builder of the ordered streams (Kinesis, DynamoDB Streams,
+/// Kafka; one definition, three sources). SQS batches do not park: a queue
+/// has its own redrive policy to a dead-letter queue.
+macro_rules! parking_setting {
+    ($processor:ty) => {
+        impl $processor {
+            /// Parks each record that can never succeed
+            /// ([`FailureReason::is_terminal`](crate::adapter::FailureReason::is_terminal))
+            /// in `parking` ([`crate::parking`]): its outcome is then
+            /// [`Outcome::Parked`](crate::Outcome::Parked), it is not named in
+            /// the partial batch response, and the records after it in its
+            /// lane run. Only retryable failures stop a lane; a record whose
+            /// parking fails fails as without parking. Default: no parking
+            /// (a terminal failure stops its lane like any other).
+            pub fn parking(mut self, parking: impl crate::parking::Parking + 'static) -> Self {
+                self.settings.parking = Some(std::sync::Arc::new(parking));
+                self
+            }
+
+            /// [`parking`](Self::parking) when `parking` is `Some`; no
+            /// parking otherwise.
+            pub fn parking_opt(
+                mut self,
+                parking: Option<std::sync::Arc<dyn crate::parking::Parking>>,
+            ) -> Self {
+                self.settings.parking = parking;
+                self
+            }
+        }
+    };
+}
+pub(crate) use parking_setting;
 
 #[cfg(test)]
 mod tests {

@@ -45,6 +45,15 @@ pub enum Outcome<T> {
     },
     /// Idempotency is disabled by the kill switch: the handler ran unprotected.
     Unprotected(T),
+    /// A stream record that can never succeed, set aside in its processor's
+    /// parking queue ([`crate::parking`]) so its lane goes on: done for the
+    /// source. Never from the engine: the stream adapters give it.
+    Parked {
+        /// The parked message's id: the record's source position.
+        id: String,
+        /// Why it can never succeed.
+        reason: String,
+    },
 }
 
 /// The idempotency engine for one handler. Cheap to clone; build it once per

@@ -18,6 +18,8 @@
 //!   name and an attribute that changes with every write (see `key.rs`).
 //! * A record that is not a stream record, or whose image holds an invalid
 //!   value, fails alone (and stops what follows it), never the batch.
+//! * With [`DynamoDbStreamsProcessor::parking`], a record that can never
+//!   succeed is parked ([`crate::parking`]) and the stream goes on.
 //!
 //! ```
 //! use serde_json::json;
@@ -94,6 +96,7 @@ pub use crate::adapter::partial_response;
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
@@ -104,6 +107,9 @@ use crate::error::HandlerError;
 use crate::write::IntoStaged;
 use key::ImageRules;
 use record::DYNAMODB_STREAMS;
+
+/// The `eventSource` of a DynamoDB stream record.
+const SOURCE: &str = "aws:dynamodb";
 
 /// Processes DynamoDB Streams batches: the engine plus how keys and
 /// failures are handled. Build it once per execution environment; cheap to
@@ -116,6 +122,7 @@ pub struct DynamoDbStreamsProcessor {
 }
 
 crate::adapter::settings::batch_settings!(DynamoDbStreamsProcessor);
+crate::adapter::settings::parking_setting!(DynamoDbStreamsProcessor);
 
 impl DynamoDbStreamsProcessor {
     /// A processor over `engine` taking each record's key from `key`
@@ -196,10 +203,20 @@ impl DynamoDbStreamsProcessor {
                     Err(malformed) => {
                         let ids = Ids::of(&malformed as &dyn Delivery);
                         let ident = ids.ident(index, DYNAMODB_STREAMS.id);
+                        let ticket = pipeline.parks().then(|| {
+                            let arn = malformed.event_source_arn.as_deref();
+                            Ticket::new(SOURCE, arn, &malformed, malformed.raw.clone())
+                        });
                         let reason = FailureReason::Parse(malformed.error);
-                        return Slot::new(index, ident, ids, Err(reason));
+                        return Slot::new(index, ident, ids, Err(reason))
+                            .with_ticket(ticket.flatten());
                     }
                 };
+                // Taken before the handler takes the record.
+                let ticket = pipeline.parks().then(|| {
+                    let raw = serde_json::to_value(&record).ok()?;
+                    Ticket::new(SOURCE, record.event_source_arn.as_deref(), &record, raw)
+                });
                 let ids = Ids::of(&record);
                 let ident = ids.ident(index, DYNAMODB_STREAMS.id);
                 let prepared = match guard(|| self.rules.prepare(&pipeline, &ident, record)) {
@@ -213,7 +230,7 @@ impl DynamoDbStreamsProcessor {
                         "preparing record {ident} panicked: {panic}"
                     ))),
                 };
-                Slot::new(index, ident, ids, prepared)
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket.flatten())
             })
             .collect();
         fail_after_missing_lane(

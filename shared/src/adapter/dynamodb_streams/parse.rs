@@ -5,7 +5,23 @@
 use aws_lambda_events::dynamodb::EventRecord;
 use serde_json::Value;
 
+use super::record::DYNAMODB_STREAMS;
+pub use crate::adapter::malformed::MalformedRecord;
+use crate::adapter::malformed::{Salvage, parse_each};
 use crate::adapter::{BatchError, Delivery, json_type};
+
+/// How a DynamoDB stream record that does not parse is read: its lane is
+/// its stream (`eventSourceARN`).
+static SALVAGE: Salvage = Salvage {
+    noun: "a DynamoDB stream record",
+    sequence_number: "/dynamodb/SequenceNumber",
+    lane: |raw| {
+        raw.get("eventSourceARN")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    },
+    names: &DYNAMODB_STREAMS,
+};
 
 /// A DynamoDB Streams event as parsed: its records in stream order, each a
 /// stream record or, when it does not parse, a [`MalformedRecord`] (which
@@ -40,22 +56,6 @@ impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
     }
 }
 
-/// A record of the event that is not a DynamoDB stream record (a missing
-/// `eventName`, `SizeBytes`, a malformed image...). What of it could be read
-/// is kept, so that the partial batch response can still name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct MalformedRecord {
-    /// Its position in the batch.
-    pub index: usize,
-    /// Its `dynamodb.SequenceNumber`, when that much could be read.
-    pub sequence_number: Option<String>,
-    /// Its `eventSourceARN`, when that much could be read.
-    pub event_source_arn: Option<String>,
-    /// Why it does not parse.
-    pub error: String,
-}
-
 /// Parses an invocation payload as a DynamoDB Streams event: a `Records`
 /// array whose items do not come from another source (an `eventSource`
 /// other than `aws:dynamodb` rejects the event: the function is wired to
@@ -88,27 +88,6 @@ pub fn parse_dynamodb_event(value: Value) -> Result<DynamoDbStreamEvent, BatchEr
             }
         }
     }
-    let records = records
-        .into_iter()
-        .enumerate()
-        .map(|(index, raw)| {
-            let text = |pointer: &str| {
-                raw.pointer(pointer)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
-            let sequence_number = text("/dynamodb/SequenceNumber");
-            let event_source_arn = text("/eventSourceARN");
-            match serde_json::from_value::<EventRecord>(raw) {
-                Ok(record) => Ok(record),
-                Err(e) => Err(MalformedRecord {
-                    index,
-                    sequence_number,
-                    event_source_arn,
-                    error: format!("record {index} is not a DynamoDB stream record: {e}"),
-                }),
-            }
-        })
-        .collect();
+    let records = parse_each(records, &SALVAGE);
     Ok(DynamoDbStreamEvent { records })
 }

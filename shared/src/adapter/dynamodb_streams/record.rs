@@ -15,7 +15,6 @@ use std::any::Any;
 
 use aws_lambda_events::dynamodb::EventRecord;
 
-use super::MalformedRecord;
 use super::image::to_item;
 use crate::adapter::{Delivery, IdField, LaneField, SourceNames};
 use crate::key::IdempotencyKey;
@@ -59,30 +58,6 @@ impl Delivery for EventRecord {
     }
 
     /// The `SequenceNumber`.
-    fn position(&self) -> Option<&str> {
-        self.id()
-    }
-
-    fn source(&self) -> &'static SourceNames {
-        &DYNAMODB_STREAMS
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-impl Delivery for MalformedRecord {
-    /// The `SequenceNumber`, when it could be read.
-    fn id(&self) -> Option<&str> {
-        non_empty(self.sequence_number.as_deref())
-    }
-
-    /// The `eventSourceARN`, when it could be read.
-    fn lane(&self) -> Option<&str> {
-        non_empty(self.event_source_arn.as_deref())
-    }
-
     fn position(&self) -> Option<&str> {
         self.id()
     }

@@ -426,3 +426,94 @@ async fn the_removal_of_a_version_is_not_a_copy_of_the_change_that_wrote_it() {
     );
     assert_eq!(sink.seqs().len(), 2);
 }
+
+/// Refuses plan `pro` for good (a terminal error), accepts the rest.
+async fn refuse_pro(r: DynamoDbRecord) -> Result<Value, HandlerError> {
+    let plan = r
+        .image()
+        .and_then(|i| i.get("plan"))
+        .and_then(AttrValue::as_s)
+        .map(str::to_owned);
+    if plan.as_deref() == Some("pro") {
+        return Err(HandlerError::terminal(std::io::Error::other(
+            "plan pro is not sold",
+        )));
+    }
+    Ok(json!({"seq": r.sequence_number()}))
+}
+
+/// The sample with a record that is not a stream record after the MODIFY
+/// (plan `pro`, which the handler refuses for good).
+fn with_poison() -> Vec<Value> {
+    let mut records = sample_records();
+    records.insert(
+        2,
+        json!({
+            "eventID": "broken", "eventSource": "aws:dynamodb",
+            "eventSourceARN": records[0]["eventSourceARN"],
+            "dynamodb": {"SequenceNumber": "700000000042417803650"},
+        }),
+    );
+    records
+}
+
+/// With parking, the terminal rejection and the broken record are parked
+/// (the record as delivered, its stream and sequence number, the reason),
+/// and the records after them run and commit; the response names none.
+/// Without parking (today), the batch stopped at the MODIFY.
+#[tokio::test]
+async fn with_parking_poison_records_are_parked_and_the_stream_goes_on() {
+    let records = with_poison();
+    let parking = crate::parking::MemoryParking::new();
+    let report = processor()
+        .parking(parking.clone())
+        .process(event(records.clone()), None, refuse_pro)
+        .await;
+    let labels: Vec<_> = report.records.iter().map(|r| r.label()).collect();
+    assert_eq!(
+        labels,
+        ["executed", "parked", "parked", "executed", "executed"]
+    );
+    assert!(named(&report).is_empty());
+    let parked = parking.parked();
+    assert_eq!(parked.len(), 2);
+    let arn = records[0]["eventSourceARN"].as_str().unwrap();
+    for (p, raw) in parked.iter().zip([&records[1], &records[2]]) {
+        assert_eq!(p.source, "aws:dynamodb");
+        assert_eq!(p.position, seq(raw));
+        assert_eq!(p.id, format!("{arn}/{}", seq(raw)), "the lane is the ARN");
+        let kept = p.record.as_ref().unwrap();
+        assert_eq!(
+            kept["dynamodb"]["SequenceNumber"],
+            raw["dynamodb"]["SequenceNumber"]
+        );
+        assert_eq!(kept["dynamodb"]["Keys"], raw["dynamodb"]["Keys"]);
+    }
+    assert_eq!(
+        parked[0].record.as_ref().unwrap()["dynamodb"]["NewImage"]["plan"],
+        json!({"S": "pro"})
+    );
+    assert!(
+        parked[0].reason.contains("plan pro is not sold"),
+        "{}",
+        parked[0].reason
+    );
+    assert!(parked[1].reason.contains("not a DynamoDB stream record"));
+}
+
+/// When parking fails, the first poison fails and stops the stream, as
+/// without parking.
+#[tokio::test]
+async fn when_parking_fails_the_stream_stops_at_the_poison() {
+    let records = with_poison();
+    let parking = crate::parking::MemoryParking::new();
+    parking.fail(true);
+    let report = processor()
+        .parking(parking.clone())
+        .process(event(records.clone()), None, refuse_pro)
+        .await;
+    let labels: Vec<_> = report.records.iter().map(|r| r.label()).collect();
+    assert_eq!(labels, ["executed", "failed", "failed", "failed", "failed"]);
+    assert_eq!(named(&report), [seq(&records[1])]);
+    assert!(parking.parked().is_empty());
+}

@@ -575,6 +575,12 @@ impl HttpProcessor {
                     .into_response(),
                 done(Outcome::PayloadMismatch),
             ),
+            // Never from the engine (stream adapters park, not HTTP).
+            Ok(Outcome::Parked { reason, .. }) => Refused::answer(
+                Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
+                    .detail("the request failed and nothing was kept; retry it with the same key"),
+                Some(reason),
+            ),
             Err(Error::Handler(e)) => match seen.unkept {
                 Some(response) => {
                     let status = response.status;

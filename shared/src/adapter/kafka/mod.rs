@@ -34,6 +34,8 @@
 //! * Record positions in the [`BatchReport`] count the records
 //!   topic-partition by topic-partition, the topic-partitions in name order
 //!   (the event's `records` map has no order of its own).
+//! * With [`KafkaProcessor::parking`], a record that can never succeed is
+//!   parked ([`crate::parking`]) and its topic-partition goes on.
 //!
 //! ```
 //! use serde::Deserialize;
@@ -114,6 +116,7 @@ pub use response::{
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
@@ -138,6 +141,7 @@ pub struct KafkaProcessor {
 }
 
 crate::adapter::settings::batch_settings!(KafkaProcessor);
+crate::adapter::settings::parking_setting!(KafkaProcessor);
 
 impl KafkaProcessor {
     /// A processor over `engine` taking each record's key from `key`: a
@@ -226,6 +230,11 @@ impl KafkaProcessor {
     {
         let started = Instant::now();
         let pipeline = self.settings.pipeline(Ordering::StopLane, &KAFKA);
+        let source = event
+            .event_source
+            .as_deref()
+            .unwrap_or(parse::MSK_EVENT_SOURCE);
+        let arn = event.event_source_arn.as_deref();
         let mut partitions: Vec<_> = event.records.into_iter().collect();
         partitions.sort_by(|a, b| a.0.cmp(&b.0));
         let mut slots: Vec<_> = partitions
@@ -239,6 +248,11 @@ impl KafkaProcessor {
             .map(|(index, delivery)| {
                 let ids = Ids::of(&delivery);
                 let ident = ids.ident(index, KAFKA.id);
+                // Taken before the handler takes the record.
+                let ticket = pipeline.parks().then(|| {
+                    let raw = serde_json::to_value(&delivery.record).ok()?;
+                    Ticket::new(source, arn, &delivery, raw)
+                });
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &delivery)) {
                     Ok(Ok(p)) => Ok(Prepared {
                         record: KafkaMessage {
@@ -254,7 +268,7 @@ impl KafkaProcessor {
                         "preparing record {ident} (value deserializer) panicked: {panic}"
                     ))),
                 };
-                Slot::new(index, ident, ids, prepared)
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket.flatten())
             })
             .collect();
         fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);

@@ -9,14 +9,20 @@
 //! before the lowest sequence number listed and redelivers from there, so no
 //! effect of a record is applied before an earlier record of its shard.
 //!
-//! * `data` is base64-decoded and parsed as JSON into the handler's type;
-//!   a record that does not parse fails alone (and stops its shard).
+//! * Each record is parsed on its own ([`parse_kinesis_event`]); `data` is
+//!   base64-decoded and parsed as JSON into the handler's type. A record
+//!   that does not parse (its `data` not base64, not JSON, not the
+//!   handler's type) fails alone (and stops its shard), never the batch.
 //! * The key is a business key by pointer into `data`
 //!   ([`KeySelector::pointer`]). Never the `sequenceNumber`: a producer's
 //!   retry of `PutRecord` writes the same data under a new one (see
 //!   `key.rs`).
 //! * In-batch duplicates (a producer's retry in the same batch) run once;
 //!   the copies replay the first one's outcome.
+//! * With [`KinesisProcessor::parking`], a record that can never succeed
+//!   (it does not decode, has no key, is too large, the handler rejects it
+//!   with a terminal error) is parked ([`crate::parking`]) and its shard
+//!   goes on; without, it stops its shard like any failure.
 //!
 //! ```
 //! use serde::Deserialize;
@@ -79,22 +85,27 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
 
-pub use parse::parse_kinesis_event;
+pub use crate::adapter::MalformedRecord;
+pub use parse::{KinesisStreamEvent, parse_kinesis_event};
 pub use record::KinesisRecord;
 pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
 use crate::adapter::delivery::Ids;
 use crate::adapter::lanes::fail_after_missing_lane;
+use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::settings::Settings;
-use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
+use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
 use key::DataRules;
 use record::KINESIS;
+
+/// The `eventSource` of a Kinesis record.
+const SOURCE: &str = "aws:kinesis";
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
@@ -111,6 +122,7 @@ pub struct KinesisProcessor {
 }
 
 crate::adapter::settings::batch_settings!(KinesisProcessor);
+crate::adapter::settings::parking_setting!(KinesisProcessor);
 
 impl KinesisProcessor {
     /// A processor over `engine` taking each record's key from `key`: a
@@ -168,14 +180,15 @@ impl KinesisProcessor {
 
     /// Processes `event`: each record's `data` is parsed into `M`, its key
     /// selected, and `handler` run through the engine, shard by shard.
-    /// Never fails as a whole: per-record failures are in the report.
+    /// Never fails as a whole: per-record failures are in the report (a
+    /// record that did not parse, a [`MalformedRecord`], fails alone).
     ///
     /// `remaining` is the invocation's remaining time at the call (`None`:
     /// unknown); each record's lease is capped by what is left when it
     /// starts. `T` is the response recorded and replayed to duplicates.
     pub async fn process<M, T, R, H, Fut>(
         &self,
-        event: KinesisEvent,
+        event: impl Into<KinesisStreamEvent>,
         remaining: Option<Duration>,
         handler: H,
     ) -> BatchReport<T>
@@ -189,10 +202,30 @@ impl KinesisProcessor {
         let started = Instant::now();
         let pipeline = self.settings.pipeline(Ordering::StopLane, &KINESIS);
         let mut slots: Vec<_> = event
+            .into()
             .records
             .into_iter()
             .enumerate()
-            .map(|(index, record)| {
+            .map(|(index, entry)| {
+                let record = match entry {
+                    Ok(record) => record,
+                    Err(malformed) => {
+                        let ids = Ids::of(&malformed as &dyn Delivery);
+                        let ident = ids.ident(index, KINESIS.id);
+                        let ticket = pipeline.parks().then(|| {
+                            let arn = malformed.event_source_arn.as_deref();
+                            Ticket::new(SOURCE, arn, &malformed, malformed.raw.clone())
+                        });
+                        let reason = FailureReason::Parse(malformed.error);
+                        return Slot::new(index, ident, ids, Err(reason))
+                            .with_ticket(ticket.flatten());
+                    }
+                };
+                // Taken before the handler takes the record.
+                let ticket = pipeline.parks().then(|| {
+                    let raw = serde_json::to_value(&record).ok()?;
+                    Ticket::new(SOURCE, record.event_source_arn.as_deref(), &record, raw)
+                });
                 let ids = Ids::of(&record);
                 let ident = ids.ident(index, KINESIS.id);
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &record)) {
@@ -210,7 +243,7 @@ impl KinesisProcessor {
                         "preparing record {ident} (data deserializer) panicked: {panic}"
                     ))),
                 };
-                Slot::new(index, ident, ids, prepared)
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket.flatten())
             })
             .collect();
         fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);

@@ -2,10 +2,13 @@
 //! stream read by the Kinesis event source mapping emulator, the function's
 //! `App` with its DynamoDB store and accounts table on moto. A producer's
 //! retries credit once; a poison record holds back its own shard only;
-//! nothing after a failed record of a shard is applied before it.
+//! nothing after a failed record of a shard is applied before it; through
+//! the `ledger` binary, poison records are parked and no valid payment is
+//! given up.
 
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
+use shared::parking::ParkedRecord;
 use shared::{DynamoDbStore, Idempotency, TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +18,10 @@ use std::time::Duration;
 use test_kit::kinesis_esm::{
     self, Options, Outcome, Put, Stats, Stream, create_stream, put_to_shard, records, shard_of,
 };
-use test_kit::{Fault, FaultPlan, PaymentTables, balances, moto, payment_tables, unique_name};
+use test_kit::runtime_api::{Invocation, RuntimeApi, spawn_function};
+use test_kit::{
+    Fault, FaultPlan, PaymentTables, balances, moto, now_ms, payment_tables, unique_name,
+};
 
 pub(crate) fn payment(id: &str, account: &str, amount: u64) -> Vec<u8> {
     json!({"payment_id": id, "account_id": account, "amount_cents": amount})
@@ -346,4 +352,200 @@ async fn nothing_after_a_failed_record_in_its_shard_is_applied_before_it() {
         "a snapshot saw the records before the held one applied, and it not yet"
     );
     assert_eq!(balances(&t.accounts).await, expected);
+}
+
+/// Runs the `ledger` binary (under a local Runtime API, on the test's
+/// tables, parking in `parking` when set) as the function of a mapping over
+/// `stream`.
+async fn run_binary(
+    stream: &Stream,
+    t: &PaymentTables,
+    parking: Option<&str>,
+    options: &Options,
+) -> Stats {
+    let api = RuntimeApi::start().await;
+    let [idempotency, accounts] = t.env();
+    let mut env = vec![idempotency, accounts, (payments::MODE_ENV, "optimistic")];
+    if let Some(url) = parking {
+        env.push((shared::parking::PARKING_QUEUE_ENV, url));
+    }
+    let mut child = spawn_function("ledger", &api, &env);
+    api.wait_first_poll(Duration::from_secs(20)).await;
+    let kinesis = moto().kinesis().await;
+    let api = &api;
+    let stats = kinesis_esm::run(&kinesis, stream, options, |event: Value| async move {
+        match api
+            .invoke(event, now_ms() + 30_000, Duration::from_secs(30))
+            .await
+        {
+            Some(Invocation::Response(answer)) => Ok(answer),
+            other => Err(lambda_runtime::Error::from(format!("{other:?}"))),
+        }
+    })
+    .await;
+    child.kill().expect("stop ledger");
+    child.wait().expect("reap ledger");
+    stats
+}
+
+/// Every message of the queue at `url` (received until it is empty, each
+/// deleted): its body as a parked record, and its `parked-id` attribute.
+async fn drain_parked(url: &str) -> Vec<(ParkedRecord, String)> {
+    let sqs = moto().sqs().await;
+    let mut parked = Vec::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive parked");
+        let messages = out.messages();
+        if messages.is_empty() {
+            return parked;
+        }
+        for m in messages {
+            let record: ParkedRecord =
+                serde_json::from_str(m.body().unwrap_or_default()).expect("a parked record");
+            let id = m
+                .message_attributes()
+                .and_then(|a| a.get("parked-id"))
+                .and_then(|v| v.string_value())
+                .unwrap_or_default()
+                .to_owned();
+            parked.push((record, id));
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap_or_default())
+                .send()
+                .await
+                .expect("delete parked");
+        }
+    }
+}
+
+/// A stream of 2 shards with 40 valid payments (one retried by its
+/// producer) and 6 poison records among them: data that is not JSON, a
+/// payment without `payment_id`, a blank account (a terminal rejection), an
+/// amount too large (terminal). Through the `ledger` binary on moto:
+///
+/// * without a parking queue (as before), each poison record holds back its
+///   shard until the mapping gives up on its batch, and the valid payments
+///   behind it are given up with it;
+/// * with `PARKING_QUEUE_URL`, every valid payment is credited exactly once,
+///   none is given up, no invocation names a failure, and every poison
+///   record is in the parking queue: its data as put, its shard and
+///   sequence number, the reason, and its position as the `parked-id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_records_are_parked_and_no_valid_payment_is_given_up() {
+    let kinesis = moto().kinesis().await;
+    let stream = create_stream(&kinesis, "ledger-park", 2).await;
+    let poison: [&[u8]; 6] = [
+        b"not json {",
+        br#"{"account_id": "nobody", "amount_cents": 1}"#,
+        br#"{"payment_id": "blank-account", "account_id": " ", "amount_cents": 5}"#,
+        br#"{"payment_id": "too-large", "account_id": "big", "amount_cents": 18446744073709551615}"#,
+        b"\xff\xfe not utf-8",
+        br#"{"payment_id": "blank-account-2", "account_id": "", "amount_cents": 7}"#,
+    ];
+    let mut expected = BTreeMap::new();
+    let mut poison_puts: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for n in 0..40usize {
+        let shard = n % 2;
+        let account = format!("acct-{n}");
+        let amount = 100 + n as u64;
+        put_to_shard(
+            &kinesis,
+            &stream,
+            shard,
+            &account,
+            payment(&format!("pay-{n}"), &account, amount),
+        )
+        .await;
+        expected.insert(account, amount as i64);
+        if n == 7 {
+            // The producer's retry, under a new sequence number.
+            put_to_shard(
+                &kinesis,
+                &stream,
+                shard,
+                "r",
+                payment("pay-7", "acct-7", 107),
+            )
+            .await;
+        }
+        if n % 7 == 3 {
+            let data = poison[poison_puts.len()].to_vec();
+            let put = put_to_shard(&kinesis, &stream, shard, "p", data.clone()).await;
+            poison_puts.insert(put.sequence_number, data);
+        }
+    }
+    assert_eq!(poison_puts.len(), 6);
+    let options = Options {
+        max_retries: 2,
+        retry_pause: Duration::from_millis(50),
+        ..Options::default()
+    };
+
+    // Before: no parking queue.
+    let before = payment_tables("ledger-park-off").await;
+    let stats = run_binary(&stream, &before, None, &options).await;
+    let credited = balances(&before.accounts).await;
+    let given_up = expected
+        .keys()
+        .filter(|a| !credited.contains_key(*a))
+        .count();
+    eprintln!(
+        "without parking: {} poison records, {given_up} of {} valid payments given up, {} records skipped",
+        poison_puts.len(),
+        expected.len(),
+        stats.skipped.len()
+    );
+    assert!(given_up > 0, "poison records held back valid payments");
+
+    // After: parking on.
+    let sqs = moto().sqs().await;
+    let url = sqs
+        .create_queue()
+        .queue_name(unique_name("ledger-parking"))
+        .send()
+        .await
+        .expect("create the parking queue")
+        .queue_url()
+        .unwrap()
+        .to_owned();
+    let t = payment_tables("ledger-park-on").await;
+    let stats = run_binary(&stream, &t, Some(&url), &options).await;
+    assert!(!stats.timed_out, "{stats:?}");
+    assert_eq!(stats.skipped, Vec::<String>::new(), "nothing given up");
+    assert_eq!(stats.partial_failures + stats.invocation_errors, 0);
+    assert_eq!(stats.read, 47);
+    assert_eq!(balances(&t.accounts).await, expected, "each credited once");
+
+    let parked = drain_parked(&url).await;
+    let mut found = BTreeMap::new();
+    for (record, attribute) in &parked {
+        assert_eq!(attribute, &record.id, "the position is the parked-id");
+        assert_eq!(
+            record.id,
+            format!(
+                "{}/{}/{}",
+                stream.arn,
+                record.lane.as_deref().unwrap(),
+                record.position
+            )
+        );
+        assert_eq!(record.source, "aws:kinesis");
+        assert!(!record.reason.is_empty());
+        let kept = record.record.as_ref().expect("the record, not a reference");
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(kept["kinesis"]["data"].as_str().unwrap())
+            .unwrap();
+        found.insert(record.position.clone(), data);
+    }
+    assert_eq!(parked.len(), 6, "each poison record parked once");
+    assert_eq!(found, poison_puts, "every poison record, with its data");
 }

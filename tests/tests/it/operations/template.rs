@@ -527,7 +527,8 @@ fn alarms_on(
 
 /// Every queue a message ends in when it is given up on: SQS redrive
 /// targets, rule DLQs, on-failure destinations (asynchronous invocations
-/// and stream mappings).
+/// and stream mappings), stream records' parking queues
+/// (`PARKING_QUEUE_URL`).
 fn dead_letter_queues(template: &Value) -> Vec<String> {
     let mut dlqs = Vec::new();
     for (_, queue) in resources_of(template, "AWS::SQS::Queue") {
@@ -540,6 +541,12 @@ fn dead_letter_queues(template: &Value) -> Vec<String> {
     }
     for (_, function) in resources_of(template, "AWS::Serverless::Function") {
         let props = &function["Properties"];
+        if let Some(q) = props["Environment"]["Variables"]
+            .get(shared::parking::PARKING_QUEUE_ENV)
+            .and_then(target)
+        {
+            dlqs.push(q);
+        }
         if let Some(q) = props["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
             .get("Destination")
             .and_then(target)
@@ -918,6 +925,21 @@ fn the_dashboard_shows_every_function() {
                     "{id}: {metric}"
                 );
             }
+        }
+        // A function that parks stream records shows how many.
+        if props["Environment"]["Variables"]
+            .get(shared::parking::PARKING_QUEUE_ENV)
+            .is_some()
+        {
+            assert!(
+                shows(
+                    shared::metrics::NAMESPACE,
+                    "Parked",
+                    "service",
+                    format!("${{{id}}}")
+                ),
+                "{id}: Parked"
+            );
         }
         for (_, event) in props["Events"].as_mapping().into_iter().flatten() {
             if event["Type"].as_str() == Some("SQS") {
@@ -1525,7 +1547,12 @@ fn destinations_of(template: &Value, function: &Value) -> BTreeSet<String> {
         .into_iter()
         .flatten()
     {
-        if name.as_str() == Some(shared::PREFIX_ENV) {
+        // The parking queue is the function's own dead-letter queue, sent
+        // to directly, not through the outbox.
+        if matches!(
+            name.as_str(),
+            Some(shared::PREFIX_ENV | shared::parking::PARKING_QUEUE_ENV)
+        ) {
             continue;
         }
         let Some(id) = target(value) else { continue };
@@ -1747,6 +1774,69 @@ Resources:
     );
     let not_json = r#"!Sub ['{${W}: [${Q}]}', {W: !FindInMap [KeyPrefixes, W, Prefix]}]"#;
     assert!(problems(not_json)[0].contains("is not a JSON object"));
+}
+
+/// `ledger` parks the stream records that can never succeed in a queue of
+/// its own: kept 14 days (SQS's longest), messages up to 1 MiB, encrypted,
+/// alarmed on any message; its role may send to that queue and nothing else
+/// may.
+#[test]
+fn the_ledger_parks_in_its_own_alarmed_queue() {
+    let template = template();
+    let ledger = &template["Resources"]["LedgerFunction"]["Properties"];
+    let queue = ledger["Environment"]["Variables"]
+        .get(shared::parking::PARKING_QUEUE_ENV)
+        .and_then(target)
+        .expect("ledger has a parking queue");
+    let resources = &template["Resources"];
+    assert_eq!(retention(resources, &queue), 1_209_600, "14 days");
+    let props = &resources[queue.as_str()]["Properties"];
+    assert_eq!(
+        number(props.get("MaximumMessageSize"), 0),
+        shared::parking::SQS_MAX_MESSAGE_BYTES as u64
+    );
+    assert_eq!(props["SqsManagedSseEnabled"].as_bool(), Some(true));
+    assert_eq!(
+        alarms_on(
+            &template,
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            "QueueName",
+            &queue
+        ),
+        1
+    );
+    let role = target(&ledger["Role"]).unwrap();
+    let senders: Vec<(&str, Vec<String>)> = statements(&template)
+        .into_iter()
+        .filter(|(_, _, s)| {
+            one_or_many(&s["Resource"])
+                .into_iter()
+                .filter_map(target)
+                .any(|r| r == queue)
+        })
+        .map(|(r, _, s)| (r, actions(s).into_iter().map(str::to_owned).collect()))
+        .collect();
+    assert_eq!(
+        senders,
+        [(role.as_str(), vec!["sqs:SendMessage".to_owned()])]
+    );
+    let parking_statement = statements(&template)
+        .into_iter()
+        .find(|(r, _, s)| {
+            *r == role
+                && one_or_many(&s["Resource"])
+                    .into_iter()
+                    .filter_map(target)
+                    .any(|r| r == queue)
+        })
+        .unwrap()
+        .2;
+    assert_eq!(
+        one_or_many(&parking_statement["Resource"]).len(),
+        1,
+        "that queue only"
+    );
 }
 
 // ------------------------------------------------------------------------

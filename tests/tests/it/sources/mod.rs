@@ -3,10 +3,12 @@
 //! (batches per shard or partition, the partial batch response, retries),
 //! the sample events in `events/` read as the `aws_lambda_events` types, and
 //! SQS batches at the 6 MB invocation cap complete once under Lambda's
-//! open-file quota, their redelivery settled by the pre-read.
+//! open-file quota, their redelivery settled by the pre-read; stream records
+//! parked in an SQS queue (`SqsParking`) read back as they were sent.
 
 mod async_invoke;
 mod big_batch;
 mod kafka_esm;
 mod kinesis_esm;
+mod parking;
 mod source_samples;
