@@ -79,7 +79,7 @@ impl DynamoDbStore {
     /// Checks the table: one `DescribeTable`, then `check_description`
     /// (replicas and multi-Region consistency mode). A table that may be a
     /// replica of a global table of version 2017.11.29, which
-    /// `DescribeTable` does not tell ([`may_be_legacy_global`]: a stream of
+    /// `DescribeTable` does not tell (`may_be_legacy_global`: a stream of
     /// new and old images, no replicas), costs one `DescribeGlobalTable`
     /// more, unless the claims are routed to one Region (the answer would
     /// not change the decision).

@@ -20,7 +20,7 @@
 //! stream containing both the new and the old images of the item"
 //! (`CreateGlobalTable`), so only a table with such a stream and no replicas
 //! listed costs one more request at start, `DescribeGlobalTable`
-//! ([`may_be_legacy_global`], [`check_legacy_global`]); a table whose stream
+//! (`may_be_legacy_global`, `check_legacy_global`); a table whose stream
 //! has new images only (the template's) or none never does.
 
 use aws_sdk_dynamodb::types::{
@@ -91,7 +91,7 @@ pub enum TableCheckError {
         regions: Vec<String>,
     },
     /// The table may be a replica of a global table of version 2017.11.29
-    /// ([`may_be_legacy_global`]) and `DescribeGlobalTable` failed, so
+    /// (`may_be_legacy_global`) and `DescribeGlobalTable` failed, so
     /// whether it is one is unknown.
     #[error(
         "idempotency table {table} could not be checked: it has a stream of new and old images, \
@@ -125,8 +125,8 @@ pub enum TableCheckError {
 /// or an unknown mode) only with [`TableConfig::claims_routed_to_one_region`].
 ///
 /// A table described with `GlobalTableVersion` 2017.11.29 is a legacy
-/// global table ([`check_legacy_global`]'s rule). A table with no replicas
-/// is in one Region as far as `DescribeTable` tells; [`may_be_legacy_global`]
+/// global table (`check_legacy_global`'s rule). A table with no replicas
+/// is in one Region as far as `DescribeTable` tells; `may_be_legacy_global`
 /// says when to ask `DescribeGlobalTable` too.
 pub fn check_description(
     table: &TableConfig,
