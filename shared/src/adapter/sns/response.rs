@@ -8,7 +8,7 @@
 //! notifications that were done replay on the retry.
 
 use crate::adapter::report::{BatchReport, FailureReason};
-use crate::diagnostic::{ErrorType, UNCLASSIFIED};
+use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::error::ErrorKind;
 
 /// A notification was not done: the invocation fails so that Lambda's
