@@ -23,7 +23,6 @@
 
 use std::error::Error as StdError;
 
-
 pub use crate::error::{ErrorType, UNCLASSIFIED};
 
 /// Every error type that knows its `errorType` ([`error_type`] searches
@@ -61,11 +60,7 @@ impl ErrorType for InvalidEvent {
 /// sources) that this crate knows, else [`UNCLASSIFIED`].
 pub fn error_type(err: &(dyn StdError + 'static)) -> &'static str {
     std::iter::successors(Some(err), |e| (*e).source())
-        .find_map(|e| {
-            ERROR_TYPES
-                .iter()
-                .find_map(|known| known(e))
-        })
+        .find_map(|e| ERROR_TYPES.iter().find_map(|known| known(e)))
         .unwrap_or(UNCLASSIFIED)
 }
 
