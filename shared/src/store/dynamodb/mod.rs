@@ -150,6 +150,7 @@ impl DynamoDbStore {
 }
 
 mod batch;
+pub(crate) mod connect;
 mod item;
 mod table;
 mod tables;

@@ -17,6 +17,7 @@ use crate::store::Attributes;
 use crate::table::Table;
 use crate::write::{Item, Write, holds, key_text};
 
+pub(crate) mod connect;
 mod outbox;
 mod tables;
 
