@@ -1,6 +1,8 @@
 //! The AWS SDK configuration every AWS client of this crate uses (the
 //! DynamoDB store and tables, the SSM signature secret): one place for the
-//! region, credentials, endpoint, retry and timeout settings.
+//! region, credentials, endpoint, retry and timeout settings, and the one
+//! SSM request (the signature secret), so that no SDK type is used outside
+//! this file and `store/dynamodb/`.
 
 /// The AWS SDK configuration every client of this crate uses: region and
 /// credentials from the environment, `AWS_ENDPOINT_URL` (and the per-service
@@ -30,4 +32,24 @@ pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
                 .operation_timeout(std::time::Duration::from_secs(8))
                 .build(),
         )
+}
+
+/// The value of the SSM parameter `name`, decrypted (a `SecureString`:
+/// `WithDecryption=true`); `None` when it has none. One `GetParameter`.
+///
+/// # Errors
+/// The request failed: the SDK's error with its context, as text.
+#[cfg(feature = "ssm")]
+pub(crate) async fn ssm_parameter(
+    config: &aws_config::SdkConfig,
+    name: &str,
+) -> Result<Option<String>, String> {
+    let out = aws_sdk_ssm::Client::new(config)
+        .get_parameter()
+        .name(name)
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| aws_sdk_ssm::error::DisplayErrorContext(e).to_string())?;
+    Ok(out.parameter().and_then(|p| p.value()).map(str::to_owned))
 }

@@ -1,57 +1,34 @@
 //! One call wires a function: its engine and its business tables, from the
-//! environment ([`Backend::from_env`]).
+//! environment ([`Backend::from_env`]). This module names no store: it
+//! reads what the environment asks for, lets the chosen store connect
+//! itself (`StoreChoice::connect`, each store folder's `connect.rs`) and
+//! builds the engine over it.
 //!
 //! The rule every function follows, in one place:
 //! - the idempotency records live where [`StoreChoice::from_env`] says
-//!   (`IDEMPOTENCY_STORE`, `IDEMPOTENCY_TABLE`);
+//!   (`IDEMPOTENCY_STORE`, `IDEMPOTENCY_TABLE`), and the store says where
+//!   the business tables live;
 //! - the business tables are named by the function's own variables
-//!   ([`TableEnv`]). With DynamoDB records, they live in DynamoDB: every
-//!   variable set, or none of them and no `IDEMPOTENCY_TABLE` either (a local
-//!   run: one [`MemoryStore`] holds the records and the tables, with a
-//!   warning). One without the others is an error naming what is missing:
-//!   staged writes commit in one transaction with the record, so the tables
-//!   and the records must live in the same store;
-//! - Valkey records are refused unless the function opts in with the mode
-//!   its writes commit in ([`Backend::from_env_or_valkey`]); its tables then
-//!   live in DynamoDB (every variable set) or in memory (none set);
-//! - a DynamoDB idempotency table passes its check at start (one
-//!   `DescribeTable`: [`DynamoDbStore::checked`](crate::DynamoDbStore::checked)).
+//!   ([`TableEnv`]). A store that keeps them with the records (DynamoDB)
+//!   needs every variable set, or none of them and no `IDEMPOTENCY_TABLE`
+//!   either (a local run: one memory store holds the records and the
+//!   tables, with a warning). One without the others is an error naming
+//!   what is missing: staged writes commit in one transaction with the
+//!   record, so the tables and the records must live in the same store;
+//! - records in a store that cannot join that transaction (Valkey) are
+//!   refused unless the function accepts them
+//!   ([`Config::store_without_transactions`]); its tables then live in
+//!   DynamoDB (every variable set) or in memory (none set);
+//! - a store checks itself at start (DynamoDB: one `DescribeTable`,
+//!   [`DynamoDbStore::checked`](crate::DynamoDbStore::checked)).
 
 use crate::CommitMode;
 use crate::config::Config;
 use crate::engine::{Idempotency, ModeError};
-use crate::store::{MemoryStore, StoreChoice};
-use crate::store::{TABLE_ENV, TableConfig};
+use crate::store::connect::{TableNames, TableRule};
+pub use crate::store::{ConnectError, TableEnv};
+use crate::store::{MemoryStore, StoreChoice, TABLE_ENV};
 use crate::table::Table;
-
-/// A business table a function names by an environment variable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableEnv {
-    /// The variable holding the DynamoDB table name, e.g. `ORDERS_TABLE`.
-    pub var: &'static str,
-    /// The table's name in the memory store of a local run.
-    pub local: &'static str,
-}
-
-impl TableEnv {
-    /// The table named by `var`, called `local` in a local run.
-    pub const fn new(var: &'static str, local: &'static str) -> Self {
-        Self { var, local }
-    }
-}
-
-/// Where a [`Backend`] keeps the records and the tables.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Place {
-    /// Records and tables in DynamoDB.
-    DynamoDb,
-    /// Records and tables in this memory store (a local run).
-    Memory(MemoryStore),
-    /// Records in Valkey; tables in DynamoDB, or in this memory store when
-    /// no table variable is set.
-    Valkey(Option<MemoryStore>),
-}
 
 /// A function's engine and its business tables, in the order asked for.
 #[derive(Debug, Clone)]
@@ -61,9 +38,8 @@ pub struct Backend<const N: usize> {
     pub engine: Idempotency,
     /// The business tables, in the order of the [`TableEnv`]s given.
     pub tables: [Table; N],
-    /// Where records and tables live (a local run seeds its memory tables
-    /// through [`Place::Memory`]).
-    pub place: Place,
+    /// The memory store holding the tables in a local run (to seed them).
+    pub local: Option<MemoryStore>,
 }
 
 /// Why a function could not be wired.
@@ -71,7 +47,7 @@ pub struct Backend<const N: usize> {
 #[non_exhaustive]
 pub enum BackendError {
     /// `IDEMPOTENCY_STORE` / `IDEMPOTENCY_TABLE` name no usable store, or
-    /// name Valkey for a function that did not opt in.
+    /// a store without transactions for a function that did not accept one.
     #[error("{0}")]
     Choice(String),
     /// Some of the variables are set and some are not.
@@ -86,14 +62,9 @@ pub enum BackendError {
         /// Those not set.
         missing: Vec<&'static str>,
     },
-    /// The idempotency table failed its check at start.
-    #[cfg(feature = "dynamodb")]
-    #[error("the idempotency table failed its check at start")]
-    TableCheck(#[source] crate::TableCheckError),
-    /// The Valkey store could not be configured or reached.
-    #[cfg(feature = "valkey")]
-    #[error("the Valkey store could not be set up")]
-    Valkey(#[source] crate::valkey::ValkeyConfigError),
+    /// The chosen store could not connect (set up, reach, check).
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// The store cannot keep the commit mode.
     #[error("the commit mode does not fit the store")]
     Mode(#[source] ModeError),
@@ -128,25 +99,20 @@ struct Reading<const N: usize> {
 }
 
 /// The decision [`Backend::from_env`] acts on, separate from the I/O so that
-/// every rule has a unit test.
+/// every rule has a unit test: the store, and the tables as it keeps them.
 #[derive(Debug, PartialEq, Eq)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "made once per execution environment"
-)]
-enum Plan<const N: usize> {
-    Memory,
-    DynamoDb(TableConfig, [String; N]),
-    Valkey(Option<[String; N]>),
+struct Plan<const N: usize> {
+    choice: StoreChoice,
+    tables: TableNames<N>,
 }
 
 impl<const N: usize> Reading<N> {
     fn from_env(
         tables: &[TableEnv; N],
-        valkey: bool,
+        without_transactions: bool,
         function: &str,
     ) -> Result<Self, BackendError> {
-        let choice = if valkey {
+        let choice = if without_transactions {
             StoreChoice::from_env()
         } else {
             StoreChoice::transactional_from_env(function)
@@ -175,21 +141,28 @@ impl<const N: usize> Reading<N> {
                 missing,
             }
         };
-        let names = self.names.map(Option::unwrap_or_default);
-        match self.choice {
-            StoreChoice::DynamoDb(_) if !missing.is_empty() => Err(partial(true, missing)),
-            StoreChoice::DynamoDb(table) => Ok(Plan::DynamoDb(table, names)),
-            StoreChoice::Memory if missing.len() == N => Ok(Plan::Memory),
+        let named = TableNames::Named(self.names.map(Option::unwrap_or_default));
+        let local = TableNames::Local(*tables);
+        let tables = match self.choice.table_rule() {
+            TableRule::WithRecords if !missing.is_empty() => return Err(partial(true, missing)),
+            TableRule::WithRecords => named,
+            TableRule::Local if missing.len() == N => local,
             // A table variable without the records table: the
             // half-configured deployment this refuses.
-            StoreChoice::Memory => Err(partial(
-                true,
-                std::iter::once(TABLE_ENV).chain(missing).collect(),
-            )),
-            StoreChoice::Valkey if missing.len() == N => Ok(Plan::Valkey(None)),
-            StoreChoice::Valkey if missing.is_empty() => Ok(Plan::Valkey(Some(names))),
-            StoreChoice::Valkey => Err(partial(false, missing)),
-        }
+            TableRule::Local => {
+                return Err(partial(
+                    true,
+                    std::iter::once(TABLE_ENV).chain(missing).collect(),
+                ));
+            }
+            TableRule::Apart if missing.len() == N => local,
+            TableRule::Apart if missing.is_empty() => named,
+            TableRule::Apart => return Err(partial(false, missing)),
+        };
+        Ok(Plan {
+            choice: self.choice,
+            tables,
+        })
     }
 }
 
@@ -200,172 +173,70 @@ impl<const N: usize> Reading<N> {
 #[derive(Debug)]
 pub struct Wiring<const N: usize> {
     plan: Plan<N>,
-    tables: [TableEnv; N],
-    /// The mode of Valkey records, when the function accepts them.
-    #[cfg_attr(
-        not(feature = "valkey"),
-        allow(dead_code, reason = "read by the Valkey arm")
-    )]
-    valkey_mode: Option<CommitMode>,
+    /// The mode of records in a store without transactions, when the
+    /// function accepts one.
+    without_transactions: Option<CommitMode>,
 }
 
 impl<const N: usize> Wiring<N> {
     /// Reads the environment for the function `function` (named in the
-    /// refusal of Valkey records) and its `tables`; refuses a partial
-    /// configuration or Valkey records.
+    /// refusal of a store without transactions) and its `tables`; refuses a
+    /// partial configuration or a store without transactions.
     pub fn from_env(function: &str, tables: [TableEnv; N]) -> Result<Self, BackendError> {
-        let plan = Reading::from_env(&tables, false, function)?.plan(&tables)?;
-        Ok(Self {
-            plan,
-            tables,
-            valkey_mode: None,
-        })
+        Self::read(function, tables, None)
     }
 
-    /// [`Wiring::from_env`], accepting Valkey records: then the engine
-    /// commits in `valkey_mode` (Valkey cannot join a DynamoDB transaction,
-    /// so a mode whose writes commit on their own, e.g.
-    /// [`CommitMode::ClaimThenComplete`]).
-    pub fn from_env_or_valkey(
+    /// [`Wiring::from_env`], accepting a store without transactions when
+    /// `without_transactions` gives the mode to commit in there.
+    fn read(
+        function: &str,
         tables: [TableEnv; N],
-        valkey_mode: CommitMode,
+        without_transactions: Option<CommitMode>,
     ) -> Result<Self, BackendError> {
-        let plan = Reading::from_env(&tables, true, "")?.plan(&tables)?;
+        let plan =
+            Reading::from_env(&tables, without_transactions.is_some(), function)?.plan(&tables)?;
         Ok(Self {
             plan,
-            tables,
-            valkey_mode: Some(valkey_mode),
+            without_transactions,
         })
     }
 
     /// Whether the tables will live in memory (a local run).
     pub fn is_local(&self) -> bool {
-        matches!(self.plan, Plan::Memory | Plan::Valkey(None))
+        matches!(self.plan.tables, TableNames::Local(_))
     }
 
-    /// Connects: the engine with `config` over the chosen store (a DynamoDB
-    /// idempotency table is checked first: one `DescribeTable`), and the
-    /// tables.
+    /// Connects: the chosen store connects itself and the tables (it checks
+    /// itself first: DynamoDB, one `DescribeTable`), then the engine with
+    /// `config` over it.
     pub async fn connect(self, config: Config) -> Result<Backend<N>, BackendError> {
-        #[cfg(feature = "valkey")]
-        let valkey_mode = self.valkey_mode.unwrap_or_default();
-        let Self { plan, tables, .. } = self;
-        match plan {
-            Plan::Memory => {
-                tracing::warn!(
-                    tables = ?tables.iter().map(|t| t.var).collect::<Vec<_>>(),
-                    "{TABLE_ENV} not set (nor the tables' variables): idempotency records and \
-                     tables are kept in memory (local run)"
-                );
-                let store = MemoryStore::new();
-                let engine =
-                    Idempotency::try_new(store.clone(), config).map_err(BackendError::Mode)?;
-                Ok(Backend {
-                    engine,
-                    tables: tables.map(|t| Table::memory(store.clone(), t.local)),
-                    place: Place::Memory(store),
-                })
-            }
-            #[cfg(feature = "dynamodb")]
-            Plan::DynamoDb(table, names) => {
-                let client = aws_sdk_dynamodb::Client::new(&crate::aws::aws_sdk_config().await);
-                // One DescribeTable at start: an eventually consistent
-                // global table is refused (README "Multi-Region").
-                let store = crate::DynamoDbStore::checked(client.clone(), table)
-                    .await
-                    .map_err(BackendError::TableCheck)?;
-                let engine = Idempotency::try_new(store, config).map_err(BackendError::Mode)?;
-                Ok(Backend {
-                    engine,
-                    tables: names.map(|name| Table::dynamodb(client.clone(), name)),
-                    place: Place::DynamoDb,
-                })
-            }
-            #[cfg(not(feature = "dynamodb"))]
-            Plan::DynamoDb(..) => Err(BackendError::Choice(format!(
-                "{TABLE_ENV} is set: this build has no DynamoDB store (cargo feature `dynamodb` \
-                 of shared)"
-            ))),
-            #[cfg(feature = "valkey")]
-            Plan::Valkey(names) => {
-                let mode = valkey_mode;
-                let valkey = crate::ValkeyStore::from_env()
-                    .await
-                    .map_err(BackendError::Valkey)?;
-                let config = config.commit_mode(mode);
-                match names {
-                    #[cfg(feature = "dynamodb")]
-                    Some(names) => {
-                        let client =
-                            aws_sdk_dynamodb::Client::new(&crate::aws::aws_sdk_config().await);
-                        // The tables' writes commit on their own through this
-                        // store; it never writes a record there.
-                        let writes = crate::DynamoDbStore::new(
-                            client.clone(),
-                            TableConfig::new(names.first().cloned().unwrap_or_default()),
-                        );
-                        let engine = Idempotency::try_new(valkey.with_tables(writes), config)
-                            .map_err(BackendError::Mode)?;
-                        Ok(Backend {
-                            engine,
-                            tables: names.map(|name| Table::dynamodb(client.clone(), name)),
-                            place: Place::Valkey(None),
-                        })
-                    }
-                    #[cfg(not(feature = "dynamodb"))]
-                    Some(_) => Err(BackendError::Choice(
-                        "the tables' variables are set: this build has no DynamoDB store (cargo \
-                         feature `dynamodb` of shared)"
-                            .into(),
-                    )),
-                    None => {
-                        if N > 0 {
-                            tracing::warn!(
-                            tables = ?tables.iter().map(|t| t.var).collect::<Vec<_>>(),
-                            "the tables' variables are not set: idempotency records in Valkey, \
-                             tables kept in memory (local run)"
-                            );
-                        }
-                        let store = MemoryStore::new();
-                        let engine =
-                            Idempotency::try_new(valkey.with_tables(store.clone()), config)
-                                .map_err(BackendError::Mode)?;
-                        Ok(Backend {
-                            engine,
-                            tables: tables.map(|t| Table::memory(store.clone(), t.local)),
-                            place: Place::Valkey(Some(store)),
-                        })
-                    }
-                }
-            }
-            #[cfg(not(feature = "valkey"))]
-            Plan::Valkey(_) => Err(BackendError::Choice(format!(
-                "{}=valkey: this build has no Valkey store (cargo feature `valkey` of \
-                 shared)",
-                crate::store::STORE_ENV
-            ))),
-        }
+        let Self {
+            plan: Plan { choice, tables },
+            without_transactions,
+        } = self;
+        let config = match (choice.table_rule(), without_transactions) {
+            (TableRule::Apart, Some(mode)) => config.commit_mode(mode),
+            _ => config,
+        };
+        let connected = choice.connect(tables).await?;
+        let engine =
+            Idempotency::try_shared(connected.records, config).map_err(BackendError::Mode)?;
+        Ok(Backend {
+            engine,
+            tables: connected.tables.tables,
+            local: connected.tables.local,
+        })
     }
 }
 
 impl<const N: usize> Backend<N> {
     /// The engine (with `config`) and the tables named by `tables`, from the
     /// environment, by the rules of this module: [`Wiring::from_env`] (named
-    /// by the config's prefix), then [`Wiring::connect`].
+    /// by the config's prefix; a store without transactions accepted when
+    /// [`Config::store_without_transactions`] says so), then
+    /// [`Wiring::connect`].
     pub async fn from_env(config: Config, tables: [TableEnv; N]) -> Result<Self, BackendError> {
-        Wiring::from_env(&config.prefix, tables)?
-            .connect(config)
-            .await
-    }
-
-    /// [`Backend::from_env`], accepting Valkey records committing in
-    /// `valkey_mode` ([`Wiring::from_env_or_valkey`]).
-    pub async fn from_env_or_valkey(
-        config: Config,
-        tables: [TableEnv; N],
-        valkey_mode: CommitMode,
-    ) -> Result<Self, BackendError> {
-        Wiring::from_env_or_valkey(tables, valkey_mode)?
+        Wiring::read(&config.prefix, tables, config.store_without_transactions)?
             .connect(config)
             .await
     }
@@ -377,16 +248,14 @@ impl<const N: usize> Backend<N> {
 
     /// The memory store holding the tables, in a local run (to seed them).
     pub fn local_store(&self) -> Option<&MemoryStore> {
-        match &self.place {
-            Place::Memory(store) | Place::Valkey(Some(store)) => Some(store),
-            _ => None,
-        }
+        self.local.as_ref()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::TableConfig;
 
     const ORDERS: TableEnv = TableEnv::new("ORDERS_TABLE", "orders");
     const AUDIT: TableEnv = TableEnv::new("AUDIT_TABLE", "audit");
@@ -409,11 +278,20 @@ mod tests {
             .unwrap();
         assert_eq!(
             plan,
-            Plan::DynamoDb(TableConfig::new("records"), ["o".into(), "a".into()])
+            Plan {
+                choice: dynamodb(),
+                tables: TableNames::Named(["o".into(), "a".into()])
+            }
         );
         // A function with no business table needs only the records table.
         let plan = reading(dynamodb(), []).plan(&[]).unwrap();
-        assert_eq!(plan, Plan::DynamoDb(TableConfig::new("records"), []));
+        assert_eq!(
+            plan,
+            Plan {
+                choice: dynamodb(),
+                tables: TableNames::Named([])
+            }
+        );
     }
 
     #[test]
@@ -421,7 +299,13 @@ mod tests {
         let plan = reading(StoreChoice::Memory, [None, None])
             .plan(&[ORDERS, AUDIT])
             .unwrap();
-        assert_eq!(plan, Plan::Memory);
+        assert_eq!(
+            plan,
+            Plan {
+                choice: StoreChoice::Memory,
+                tables: TableNames::Local([ORDERS, AUDIT])
+            }
+        );
     }
 
     #[test]
@@ -456,13 +340,19 @@ mod tests {
             reading(StoreChoice::Valkey, [Some("o")])
                 .plan(&[ORDERS])
                 .unwrap(),
-            Plan::Valkey(Some(["o".into()]))
+            Plan {
+                choice: StoreChoice::Valkey,
+                tables: TableNames::Named(["o".into()])
+            }
         );
         assert_eq!(
             reading(StoreChoice::Valkey, [None])
                 .plan(&[ORDERS])
                 .unwrap(),
-            Plan::Valkey(None)
+            Plan {
+                choice: StoreChoice::Valkey,
+                tables: TableNames::Local([ORDERS])
+            }
         );
         let err = reading(StoreChoice::Valkey, [Some("o"), None])
             .plan(&[ORDERS, AUDIT])
@@ -470,6 +360,40 @@ mod tests {
         assert!(
             matches!(&err, BackendError::Partial { missing, .. } if missing == &["AUDIT_TABLE"])
         );
+    }
+
+    #[tokio::test]
+    async fn a_local_run_connects_one_memory_store_for_records_and_tables() {
+        let wiring = Wiring {
+            plan: reading(StoreChoice::Memory, [None, None])
+                .plan(&[ORDERS, AUDIT])
+                .unwrap(),
+            without_transactions: None,
+        };
+        assert!(wiring.is_local());
+        let backend = wiring.connect(Config::with_prefix("p")).await.unwrap();
+        let store = backend.local_store().cloned().expect("a local run's store");
+        let names: Vec<&str> = backend.tables.iter().map(Table::name).collect();
+        assert_eq!(names, ["orders", "audit"]);
+        let key = crate::write::Item::from([("pk".to_owned(), crate::AttrValue::s("a"))]);
+        backend.tables[1]
+            .put(&key, crate::write::Item::new())
+            .await
+            .unwrap();
+        assert!(store.item("audit", &key).is_some(), "the tables live in it");
+        let record = crate::Record {
+            id: "p#1".into(),
+            status: crate::Status::InProgress,
+            expiration: u64::MAX / 1000,
+            in_progress_expiration: None,
+            data: None,
+            error: None,
+            validation: None,
+            owner: Some("o".into()),
+            outbox: None,
+        };
+        backend.engine.store().claim(&record, 0).await.unwrap();
+        assert_eq!(store.len(), 1, "and so do the records");
     }
 
     #[test]

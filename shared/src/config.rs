@@ -205,6 +205,13 @@ pub struct Config {
     /// record. On by default; [`BATCH_COMMITS_ENV`] turns it off. The
     /// other modes always commit per record.
     pub batch_commits: bool,
+    /// The commit mode for records in a store that cannot join one
+    /// transaction with the business tables' writes (Valkey): `Some`
+    /// accepts such a store at start ([`Backend::from_env`](crate::Backend::from_env)),
+    /// the engine then committing in this mode (one whose writes commit on
+    /// their own, e.g. [`CommitMode::ClaimThenComplete`]); `None` (the
+    /// default) refuses it, naming the function.
+    pub store_without_transactions: Option<CommitMode>,
 }
 
 impl Config {
@@ -235,12 +242,21 @@ impl Config {
             max_claim_attempts: 3,
             local_cache: 0,
             batch_commits: batch_commits_from_env(),
+            store_without_transactions: None,
         }
     }
 
     /// Sets [`Config::commit_mode`].
     pub fn commit_mode(mut self, mode: CommitMode) -> Self {
         self.commit_mode = mode;
+        self
+    }
+
+    /// Sets [`Config::store_without_transactions`]: records in a store that
+    /// cannot join the tables' transaction are accepted, committing in
+    /// `mode`.
+    pub fn accept_store_without_transactions(mut self, mode: CommitMode) -> Self {
+        self.store_without_transactions = Some(mode);
         self
     }
 

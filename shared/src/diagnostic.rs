@@ -23,22 +23,24 @@
 
 use std::error::Error as StdError;
 
-use crate::error::{ErrorKind, HandlerError};
+pub use crate::error::{ErrorType, UNCLASSIFIED};
 
-/// The `errorType` of an error that none of this crate's types explains.
-pub const UNCLASSIFIED: &str = "InvocationError";
-
-/// An error that knows its `errorType`. Every adapter's error implements it
-/// next to its definition and is listed once in the adapter core's
-/// `ERROR_TYPES`; this module imports none of them.
-pub trait ErrorType: StdError + 'static {
-    /// The `errorType` Lambda reports for it (`InvalidEvent`,
-    /// `StoreUnavailable`, ...).
-    fn error_type(&self) -> &'static str;
-}
+/// Every error type that knows its `errorType` ([`error_type`] searches
+/// them in this order): one line per error type. Each says its own
+/// `errorType` next to its definition; this list is the only place that
+/// names them all.
+static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
+    classify::<crate::adapter::BatchError>,
+    classify::<crate::adapter::eventbridge::EventError>,
+    classify::<crate::adapter::sns::SnsError>,
+    classify::<crate::adapter::kafka::KafkaError>,
+    classify::<crate::error::Error>,
+    classify::<crate::error::StoreError>,
+    classify::<InvalidEvent>,
+];
 
 /// The `errorType` of `err` when it is an `E`: one entry of the core's list.
-pub(crate) fn classify<E: ErrorType>(err: &(dyn StdError + 'static)) -> Option<&'static str> {
+fn classify<E: ErrorType>(err: &(dyn StdError + 'static)) -> Option<&'static str> {
     err.downcast_ref::<E>().map(ErrorType::error_type)
 }
 
@@ -59,20 +61,8 @@ impl ErrorType for InvalidEvent {
 /// sources) that this crate knows, else [`UNCLASSIFIED`].
 pub fn error_type(err: &(dyn StdError + 'static)) -> &'static str {
     std::iter::successors(Some(err), |e| (*e).source())
-        .find_map(|e| {
-            crate::adapter::ERROR_TYPES
-                .iter()
-                .find_map(|known| known(e))
-        })
+        .find_map(|e| ERROR_TYPES.iter().find_map(|known| known(e)))
         .unwrap_or(UNCLASSIFIED)
-}
-
-/// The `errorType` of a handler's error, by its kind.
-pub(crate) fn handler(error: &HandlerError) -> &'static str {
-    match error.kind() {
-        ErrorKind::Retryable => "HandlerFailed",
-        ErrorKind::Terminal => "HandlerRejected",
-    }
 }
 
 /// The Lambda error response for `err`: [`error_type`] and the whole chain
@@ -90,7 +80,7 @@ mod tests {
     use super::*;
     use crate::KeyError;
     use crate::batch::BatchError;
-    use crate::error::{Error, StoreError};
+    use crate::error::{Error, HandlerError, StoreError};
     use crate::eventbridge::EventError;
 
     type Boxed = Box<dyn StdError + Send + Sync + 'static>;

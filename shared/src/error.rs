@@ -217,18 +217,41 @@ pub fn report(err: &(dyn StdError + 'static)) -> String {
     out
 }
 
-impl crate::diagnostic::ErrorType for Error {
+/// The `errorType` of an error that none of this crate's types explains.
+pub const UNCLASSIFIED: &str = "InvocationError";
+
+/// An error that knows its `errorType` ([`crate::diagnostic`]). Every error
+/// type of the crate implements it next to its definition and is listed
+/// once in the registry `diagnostic::ERROR_TYPES`.
+pub trait ErrorType: StdError + 'static {
+    /// The `errorType` Lambda reports for it (`InvalidEvent`,
+    /// `StoreUnavailable`, ...).
+    fn error_type(&self) -> &'static str;
+}
+
+impl HandlerError {
+    /// The `errorType` of a handler's error, by its kind: `HandlerFailed`
+    /// (retryable) or `HandlerRejected` (terminal).
+    pub(crate) fn error_type(&self) -> &'static str {
+        match self.kind() {
+            ErrorKind::Retryable => "HandlerFailed",
+            ErrorKind::Terminal => "HandlerRejected",
+        }
+    }
+}
+
+impl ErrorType for Error {
     fn error_type(&self) -> &'static str {
         match self {
-            Error::Store(e) => crate::diagnostic::ErrorType::error_type(e),
-            Error::Handler(e) => crate::diagnostic::handler(e),
+            Error::Store(e) => e.error_type(),
+            Error::Handler(e) => e.error_type(),
             Error::LeaseLost { .. } => "LeaseLost",
             Error::Contention { .. } => "Contention",
         }
     }
 }
 
-impl crate::diagnostic::ErrorType for StoreError {
+impl ErrorType for StoreError {
     fn error_type(&self) -> &'static str {
         match self {
             StoreError::Backend { .. } => "StoreUnavailable",

@@ -86,7 +86,7 @@ pub use adapter::{
 };
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 pub use aws::{aws_sdk_config, aws_sdk_config_loader};
-pub use backend::{Backend, BackendError, Place, TableEnv, Wiring};
+pub use backend::{Backend, BackendError, ConnectError, TableEnv, Wiring};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     BATCH_COMMITS_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,

@@ -71,35 +71,6 @@ impl Record {
     pub fn is_claimable(&self, now_ms: u64) -> bool {
         self.is_expired(now_ms) || self.lease_lapsed(now_ms)
     }
-
-    /// DynamoDB's item size for this record with the given attribute names,
-    /// by the library's one size rule ([`crate::value::item_size`]: strings
-    /// their UTF-8 bytes, numbers [`crate::value::number_size`]), without
-    /// building the item.
-    pub fn item_size(&self, names: &crate::store::Attributes) -> usize {
-        fn attr(name: &str, len: usize) -> usize {
-            name.len() + len
-        }
-        let digits = |n: u64| crate::value::number_size(&n.to_string());
-        let mut size = attr(&names.id, self.id.len())
-            + attr(&names.status, self.status.as_str().len())
-            + attr(&names.expiration, digits(self.expiration));
-        if let Some(t) = self.in_progress_expiration {
-            size += attr(&names.in_progress_expiration, digits(t));
-        }
-        for (name, value) in [
-            (&names.data, &self.data),
-            (&names.error, &self.error),
-            (&names.validation, &self.validation),
-            (&names.owner, &self.owner),
-            (&names.outbox, &self.outbox),
-        ] {
-            if let Some(v) = value {
-                size += attr(name, v.len());
-            }
-        }
-        size
-    }
 }
 
 #[cfg(test)]
@@ -144,14 +115,5 @@ mod tests {
             assert_eq!(Status::parse(s.as_str()), Some(s));
         }
         assert_eq!(Status::parse("EXPIRED"), None);
-    }
-
-    #[test]
-    fn item_size_counts_names_and_values() {
-        let names = crate::store::Attributes::default();
-        let mut r = rec(Status::Completed, 1_700_000_000, None);
-        let base = r.item_size(&names);
-        r.data = Some("x".repeat(1000));
-        assert_eq!(r.item_size(&names), base + "data".len() + 1000);
     }
 }

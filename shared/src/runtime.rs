@@ -135,7 +135,7 @@ pub fn worker_threads(
 
 /// Builds the function's tokio runtime ([`worker_threads`] from the
 /// environment: current-thread for 1) and runs `main` on it to completion.
-/// A function's `main` is `shared::runtime::start(async { .. })`.
+/// A function's `main` is [`serve`], which starts here.
 ///
 /// # Panics
 /// When the runtime cannot be built (the process cannot create its event
@@ -178,6 +178,43 @@ pub fn process_wide<T>(state: T) -> &'static T {
 /// a local run's stdout holds only the responses.
 pub fn init_telemetry() {
     lambda_runtime::tracing::init_default_subscriber_with_writer(std::io::stderr);
+}
+
+/// A function's whole `main`: builds the runtime ([`start`]), installs the
+/// log subscriber ([`init_telemetry`]), connects the app once (`connect`,
+/// e.g. `App::from_env`) and keeps it for the process ([`process_wide`]:
+/// the invocations a managed instance serves at once share it), then
+/// serves `handle` (e.g. `App::handle`) under Lambda or on the `--event`
+/// files ([`run`]).
+///
+/// ```ignore
+/// fn main() -> Result<(), lambda_runtime::Error> {
+///     shared::runtime::serve(App::from_env, App::handle)
+/// }
+/// ```
+///
+/// # Errors
+/// The app cannot connect (the process stops before serving anything), or
+/// what [`run`] returns.
+pub fn serve<A, C, CFut, CErr, E, H, HFut, R>(
+    connect: C,
+    handle: H,
+) -> Result<(), lambda_runtime::Error>
+where
+    A: Sync + 'static,
+    C: FnOnce() -> CFut,
+    CFut: Future<Output = Result<A, CErr>>,
+    CErr: Into<lambda_runtime::Error>,
+    E: DeserializeOwned + Send + 'static,
+    H: Fn(&'static A, LambdaEvent<E>) -> HFut + Clone + Send + 'static,
+    HFut: Future<Output = Result<R, lambda_runtime::Error>> + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    start(async move {
+        init_telemetry();
+        let app = process_wide(connect().await.map_err(Into::into)?);
+        run(move |event| handle(app, event)).await
+    })
 }
 
 /// How the binary was asked to run.
@@ -373,6 +410,22 @@ mod tests {
         assert_eq!(worker_threads(None, Some("2048"), 64, 4), 4);
         assert_eq!(worker_threads(None, Some("2048"), 64, 0), 1);
         assert_eq!(worker_threads(Some("2"), Some("2048"), 64, 4), 2);
+    }
+
+    #[test]
+    fn serve_stops_before_serving_when_the_app_cannot_connect() {
+        let served = std::sync::atomic::AtomicBool::new(false);
+        let served = process_wide(served);
+        let err = serve(
+            || async { Err::<(), _>("the table is missing") },
+            move |_: &'static (), _: LambdaEvent<serde_json::Value>| async move {
+                served.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, lambda_runtime::Error>(())
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), "the table is missing");
+        assert!(!served.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[test]

@@ -191,22 +191,12 @@ impl Verifier {
         config: &aws_config::SdkConfig,
         name: &str,
     ) -> Result<Self, SecretError> {
-        let client = aws_sdk_ssm::Client::new(config);
-        let out = client
-            .get_parameter()
-            .name(name)
-            .with_decryption(true)
-            .send()
+        let value = crate::aws::ssm_parameter(config, name)
             .await
-            .map_err(|e| SecretError::Ssm {
+            .map_err(|source| SecretError::Ssm {
                 name: name.to_owned(),
-                source: aws_sdk_ssm::error::DisplayErrorContext(e)
-                    .to_string()
-                    .into(),
-            })?;
-        let value = out
-            .parameter()
-            .and_then(|p| p.value())
+                source: source.into(),
+            })?
             .ok_or_else(|| SecretError::SsmNoValue(name.to_owned()))?;
         Self::with_secret(value.as_bytes(), &format!("SSM parameter {name}"))
     }

@@ -43,7 +43,7 @@ pub const RECORD_LIFETIME: Duration = Duration::from_secs(15 * 24 * 60 * 60);
 
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
-/// The stock table, as [`shared::Backend::from_env_or_valkey`] reads it.
+/// The stock table, as [`shared::Backend::from_env`] reads it.
 pub const STOCK: shared::TableEnv = shared::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
 /// The `source` of the events this function handles.
 pub const SOURCE: &str = "shop.orders";
@@ -210,7 +210,9 @@ impl App {
     /// sample levels when unset): see [`VALKEY_COMMIT_MODE`].
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = Self::config().prefix_from_env()?.expires_after_from_env()?;
-        let backend = shared::Backend::from_env_or_valkey(config, [STOCK], VALKEY_COMMIT_MODE)
+        // Records in Valkey are accepted, committing in VALKEY_COMMIT_MODE.
+        let config = config.accept_store_without_transactions(VALKEY_COMMIT_MODE);
+        let backend = shared::Backend::from_env(config, [STOCK])
             .await
             .map_err(|e| shared::report(&e))?;
         let local = backend.local_store().cloned();

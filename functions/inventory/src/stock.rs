@@ -6,7 +6,6 @@
 //! the event's idempotency record. The function itself never reads the table
 //! ([`StockTable::level`] is for tests and tooling).
 
-use aws_sdk_dynamodb::Client;
 use shared::{AttrValue, Cond, HandlerError, Item, MemoryStore, Table, Write};
 
 /// The attribute holding the level.
@@ -57,18 +56,11 @@ fn stock_of(sku: &str, item: Option<&Item>) -> Result<Option<i64>, HandlerError>
 }
 
 impl StockTable {
-    /// Stock in `table` (as [`shared::Backend`] wires it).
+    /// Stock in `table` (as [`shared::Backend`] wires it). In DynamoDB the
+    /// engine's store must be a [`shared::DynamoDbStore`] in the same
+    /// account and Region, so that one transaction spans both tables.
     pub fn from_table(table: Table) -> Self {
         Self { table }
-    }
-
-    /// Stock in the DynamoDB table `table`. The engine's store must be a
-    /// [`shared::DynamoDbStore`] in the same account and region, so that one
-    /// transaction spans both tables.
-    pub fn dynamodb(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            table: Table::dynamodb(client, table),
-        }
     }
 
     /// Stock in the memory store's table `table`, seeded with `levels`. Pass

@@ -1,10 +1,5 @@
 //! The `ledger` Lambda function (Kinesis Data Streams trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::start(async {
-        shared::runtime::init_telemetry();
-        // Shared by the invocations a managed instance serves at once.
-        let app = shared::runtime::process_wide(ledger::App::from_env().await?);
-        shared::runtime::run(move |event| app.handle(event)).await
-    })
+    shared::runtime::serve(ledger::App::from_env, ledger::App::handle)
 }

@@ -59,6 +59,18 @@ impl Relay {
         Ok(Self::new(publisher, Policy::new(allowlist)))
     }
 
+    /// [`for_args`](Self::for_args) over the process's command line: the
+    /// relay's `main` connects with it. A relay that cannot start says why
+    /// in the log.
+    ///
+    /// # Errors
+    /// As [`for_args`](Self::for_args).
+    pub async fn from_env() -> Result<Self, AllowlistError> {
+        Self::for_args(std::env::args().skip(1))
+            .await
+            .inspect_err(|e| tracing::error!("the relay cannot start: {e}"))
+    }
+
     /// Handles one invocation: the partial batch response, and one EMF
     /// metrics line under Lambda. An `Err` (the payload is not a DynamoDB
     /// Streams event; the record to report has no `SequenceNumber`) fails

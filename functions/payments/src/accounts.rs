@@ -1,7 +1,6 @@
 //! Account balances: the business table (`ACCOUNTS_TABLE`, partition key
 //! `account_id`, number attribute `balance_cents`).
 
-use aws_sdk_dynamodb::Client;
 use shared::{AttrValue, HandlerError, Item, MemoryStore, Table, Write};
 
 /// The accounts table, in DynamoDB or in the embedded memory store: a thin
@@ -29,16 +28,11 @@ fn balance_of(item: Option<&Item>) -> Result<Option<i64>, HandlerError> {
 }
 
 impl Accounts {
-    /// Balances in `table` (as [`shared::Backend::from_env`] wires it).
+    /// Balances in `table` (as [`shared::Backend::from_env`] wires it: in
+    /// DynamoDB, the engine's store must be in the same account and Region,
+    /// so that one transaction spans both tables).
     pub fn from_table(table: Table) -> Self {
         Self { table }
-    }
-
-    /// Balances in the DynamoDB table `table`.
-    pub fn dynamodb(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            table: Table::dynamodb(client, table),
-        }
     }
 
     /// Balances in the memory store's table `table` (the same store the

@@ -1,10 +1,5 @@
 //! The `payments` Lambda function (SQS FIFO trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::start(async {
-        shared::runtime::init_telemetry();
-        // Shared by the invocations a managed instance serves at once.
-        let app = shared::runtime::process_wide(payments::App::from_env().await?);
-        shared::runtime::run(move |event| app.handle(event)).await
-    })
+    shared::runtime::serve(payments::App::from_env, payments::App::handle)
 }

@@ -59,7 +59,7 @@
 //! log lines of `log_outcome` and `key_for`); and,
 //! when the adapter has an error type of its own, its
 //! [`ErrorType`](crate::diagnostic::ErrorType) impl (in its folder) plus one
-//! line in [`ERROR_TYPES`]. Batch-level errors are [`BatchError`]s
+//! line in `diagnostic::ERROR_TYPES`. Batch-level errors are [`BatchError`]s
 //! already.
 //!
 //! A minimal `process` (inside the crate; `Pipeline`, `Slot`, `Prepared`,
@@ -135,25 +135,11 @@ pub use report::{
 };
 pub use settings::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead};
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
-use crate::diagnostic::classify;
 use crate::engine::Outcome;
 use crate::error::{Error, HandlerError};
 use crate::metrics::Counts;
-
-/// Every error type that knows its `errorType`
-/// ([`crate::diagnostic::error_type`] searches them): one line per adapter.
-pub(crate) static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
-    classify::<BatchError>,
-    classify::<crate::eventbridge::EventError>,
-    classify::<sns::SnsError>,
-    classify::<kafka::KafkaError>,
-    classify::<crate::error::Error>,
-    classify::<crate::error::StoreError>,
-    classify::<crate::diagnostic::InvalidEvent>,
-];
 
 /// What is hashed for payload validation (same key, other payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

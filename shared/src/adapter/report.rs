@@ -9,8 +9,8 @@ use aws_lambda_events::sqs::SqsBatchResponse;
 use super::delivery::{Delivery, SQS, SourceNames};
 use super::lanes::Ordering;
 use crate::adapter::{self, EngineFailure, Failure};
-use crate::diagnostic::ErrorType;
 use crate::engine::Outcome;
+use crate::error::ErrorType;
 use crate::error::{Error, ErrorKind, KeyError, report};
 use crate::signature::SignatureError;
 

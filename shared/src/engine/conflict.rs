@@ -270,7 +270,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_engine_sends_a_conflicted_commit_again_then_fails_it_retryably() {
-        use crate::diagnostic::ErrorType;
+        use crate::error::ErrorType;
         use std::sync::atomic::Ordering::SeqCst;
         let store = std::sync::Arc::new(Hot::default());
         store.conflicts.store(7, SeqCst);

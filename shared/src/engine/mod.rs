@@ -96,10 +96,15 @@ type Settled<T> = Result<Outcome<T>, Error>;
 impl Idempotency {
     /// An engine over `store` with `config`, on the system clock.
     pub fn new(store: impl Store + 'static, config: Config) -> Self {
+        Self::over(Arc::new(store), config)
+    }
+
+    /// [`Idempotency::new`] over a store already shared.
+    fn over(store: Arc<dyn Store>, config: Config) -> Self {
         let cache =
             NonZeroUsize::new(config.local_cache).map(|n| Arc::new(Mutex::new(LruCache::new(n))));
         Self {
-            store: Arc::new(store),
+            store,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
             cache,
@@ -115,6 +120,13 @@ impl Idempotency {
     pub fn try_new(store: impl Store + 'static, config: Config) -> Result<Self, ModeError> {
         check_mode(&store, config.commit_mode)?;
         Ok(Self::new(store, config))
+    }
+
+    /// [`Idempotency::try_new`] over a store already shared (what a
+    /// store's connect step gives).
+    pub(crate) fn try_shared(store: Arc<dyn Store>, config: Config) -> Result<Self, ModeError> {
+        check_mode(&*store, config.commit_mode)?;
+        Ok(Self::over(store, config))
     }
 
     /// Replaces the clock (tests move time instead of sleeping).

@@ -1,5 +1,8 @@
-//! Which store a function uses, from its environment.
+//! Which store a function uses, from its environment, and the dispatch to
+//! its connect step: a new store is one folder, one cargo feature and one
+//! [`StoreChoice`] arm here.
 
+use crate::store::connect::{ConnectError, Connected, TableEnv, TableNames, TableRule, Tables};
 use crate::store::{TABLE_ENV, TableConfig};
 
 /// Environment variable selecting the idempotency store: `dynamodb`,
@@ -59,6 +62,47 @@ impl StoreChoice {
         }
     }
 
+    /// Where this store keeps a function's business tables.
+    pub(crate) fn table_rule(&self) -> TableRule {
+        match self {
+            StoreChoice::Memory => TableRule::Local,
+            StoreChoice::DynamoDb(_) => TableRule::WithRecords,
+            StoreChoice::Valkey => TableRule::Apart,
+        }
+    }
+
+    /// Connects the chosen store and the business `tables` (named as its
+    /// [`table_rule`](Self::table_rule) allows): its folder's connect step.
+    pub(crate) async fn connect<const N: usize>(
+        self,
+        tables: TableNames<N>,
+    ) -> Result<Connected<N>, ConnectError> {
+        match (self, tables) {
+            (StoreChoice::Memory, TableNames::Local(tables)) => {
+                Ok(super::memory::connect::connect(tables))
+            }
+            #[cfg(feature = "dynamodb")]
+            (StoreChoice::DynamoDb(table), TableNames::Named(names)) => {
+                super::dynamodb::connect::connect(table, names).await
+            }
+            #[cfg(not(feature = "dynamodb"))]
+            (StoreChoice::DynamoDb(_), _) => Err(ConnectError::NotBuilt(format!(
+                "{TABLE_ENV} is set: this build has no DynamoDB store (cargo feature `dynamodb` \
+                 of shared)"
+            ))),
+            #[cfg(feature = "valkey")]
+            (StoreChoice::Valkey, tables) => super::valkey::connect::connect(apart(tables)).await,
+            #[cfg(not(feature = "valkey"))]
+            (StoreChoice::Valkey, _) => Err(ConnectError::NotBuilt(format!(
+                "{STORE_ENV}=valkey: this build has no Valkey store (cargo feature `valkey` of \
+                 shared)"
+            ))),
+            (choice, tables) => Err(ConnectError::NotBuilt(format!(
+                "{choice:?} cannot keep the tables {tables:?}"
+            ))),
+        }
+    }
+
     fn parse(choice: &str, table: Option<TableConfig>) -> Result<Self, String> {
         match choice.trim().to_ascii_lowercase().as_str() {
             "" => Ok(table.map_or(StoreChoice::Memory, StoreChoice::DynamoDb)),
@@ -74,6 +118,32 @@ impl StoreChoice {
             other => Err(format!(
                 "{STORE_ENV}={other:?} is not a store: dynamodb, valkey or memory"
             )),
+        }
+    }
+}
+
+/// Business tables apart from the records (a store that cannot hold them):
+/// in DynamoDB when named, else in memory (a local run).
+#[cfg_attr(not(feature = "valkey"), allow(dead_code, reason = "Valkey's tables"))]
+async fn apart<const N: usize>(tables: TableNames<N>) -> Result<Tables<N>, ConnectError> {
+    match tables {
+        #[cfg(feature = "dynamodb")]
+        TableNames::Named(names) => Ok(super::dynamodb::connect::tables(names).await),
+        #[cfg(not(feature = "dynamodb"))]
+        TableNames::Named(_) => Err(ConnectError::NotBuilt(
+            "the tables' variables are set: this build has no DynamoDB store (cargo feature \
+             `dynamodb` of shared)"
+                .into(),
+        )),
+        TableNames::Local(tables) => {
+            if N > 0 {
+                tracing::warn!(
+                    tables = ?tables.iter().map(|t: &TableEnv| t.var).collect::<Vec<_>>(),
+                    "the tables' variables are not set: idempotency records in Valkey, \
+                     tables kept in memory (local run)"
+                );
+            }
+            Ok(super::memory::connect::tables(tables))
         }
     }
 }

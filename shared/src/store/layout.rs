@@ -1,8 +1,9 @@
 //! How the records are laid out in a table: the attribute names every store
-//! counts a record's size with ([`Attributes`]), and where the DynamoDB store
-//! keeps them ([`TableConfig`], [`TABLE_ENV`]).
+//! counts a record's size with ([`Attributes`], `Record::item_size`), and
+//! where the DynamoDB store keeps them ([`TableConfig`], [`TABLE_ENV`]).
 
 use crate::config::parse_flag;
+use crate::record::Record;
 
 /// Attribute names of the idempotency table. The defaults match the layout of
 /// Powertools for AWS Lambda, so one table can serve both.
@@ -41,6 +42,37 @@ impl Default for Attributes {
             error: "error".into(),
             outbox: "outbox".into(),
         }
+    }
+}
+
+impl Record {
+    /// DynamoDB's item size for this record with the given attribute names,
+    /// by the library's one size rule ([`crate::value::item_size`]: strings
+    /// their UTF-8 bytes, numbers [`crate::value::number_size`]), without
+    /// building the item.
+    pub fn item_size(&self, names: &Attributes) -> usize {
+        fn attr(name: &str, len: usize) -> usize {
+            name.len() + len
+        }
+        let digits = |n: u64| crate::value::number_size(&n.to_string());
+        let mut size = attr(&names.id, self.id.len())
+            + attr(&names.status, self.status.as_str().len())
+            + attr(&names.expiration, digits(self.expiration));
+        if let Some(t) = self.in_progress_expiration {
+            size += attr(&names.in_progress_expiration, digits(t));
+        }
+        for (name, value) in [
+            (&names.data, &self.data),
+            (&names.error, &self.error),
+            (&names.validation, &self.validation),
+            (&names.owner, &self.owner),
+            (&names.outbox, &self.outbox),
+        ] {
+            if let Some(v) = value {
+                size += attr(name, v.len());
+            }
+        }
+        size
     }
 }
 
@@ -92,5 +124,30 @@ impl TableConfig {
             .ok()
             .filter(|t| !t.trim().is_empty())
             .map(|t| Self::new(t).claims_routed_to_one_region(routed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Status;
+
+    #[test]
+    fn item_size_counts_names_and_values() {
+        let names = Attributes::default();
+        let mut r = Record {
+            id: "p#h".into(),
+            status: Status::Completed,
+            expiration: 1_700_000_000,
+            in_progress_expiration: None,
+            data: None,
+            error: None,
+            validation: None,
+            owner: Some("o".into()),
+            outbox: None,
+        };
+        let base = r.item_size(&names);
+        r.data = Some("x".repeat(1000));
+        assert_eq!(r.item_size(&names), base + "data".len() + 1000);
     }
 }

@@ -19,6 +19,7 @@ use crate::write::Write;
 
 pub mod batch;
 mod choice;
+pub(crate) mod connect;
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 mod layout;
@@ -28,6 +29,7 @@ pub mod valkey;
 
 pub use batch::{Commit, CommitsError};
 pub use choice::{STORE_ENV, StoreChoice};
+pub use connect::{ConnectError, TableEnv};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
 pub use layout::{Attributes, CLAIMS_ROUTED_ENV, TABLE_ENV, TableConfig};

@@ -136,7 +136,10 @@ async fn payments(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::erro
             DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
             configured(payments::App::config(), commit),
         );
-        let app = payments::App::new(engine, payments::Accounts::dynamodb(ddb.clone(), accounts));
+        let app = payments::App::new(
+            engine,
+            payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+        );
         let new: Vec<Payment> = (0..n).map(Payment::new).collect();
         let again: Vec<Payment> = new
             .iter()
@@ -227,7 +230,10 @@ async fn inventory(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::err
             DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
             configured(inventory::App::config(), commit),
         );
-        let app = inventory::App::new(engine, inventory::StockTable::dynamodb(ddb.clone(), &stock));
+        let app = inventory::App::new(
+            engine,
+            inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), &stock)),
+        );
         for scenario in ["new", "redelivered"] {
             let app = &app;
             rows.push(
@@ -313,7 +319,10 @@ async fn ledger(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error:
             DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
             configured(ledger::App::config(), commit),
         );
-        let app = ledger::App::new(engine, ledger::Accounts::dynamodb(ddb.clone(), accounts));
+        let app = ledger::App::new(
+            engine,
+            ledger::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+        );
         for scenario in ["new", "redelivered"] {
             let app = &app;
             rows.push(

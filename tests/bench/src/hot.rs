@@ -58,7 +58,10 @@ async fn pass(payments: usize, conflict_rate: f64) -> Result<(), Box<dyn std::er
             DynamoDbStore::new(ddb.clone(), TableConfig::new(&t.idempotency)),
             App::config(),
         );
-        apps.push(App::new(engine, Accounts::dynamodb(ddb, &t.accounts)));
+        apps.push(App::new(
+            engine,
+            Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+        ));
     }
     let per_instance = payments / INSTANCES;
     if conflict_rate > 0.0 {

@@ -64,7 +64,10 @@ pub(crate) async fn app(mode: CommitMode, disabled: bool) -> App {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
         App::config().disabled(disabled).commit_mode(mode),
     );
-    App::new(engine, Accounts::dynamodb(ddb, accounts))
+    App::new(
+        engine,
+        Accounts::from_table(shared::Table::dynamodb(ddb, accounts)),
+    )
 }
 
 async fn measure(

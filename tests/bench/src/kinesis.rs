@@ -152,7 +152,7 @@ pub async fn run(records: usize) -> Result<(), Box<dyn std::error::Error>> {
         for id in (0..records).chain(records..records + half) {
             *expected.entry(payment(id).0).or_default() += (100 + id % 7) as i64;
         }
-        let table = Accounts::dynamodb(ddb.clone(), accounts);
+        let table = Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts));
         for (account, sum) in &expected {
             let balance = table.balance(account).await.map_err(|e| e.to_string())?;
             if balance != Some(*sum) {

@@ -231,7 +231,7 @@ impl Function {
             variant: variant.clone(),
             api,
             child,
-            accounts: Accounts::dynamodb(ddb.clone(), accounts),
+            accounts: Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
         })
     }
 

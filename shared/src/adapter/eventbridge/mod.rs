@@ -206,7 +206,7 @@ impl EventError {
     }
 }
 
-impl crate::diagnostic::ErrorType for EventError {
+impl crate::error::ErrorType for EventError {
     fn error_type(&self) -> &'static str {
         match self {
             Self::NotAnEventBridgeEvent(_) | Self::WrongEvent { .. } | Self::BadDetail { .. } => {
@@ -215,7 +215,7 @@ impl crate::diagnostic::ErrorType for EventError {
             Self::Key { .. } | Self::KeyPanicked { .. } => "InvalidKey",
             Self::InProgress { .. } => "InProgress",
             Self::PayloadMismatch { .. } => "PayloadMismatch",
-            Self::Handler { error, .. } => crate::diagnostic::handler(error),
+            Self::Handler { error, .. } => error.error_type(),
             Self::Idempotency { error, .. } => error.error_type(),
         }
     }

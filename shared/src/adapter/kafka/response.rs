@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::record::AT;
 use crate::adapter::PartialResponse;
 use crate::adapter::report::{BatchReport, FailureReason};
-use crate::diagnostic::ErrorType;
+use crate::error::ErrorType;
 
 /// Whether the event source mapping acts on the function's
 /// `batchItemFailures`: how a [`KafkaProcessor`](super::KafkaProcessor)

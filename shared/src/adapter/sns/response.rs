@@ -8,8 +8,8 @@
 //! notifications that were done replay on the retry.
 
 use crate::adapter::report::{BatchReport, FailureReason};
-use crate::diagnostic::{ErrorType, UNCLASSIFIED};
 use crate::error::ErrorKind;
+use crate::error::{ErrorType, UNCLASSIFIED};
 
 /// A notification was not done: the invocation fails so that Lambda's
 /// asynchronous retry delivers it again.

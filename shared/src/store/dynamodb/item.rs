@@ -4,10 +4,12 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
-use super::SdkItem;
 use crate::error::StoreError;
 use crate::record::{Record, Status};
 use crate::store::Attributes;
+
+/// An item as the SDK reads and writes it.
+pub(crate) type SdkItem = HashMap<String, AttributeValue>;
 
 /// A condition or update expression with its placeholders.
 #[derive(Debug, Clone, PartialEq)]

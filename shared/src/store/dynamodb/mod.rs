@@ -40,8 +40,6 @@ const BATCH_GET_ROUNDS: u32 = 6;
 /// The cancellation reason of an item another request was writing.
 const TRANSACTION_CONFLICT: &str = "TransactionConflict";
 
-type SdkItem = HashMap<String, AttributeValue>;
-
 /// Idempotency records in a DynamoDB table (partition key `id`, S; TTL on
 /// `expiration`).
 #[derive(Debug, Clone)]
@@ -186,6 +184,7 @@ impl DynamoDbStore {
 }
 
 mod batch;
+pub(crate) mod connect;
 mod item;
 mod table;
 mod tables;
@@ -195,7 +194,7 @@ pub use table::{
     TableCheck, TableCheckError, check_description, check_legacy_global, may_be_legacy_global,
 };
 
-use item::{claim_condition, complete_update, from_item, owner_condition};
+use item::{SdkItem, claim_condition, complete_update, from_item, owner_condition};
 
 impl DynamoDbStore {
     /// A commit of the record alone: one conditional `UpdateItem` (fenced)

@@ -14,8 +14,10 @@ use crate::config::DEFAULT_MAX_ITEM_BYTES;
 use crate::error::StoreError;
 use crate::record::{Record, Status};
 use crate::store::Attributes;
+use crate::table::Table;
 use crate::write::{Item, Write, holds, key_text};
 
+pub(crate) mod connect;
 mod outbox;
 mod tables;
 
@@ -268,5 +270,55 @@ fn apply_updates(inner: &mut Inner, commit: &Commit<'_>, updates: Updates) {
 fn show_committed(commit: &Commit<'_>) {
     if let Some(outbox) = record_of(commit.record).and_then(|r| r.outbox.as_deref()) {
         outbox::show(outbox);
+    }
+}
+
+impl Table {
+    /// The table `name` inside `store`. Pass the engine's own store, so that
+    /// staged writes commit atomically with the records.
+    pub fn memory(store: MemoryStore, name: impl Into<String>) -> Self {
+        Self::new(store, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use crate::value::AttrValue;
+    use crate::write::Cond;
+
+    fn key(pk: &str) -> Item {
+        Item::from([("pk".to_owned(), AttrValue::s(pk))])
+    }
+
+    #[tokio::test]
+    async fn memory_tables_read_and_write_in_the_store() {
+        let store = MemoryStore::new();
+        let t = Table::memory(store.clone(), "t");
+        t.put(&key("a"), Item::from([("n".to_owned(), AttrValue::n(1))]))
+            .await
+            .unwrap();
+        assert_eq!(store.item("t", &key("a")).unwrap()["n"], AttrValue::n(1));
+        let add = Write::update("t", key("a")).add("n", i64::MAX);
+        let after = t.write(&add).await.unwrap().unwrap();
+        assert_eq!(after["n"], AttrValue::n("9223372036854775808"));
+        let guarded =
+            Write::delete("t", key("a")).when(Cond::ge("n", 0).and(Cond::not_exists("pk")));
+        let err = t.write(&guarded.clone()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Retryable);
+        let err = t
+            .write(&guarded.or_reject_with(|i| format!("still {}", i.is_some())))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.to_string()),
+            (ErrorKind::Terminal, "still true".into())
+        );
+        let sibling = t.sibling("u");
+        assert_eq!(sibling.name(), "u");
+        assert_eq!(sibling.get(&key("a")).await.unwrap(), None);
+        let empty = Write::update("t", key("a"));
+        assert!(t.write(&empty).await.is_err(), "an update without changes");
     }
 }

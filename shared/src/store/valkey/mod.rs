@@ -27,6 +27,7 @@
 //! again. Effects that must not repeat then need their own guard (a
 //! conditional, keyed business write).
 
+pub(crate) mod connect;
 mod scripts;
 
 use async_trait::async_trait;

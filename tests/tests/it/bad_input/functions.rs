@@ -129,7 +129,10 @@ async fn payments_app(config: Config) -> Payments {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
         config.disabled(false),
     );
-    let app = payments::App::new(engine, payments::Accounts::dynamodb(ddb.clone(), accounts));
+    let app = payments::App::new(
+        engine,
+        payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+    );
     Payments { app, ddb, table }
 }
 
@@ -1143,7 +1146,8 @@ mod security {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
             payments::App::config().disabled(false),
         );
-        let accounts = payments::Accounts::dynamodb(ddb.clone(), accounts_table);
+        let accounts =
+            payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts_table));
         let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"))
             .verify_signatures(verifier.clone());
 

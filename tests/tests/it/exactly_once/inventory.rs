@@ -39,7 +39,10 @@ async fn setup() -> Setup {
         DynamoDbStore::new(client.clone(), TableConfig::new(&idempotency_table)),
         App::config(),
     );
-    let app = App::new(engine, StockTable::dynamodb(client, &stock_table));
+    let app = App::new(
+        engine,
+        StockTable::from_table(shared::Table::dynamodb(client, &stock_table)),
+    );
     Setup {
         app,
         ddb,
@@ -61,7 +64,7 @@ async fn set_level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str, level
 
 /// The level read with the test's own client (not captured).
 async fn level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str) -> Option<i64> {
-    StockTable::dynamodb(ddb.clone(), table)
+    StockTable::from_table(shared::Table::dynamodb(ddb.clone(), table))
         .level(sku)
         .await
         .unwrap()

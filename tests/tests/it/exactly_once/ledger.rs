@@ -57,7 +57,10 @@ async fn app(t: &PaymentTables) -> ledger::App {
     let ddb = moto().dynamodb().await;
     let store = DynamoDbStore::new(ddb.clone(), TableConfig::new(t.idempotency.clone()));
     let engine = Idempotency::new(store, ledger::App::config().disabled(false));
-    ledger::App::new(engine, ledger::Accounts::dynamodb(ddb, &t.accounts))
+    ledger::App::new(
+        engine,
+        ledger::Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+    )
 }
 
 /// Items of the idempotency table.

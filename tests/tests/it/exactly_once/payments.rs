@@ -26,7 +26,10 @@ async fn setup() -> Setup {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
         App::config(),
     );
-    let app = App::new(engine, Accounts::dynamodb(ddb, accounts));
+    let app = App::new(
+        engine,
+        Accounts::from_table(shared::Table::dynamodb(ddb, accounts)),
+    );
     let sqs = moto.sqs().await;
     let queue = esm::create_queue(&sqs, "payments", true, 3, 1).await;
     Setup { app, sqs, queue }
@@ -187,7 +190,10 @@ async fn a_credit_past_i64_is_applied_once_in_every_mode() {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),
             App::config().commit_mode(mode),
         );
-        let app = App::new(engine, Accounts::dynamodb(ddb.clone(), accounts.clone()));
+        let app = App::new(
+            engine,
+            Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts.clone())),
+        );
         let body =
             json!({"payment_id": "pay-max", "account_id": "acct-big", "amount_cents": i64::MAX})
                 .to_string();

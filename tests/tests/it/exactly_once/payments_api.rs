@@ -32,7 +32,7 @@ async fn app_with(
     );
     App::with_http(
         configure(HttpProcessor::new(engine)),
-        Accounts::dynamodb(ddb, &t.accounts),
+        Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
     )
 }
 

@@ -87,7 +87,10 @@ fn app(client: Client, t: &PaymentTables, mode: CommitMode) -> App {
         DynamoDbStore::new(client.clone(), TableConfig::new(t.idempotency.clone())),
         App::config().commit_mode(mode),
     );
-    App::new(engine, Accounts::dynamodb(client, t.accounts.clone()))
+    App::new(
+        engine,
+        Accounts::from_table(shared::Table::dynamodb(client, t.accounts.clone())),
+    )
 }
 
 /// A payment stream: `unique` payments over `accounts` accounts (FIFO group =
@@ -438,7 +441,7 @@ async fn payments_under_faults(mode: CommitMode, seed: u64) -> Figures {
     }
     // Balances are read with the crate's timeouts too: the check must not
     // fail on the test client's 300 ms attempt timeout.
-    let audit = Accounts::dynamodb(plain.clone(), t.accounts.clone());
+    let audit = Accounts::from_table(shared::Table::dynamodb(plain.clone(), t.accounts.clone()));
     let (lost, twice) = balance_errors(&audit, &s.expected).await;
 
     // After one lease every record is claimable; a redelivery of the whole

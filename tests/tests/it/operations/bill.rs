@@ -99,7 +99,10 @@ async fn one_payment_costs_what_each_mode_sends() {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(&idempotency)),
             App::config().commit_mode(mode),
         );
-        let app = App::new(engine, Accounts::dynamodb(ddb.clone(), &accounts));
+        let app = App::new(
+            engine,
+            Accounts::from_table(shared::Table::dynamodb(ddb.clone(), &accounts)),
+        );
         let tables = [idempotency.as_str(), accounts.as_str()];
         let mut bills = Vec::new();
         for id in ["m-1", "m-2"] {

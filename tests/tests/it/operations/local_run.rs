@@ -513,7 +513,7 @@ async fn payments_on_dynamodb_through_aws_endpoint_url() {
         run.stderr
     );
 
-    let table = payments::Accounts::dynamodb(ddb.clone(), accounts);
+    let table = payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts));
     let expected = sums(&sample("payments-fifo.json"));
     assert!(!expected.is_empty());
     for (account, sum) in expected {
@@ -589,7 +589,7 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         run.responses,
         [reserved.clone(), reserved, rejected.clone(), rejected]
     );
-    let level = inventory::StockTable::dynamodb(ddb.clone(), stock)
+    let level = inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), stock))
         .level("SKU-RED-MUG")
         .await
         .unwrap();
@@ -643,7 +643,7 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
         .unwrap();
     assert!(again.success, "{}", again.stderr);
     assert_eq!(again.responses, [reserved, rejected]);
-    let level = inventory::StockTable::dynamodb(ddb.clone(), stock)
+    let level = inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), stock))
         .level("SKU-RED-MUG")
         .await
         .unwrap();

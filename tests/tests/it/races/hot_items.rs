@@ -28,7 +28,10 @@ async fn instances(t: &PaymentTables, mode: CommitMode, n: usize) -> Vec<App> {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(&t.idempotency)),
             App::config().commit_mode(mode),
         );
-        apps.push(App::new(engine, Accounts::dynamodb(ddb, &t.accounts)));
+        apps.push(App::new(
+            engine,
+            Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+        ));
     }
     apps
 }
