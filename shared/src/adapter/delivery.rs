@@ -22,7 +22,9 @@ pub trait Delivery {
     fn id(&self) -> Option<&str>;
 
     /// Its ordering lane: the FIFO `MessageGroupId`, the Kinesis shard, the
-    /// Kafka topic-partition. `None` for unordered sources.
+    /// Kafka topic-partition: what the partial batch response checkpoints.
+    /// A stream adapter may order a lane's records by a narrower key (a
+    /// partition key, an item). `None` for unordered sources.
     fn lane(&self) -> Option<&str> {
         None
     }
