@@ -13,10 +13,9 @@
 //! each batch from one shard, and the partial batch response
 //! ([`DynamoDbEventResponse`], `ReportBatchItemFailures` on the mapping)
 //! names the lowest `SequenceNumber` among the items' first failures;
-//! Lambda retries from it ("If the batchItemFailures array contains
-//! multiple items, Lambda uses the record with the lowest sequence number
-//! as the checkpoint", Lambda developer guide,
-//! `services-ddb-batchfailurereporting`). So no change is applied before an
+//! Lambda retries from it (with several listed, the Lambda developer guide,
+//! `services-ddb-batchfailurereporting`, has Lambda take the lowest
+//! sequence number as the checkpoint). So no change is applied before an
 //! earlier one of its item; the changes of other items after it that
 //! already committed are delivered again and replay, never applied twice.
 //! Their cost: with [`PreRead::Always`](crate::batch::PreRead::Always) one

@@ -17,10 +17,10 @@
 //! mapping) names, per shard, the lowest sequence number among the keys'
 //! first failures. The Lambda developer guide ("Configuring partial batch
 //! response with Kinesis Data Streams and Lambda",
-//! `services-kinesis-batchfailurereporting`): "If the batchItemFailures
-//! array contains multiple items, Lambda uses the record with the lowest
-//! sequence number as the checkpoint. Lambda then retries all records
-//! starting from that checkpoint." So no effect of a record is applied
+//! `services-kinesis-batchfailurereporting`) states that when
+//! `batchItemFailures` lists several records, Lambda takes the one with the
+//! lowest sequence number as the checkpoint and retries every record from
+//! it (the guide's reporting syntax returns the first failed record). So no effect of a record is applied
 //! before an earlier record of its key; and the records of other keys after
 //! that checkpoint that already committed are delivered again, and replay:
 //! their idempotency records answer, nothing is applied twice. The cost of
