@@ -89,3 +89,76 @@ pub(crate) fn batch(records: Vec<SqsMessage>) -> SqsEvent {
     e.records = records;
     e
 }
+
+/// A memory store that counts what it is sent: transactions (one per
+/// [`Store::commit`](crate::store::Store::commit), one per
+/// [`Store::commit_many`](crate::store::Store::commit_many)) and pre-reads
+/// ([`Store::get_many`](crate::store::Store::get_many)).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counting {
+    /// The store counted.
+    pub(crate) inner: MemoryStore,
+    transactions: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pre_reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counting {
+    /// Transactions sent so far, reset to zero.
+    pub(crate) fn take_transactions(&self) -> usize {
+        self.transactions
+            .swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Pre-reads sent so far, reset to zero.
+    pub(crate) fn take_pre_reads(&self) -> usize {
+        self.pre_reads.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::store::Store for Counting {
+    async fn claim(
+        &self,
+        record: &crate::record::Record,
+        now_ms: u64,
+    ) -> Result<crate::store::Claim, crate::error::StoreError> {
+        self.inner.claim(record, now_ms).await
+    }
+    async fn commit(
+        &self,
+        record: crate::store::RecordWrite<'_>,
+        writes: &[crate::write::Write],
+    ) -> Result<(), crate::store::TransactError> {
+        self.transactions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.commit(record, writes).await
+    }
+    async fn release(&self, id: &str, owner: &str) -> Result<(), crate::error::StoreError> {
+        self.inner.release(id, owner).await
+    }
+    async fn get_many(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<crate::record::Record>, crate::error::StoreError> {
+        self.pre_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.get_many(ids).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::record::Record>, crate::error::StoreError> {
+        self.inner.get(id).await
+    }
+    fn item_size(&self, record: &crate::record::Record) -> usize {
+        self.inner.item_size(record)
+    }
+    async fn commit_many(
+        &self,
+        commits: &[crate::store::Commit<'_>],
+    ) -> Result<(), crate::store::CommitsError> {
+        self.transactions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.commit_many(commits).await
+    }
+}

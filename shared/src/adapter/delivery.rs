@@ -22,7 +22,9 @@ pub trait Delivery {
     fn id(&self) -> Option<&str>;
 
     /// Its ordering lane: the FIFO `MessageGroupId`, the Kinesis shard, the
-    /// Kafka topic-partition. `None` for unordered sources.
+    /// Kafka topic-partition: what the partial batch response checkpoints.
+    /// A stream adapter may order a lane's records by a narrower key (a
+    /// partition key, an item). `None` for unordered sources.
     fn lane(&self) -> Option<&str> {
         None
     }
@@ -124,6 +126,24 @@ pub(crate) static SQS: SourceNames = SourceNames {
     deduplication_id: "attribute MessageDeduplicationId (FIFO queues only)",
 };
 
+/// Which records of its lane a record keeps its order with: its lane is
+/// what the partial batch response checkpoints (a shard, a
+/// topic-partition); its order may be narrower (a partition key, an item).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Within {
+    /// Every record of its lane (SQS FIFO groups, Kafka partitions, Kinesis
+    /// shards with [`KinesisOrder::Shard`](crate::kinesis::KinesisOrder::Shard)).
+    #[default]
+    Lane,
+    /// The records of its lane with the same key: records of other keys run
+    /// concurrently with it, and a failure holds back only its key.
+    Key(String),
+    /// Ordered by key, but its key could not be read (a record that did not
+    /// parse): it could belong with any record of its lane, so the whole
+    /// lane keeps one order in this batch.
+    Unknown,
+}
+
 /// The identifiers of one record the pipeline keeps (owned).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ids {
@@ -133,6 +153,9 @@ pub(crate) struct Ids {
     pub(crate) lane: Option<String>,
     /// [`Delivery::receive_count`].
     pub(crate) receive_count: Option<u32>,
+    /// Which records of its lane it keeps its order with (set by the
+    /// adapter: a Kinesis partition key, a DynamoDB item's keys).
+    pub(crate) within: Within,
 }
 
 impl Ids {
@@ -142,7 +165,14 @@ impl Ids {
             id: delivery.id().map(str::to_owned),
             lane: delivery.lane().map(str::to_owned),
             receive_count: delivery.receive_count(),
+            within: Within::Lane,
         }
+    }
+
+    /// These identifiers, ordered `within` their lane.
+    pub(crate) fn within(mut self, within: Within) -> Self {
+        self.within = within;
+        self
     }
 
     /// The id, or a description of the record at `index` when it has none

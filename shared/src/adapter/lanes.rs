@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use super::delivery::Within;
 use super::pipeline::{Slot, State};
 use super::report::FailureReason;
 
@@ -30,10 +31,13 @@ pub enum Ordering {
     /// the whole batch is one unit.
     StopBatch,
     /// Kinesis, DynamoDB Streams, Kafka: each lane (shard,
-    /// topic-partition) is a unit; after a failure nothing later in that
-    /// lane runs, and the response names only the lane's first failed
-    /// record (the stream checkpoints before it and redelivers from there).
-    /// Lanes run in parallel.
+    /// topic-partition) is a unit, or, when its records order by key (a
+    /// Kinesis partition key, a DynamoDB item, a Kafka record key), each key
+    /// of the lane is; after a failure nothing later in that unit runs, and
+    /// the response names only the lane's first failed record in batch
+    /// order: the lowest among its keys' first failures (the stream
+    /// checkpoints before it and redelivers from there; what other keys
+    /// committed after it replays). Units run in parallel.
     StopLane,
 }
 
@@ -96,21 +100,50 @@ pub(crate) fn units<Rec>(slots: Vec<Slot<Rec>>, ordering: Ordering) -> Vec<Vec<S
 }
 
 /// One unit per lane, in the order lanes first appear; a record without a
-/// lane is a unit of its own.
+/// lane is a unit of its own. A lane whose records all order by key
+/// ([`Within::Key`]) is cut further, one unit per key, in the order keys
+/// first appear; any other lane stays one unit.
 fn by_lane<Rec>(slots: Vec<Slot<Rec>>) -> Vec<Vec<Slot<Rec>>> {
-    let mut units: Vec<Vec<Slot<Rec>>> = Vec::new();
-    let mut by_lane: HashMap<String, usize> = HashMap::new();
+    group(slots, |slot| {
+        slot.ids.lane.clone().filter(|g| !g.is_empty())
+    })
+    .into_iter()
+    .flat_map(|lane| {
+        let keyed = lane.len() > 1
+            && lane
+                .iter()
+                .all(|slot| matches!(slot.ids.within, Within::Key(_)));
+        if keyed {
+            group(lane, |slot| match &slot.ids.within {
+                Within::Key(key) => Some(key.clone()),
+                Within::Lane | Within::Unknown => None,
+            })
+        } else {
+            vec![lane]
+        }
+    })
+    .collect()
+}
+
+/// `slots` grouped by `name`, in batch order, groups in the order they first
+/// appear; a slot without a name is a group of its own.
+fn group<Rec>(
+    slots: Vec<Slot<Rec>>,
+    name: impl Fn(&Slot<Rec>) -> Option<String>,
+) -> Vec<Vec<Slot<Rec>>> {
+    let mut groups: Vec<Vec<Slot<Rec>>> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     for slot in slots {
-        match slot.ids.lane.clone().filter(|g| !g.is_empty()) {
-            Some(lane) => {
-                let unit = *by_lane.entry(lane).or_insert_with(|| {
-                    units.push(Vec::new());
-                    units.len() - 1
+        match name(&slot) {
+            Some(name) => {
+                let at = *by_name.entry(name).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
                 });
-                units[unit].push(slot);
+                groups[at].push(slot);
             }
-            None => units.push(vec![slot]),
+            None => groups.push(vec![slot]),
         }
     }
-    units
+    groups
 }

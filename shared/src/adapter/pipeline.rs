@@ -241,7 +241,9 @@ impl Pipeline<'_> {
         // `limit` futures, not 10,000. Units come in batch order, so a
         // copy's first copy is always admitted before it (a copy and a
         // record failed before running take no place). Ordered, the units
-        // are lanes: few, all admitted.
+        // are lanes (or a lane's keys), all admitted: a unit's copy may wait
+        // for its first copy in a later unit; a unit waiting for a permit
+        // holds a small future (its handler's is boxed).
         let window = if self.ordering.is_ordered() {
             usize::MAX
         } else {

@@ -326,8 +326,10 @@ impl<T> BatchReport<T> {
 
     /// The ids the partial batch response names, in batch order, each once:
     /// every failed record, or under [`Ordering::StopLane`] the first failed
-    /// record of each lane (the stream checkpoints before it; what follows
-    /// it in the lane was not run and is redelivered from there).
+    /// record of each lane in batch order (the stream checkpoints before it
+    /// and redelivers from there). A lane whose records ran by key (a shard
+    /// by partition key) names the lowest among its keys' first failures:
+    /// what other keys committed after it is redelivered and replays.
     ///
     /// A named record without an id cannot be reported; returning a
     /// response would drop it. That is [`BatchError::UnreportableFailure`]:

@@ -15,7 +15,7 @@
 //!   cargo run --release -p bench -- payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p bench -- orders [MESSAGES]
 //! cargo build --release -p ledger && \
-//!   cargo run --release -p bench -- kinesis [RECORDS]
+//!   cargo run --release -p bench -- kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p bench -- relay [MESSAGES]
@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("bill") => bill::run(n.unwrap_or(1000)).await,
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
-        Some("kinesis") => kinesis::run(n.unwrap_or(1000)).await,
+        Some("kinesis") => kinesis::run(n.unwrap_or(1000), &rest).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
         Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench bill [MESSAGES] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
+            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench bill [MESSAGES] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
                 .into(),
         ),
     }

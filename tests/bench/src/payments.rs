@@ -86,18 +86,21 @@ pub(crate) fn batches(payments: &[Payment], tag: &str) -> Vec<Value> {
 /// environment it runs with.
 #[derive(Debug, Clone)]
 pub(crate) struct Variant {
-    label: String,
-    binary: PathBuf,
-    env: Vec<(String, String)>,
+    pub(crate) label: String,
+    pub(crate) binary: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
 }
 
-/// Reads `LABEL=BINARY[,VAR=VALUE...]` arguments; none means the `payments`
+/// Reads `LABEL=BINARY[,VAR=VALUE...]` arguments; none means the `default`
 /// binary next to this one, as built.
-fn variants(args: &[String]) -> Result<Vec<Variant>, Box<dyn std::error::Error>> {
+pub(crate) fn variants(
+    args: &[String],
+    default: &str,
+) -> Result<Vec<Variant>, Box<dyn std::error::Error>> {
     if args.is_empty() {
         return Ok(vec![Variant {
-            label: "payments".to_owned(),
-            binary: sibling("payments")?,
+            label: default.to_owned(),
+            binary: sibling(default)?,
             env: Vec::new(),
         }]);
     }
@@ -176,7 +179,7 @@ pub(crate) fn cpu_time() -> Duration {
 }
 
 /// A `/proc/<pid>/status` field in kB.
-fn status_kb(pid: u32, name: &str) -> u64 {
+pub(crate) fn status_kb(pid: u32, name: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -314,7 +317,7 @@ pub(crate) async fn counts() -> BTreeMap<String, u64> {
 /// and scenario through each variant's function process, the variants
 /// interleaved scenario by scenario.
 pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
-    let variants = variants(args)?;
+    let variants = variants(args, "payments")?;
     let messages = messages.clamp(BATCH, 20_000) / BATCH * BATCH;
     let moto = moto();
     let unique: Vec<Payment> = (0..messages).map(Payment::new).collect();

@@ -1,13 +1,27 @@
 //! DynamoDB Streams batches on the adapter core.
 //!
 //! A [`DynamoDbStreamsProcessor`] runs a DynamoDB Streams event's records
-//! through the core pipeline with [`Ordering::StopLane`]: an event source
-//! mapping reads each batch from one shard, so the batch is one lane (see
-//! `record.rs`); its records run one after another in stream order, and
-//! after a record fails nothing later runs. The partial batch response
+//! through the core pipeline with [`Ordering::StopLane`], in lanes by item:
+//! DynamoDB Streams orders the changes of each item (its `Keys`, compared
+//! as DynamoDB compares keys: `N "1"` and `N "1.0"` are one item), not of a
+//! shard (see `record.rs`). The changes of one item run one after another
+//! in stream order; different items run concurrently, under the
+//! processor's concurrency bound, and their commits share the batch's
+//! transactions. After a change fails, nothing later of its item runs.
+//!
+//! **The response is a shard checkpoint**: an event source mapping reads
+//! each batch from one shard, and the partial batch response
 //! ([`DynamoDbEventResponse`], `ReportBatchItemFailures` on the mapping)
-//! names that first failed record by its `SequenceNumber`; Lambda retries
-//! from it, so no change is applied before an earlier one of its shard.
+//! names the lowest `SequenceNumber` among the items' first failures;
+//! Lambda retries from it (with several listed, the Lambda developer guide,
+//! `services-ddb-batchfailurereporting`, has Lambda take the lowest
+//! sequence number as the checkpoint). So no change is applied before an
+//! earlier one of its item; the changes of other items after it that
+//! already committed are delivered again and replay, never applied twice.
+//! Their cost: with [`PreRead::Always`](crate::batch::PreRead::Always) one
+//! pre-read per batch (a stream record carries no receive count), and they
+//! replay without running; without it, each runs its handler again and its
+//! commit is refused by its condition.
 //!
 //! * The handler gets a [`DynamoDbRecord`]: `eventName`, `Keys`,
 //!   `NewImage` and `OldImage` as the library's [`Item`](crate::Item)
@@ -17,9 +31,11 @@
 //!   [`keys_and`]`("<a version attribute>")`: the item's keys, the event
 //!   name and an attribute that changes with every write (see `key.rs`).
 //! * A record that is not a stream record, or whose image holds an invalid
-//!   value, fails alone (and stops what follows it), never the batch.
+//!   value, fails alone (and stops what follows it of its item), never the
+//!   batch. A record whose `Keys` cannot be read keeps the whole batch in
+//!   stream order (it could be a change of any item).
 //! * With [`DynamoDbStreamsProcessor::parking`], a record that can never
-//!   succeed is parked ([`crate::parking`]) and the stream goes on.
+//!   succeed is parked ([`crate::parking`]) and its item goes on.
 //!
 //! ```
 //! use serde_json::json;
@@ -45,7 +61,7 @@
 //! });
 //! let event = parse_dynamodb_event(json!({"Records": [
 //!     record("101", "1", "basic"),
-//!     record("102", "2", "gold"),  // the handler refuses it: the shard stops here
+//!     record("102", "2", "gold"),  // the handler refuses it: sub-1 stops here
 //!     record("103", "3", "pro"),   // not run
 //! ]}))
 //! .expect("a DynamoDB Streams event");
@@ -106,7 +122,7 @@ use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
 use key::ImageRules;
-use record::DYNAMODB_STREAMS;
+use record::{DYNAMODB_STREAMS, item_of};
 
 /// The `eventSource` of a DynamoDB stream record.
 const SOURCE: &str = "aws:dynamodb";
@@ -201,7 +217,11 @@ impl DynamoDbStreamsProcessor {
                 let record = match entry {
                     Ok(record) => record,
                     Err(malformed) => {
-                        let ids = Ids::of(&malformed as &dyn Delivery);
+                        let keys = malformed.raw.pointer("/dynamodb/Keys").and_then(|k| {
+                            serde_json::from_value::<serde_dynamo::Item>(k.clone()).ok()
+                        });
+                        let ids =
+                            Ids::of(&malformed as &dyn Delivery).within(item_of(keys.as_ref()));
                         let ident = ids.ident(index, DYNAMODB_STREAMS.id);
                         let ticket = pipeline.parks().then(|| {
                             let arn = malformed.event_source_arn.as_deref();
@@ -217,7 +237,7 @@ impl DynamoDbStreamsProcessor {
                     let raw = serde_json::to_value(&record).ok()?;
                     Ticket::new(SOURCE, record.event_source_arn.as_deref(), &record, raw)
                 });
-                let ids = Ids::of(&record);
+                let ids = Ids::of(&record).within(item_of(Some(&record.change.keys)));
                 let ident = ids.ident(index, DYNAMODB_STREAMS.id);
                 let prepared = match guard(|| self.rules.prepare(&pipeline, &ident, record)) {
                     Ok(Ok(keyed)) => Ok(Prepared {

@@ -5,17 +5,22 @@
 //!   position are its `dynamodb.SequenceNumber`.
 //! * Its lane is the stream, its `eventSourceARN`. The shard is not in the
 //!   event, and it need not be: an event source mapping reads each batch
-//!   from one shard, so the records of a batch are one lane, run in stream
-//!   order, and after a failure nothing later in the batch runs (Lambda
-//!   retries from the first failed record). A record without an
-//!   `eventSourceARN` has no known lane: it fails, and so does every record
-//!   after it.
+//!   from one shard, so the records of a batch are one lane, and the
+//!   response checkpoints it (Lambda retries from the lowest failed
+//!   record). A record without an `eventSourceARN` has no known lane: it
+//!   fails, and so does every record after it.
+//! * Within the lane, a record keeps its order with the changes of its
+//!   item ([`item_of`]: its `Keys`, as one canonical text): DynamoDB
+//!   Streams orders the changes of each item, not of a shard. The changes
+//!   of different items run concurrently; after a failure nothing later of
+//!   its item runs.
 
 use std::any::Any;
 
 use aws_lambda_events::dynamodb::EventRecord;
 
 use super::image::to_item;
+use crate::adapter::delivery::Within;
 use crate::adapter::{Delivery, IdField, LaneField, SourceNames};
 use crate::key::IdempotencyKey;
 use crate::write::Item;
@@ -40,6 +45,18 @@ pub fn is_ttl_deletion(record: &EventRecord) -> bool {
             .user_identity
             .as_ref()
             .is_some_and(|u| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL)
+}
+
+/// The item a record's `Keys` name, as what its changes keep their order
+/// with: the keys as one canonical text ([`key_text`](crate::write::key_text):
+/// attribute order does not matter, `N "1"` and `N "1.0"` are one item).
+/// Keys that are missing, empty or not valid DynamoDB values are
+/// [`Within::Unknown`]: the batch keeps stream order.
+pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
+    match keys.filter(|k| !k.is_empty()).map(to_item) {
+        Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
+        _ => Within::Unknown,
+    }
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {

@@ -1,6 +1,6 @@
 //! The DynamoDB Streams adapter on the memory store, through the sample
 //! event (`events/dynamodb-stream-subscriptions.json`: an INSERT, a MODIFY,
-//! a REMOVE by a writer and a Time to Live deletion): stop-the-lane,
+//! a REMOVE by a writer and a Time to Live deletion): stop-the-item,
 //! in-batch duplicates coalesced, a poison record failing alone, TTL
 //! deletions recognised, images converted exactly.
 
@@ -158,15 +158,23 @@ async fn the_handler_sees_every_record_in_order_and_knows_the_ttl_deletion() {
     assert!(named(&report).is_empty());
 }
 
+/// Changed with item lanes (issue 29): it asserted that the two REMOVEs
+/// after the failed MODIFY did not run. They change other items
+/// (`sub-1002`, `sub-0917`), and DynamoDB Streams orders per item, so they
+/// now run; the response still names the MODIFY (the shard's checkpoint),
+/// and the retry from it replays them.
 #[tokio::test]
-async fn after_a_failure_nothing_later_in_the_batch_runs_and_the_response_names_it() {
+async fn after_a_failure_nothing_later_of_its_item_runs_and_the_response_names_it() {
     let sink = Sink::default();
     let records = sample_records();
-    // The MODIFY (plan "pro") fails: the two REMOVEs after it do not run.
+    // The MODIFY of sub-1001 (plan "pro") fails: the REMOVEs of the other
+    // items run all the same.
     let report = processor()
         .process(event(records.clone()), None, |r| sink.handle(r, "pro"))
         .await;
-    assert_eq!(sink.seqs(), [seq(&records[0]), seq(&records[1])]);
+    let mut seen = sink.seqs();
+    seen.sort();
+    assert_eq!(seen, records.iter().map(seq).collect::<Vec<_>>());
     assert!(matches!(
         report.records[0].outcome,
         Ok(Outcome::Executed(_))
@@ -176,17 +184,13 @@ async fn after_a_failure_nothing_later_in_the_batch_runs_and_the_response_names_
         Err(FailureReason::Handler { message, .. }) if message == "plan pro refused"
     ));
     for later in &report.records[2..] {
-        assert_eq!(
-            later.outcome,
-            Err(FailureReason::Skipped {
-                after: seq(&records[1])
-            })
-        );
+        assert!(matches!(later.outcome, Ok(Outcome::Executed(_))));
     }
     assert_eq!(named(&report), [seq(&records[1])]);
 
     // Lambda retries from the failed record: the first one is not in the
-    // retry; once the handler accepts, the rest runs.
+    // retry; once the handler accepts, the MODIFY runs and the REMOVEs
+    // replay.
     let sink = Sink::default();
     let p = processor();
     let first = p
@@ -200,7 +204,10 @@ async fn after_a_failure_nothing_later_in_the_batch_runs_and_the_response_names_
         .await;
     assert!(retry.is_success());
     assert!(named(&retry).is_empty());
-    assert_eq!(sink.seqs().len(), 2 + 3);
+    assert_eq!(sink.seqs().len(), 4 + 1);
+    for replayed in &retry.records[1..] {
+        assert!(matches!(replayed.outcome, Ok(Outcome::Replayed(_))));
+    }
 }
 
 #[tokio::test]
@@ -516,4 +523,198 @@ async fn when_parking_fails_the_stream_stops_at_the_poison() {
     assert_eq!(labels, ["executed", "failed", "failed", "failed", "failed"]);
     assert_eq!(named(&report), [seq(&records[1])]);
     assert!(parking.parked().is_empty());
+}
+
+// Lanes by item (issue 29). Each test fails with the lanes before (the
+// whole stream one lane: a batch's records run and commit one after
+// another, and a failure holds back every later record).
+
+/// A MODIFY of item `id` (`N`, written as `id_text`: `"5"` and `"5.0"` are
+/// one item) at sequence number `seq`, its `NewImage` with `version` and
+/// `n` both `n`.
+fn change(id_text: &str, seq: u64, n: i64) -> Value {
+    json!({
+        "eventID": format!("e{seq}"), "eventName": "MODIFY", "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/items/stream/2026-11-30T00:00:00.000",
+        "dynamodb": {
+            "Keys": {"id": {"N": id_text}},
+            "NewImage": {"id": {"N": id_text}, "version": {"N": n.to_string()}, "n": {"N": n.to_string()}},
+            "SequenceNumber": seq.to_string(), "SizeBytes": 40, "StreamViewType": "NEW_IMAGE",
+        },
+    })
+}
+
+/// 100 changes over 10 items (`0`..`9`, round robin; every other change
+/// of an item writes its key as `<id>.0`), the `i`-th at sequence number
+/// `1000 + i` with `n = i`.
+fn hundred_over_ten_items() -> Vec<Value> {
+    (0..100)
+        .map(|i| {
+            let id = if (i / 10) % 2 == 0 {
+                format!("{}", i % 10)
+            } else {
+                format!("{}.0", i % 10)
+            };
+            change(&id, 1000 + i, i as i64)
+        })
+        .collect()
+}
+
+/// An optimistic processor (batch commits on) over a counting memory store.
+fn counted() -> (DynamoDbStreamsProcessor, Counting) {
+    let store = Counting::default();
+    let config = crate::Config::with_prefix("test.items")
+        .commit_mode(crate::CommitMode::Optimistic)
+        .batch_commits(true)
+        .disabled(false);
+    let engine = crate::Idempotency::new(store.clone(), config);
+    (
+        DynamoDbStreamsProcessor::new(engine, keys_and("version")),
+        store,
+    )
+}
+
+/// Adds `n` to its item's total and logs `(item, n)`; fails the changes
+/// `n` of `fail` (retryable).
+async fn add_to_total(
+    r: DynamoDbRecord,
+    fail: &[i64],
+    log: &Mutex<Vec<(String, i64)>>,
+) -> Result<crate::Staged<Value>, HandlerError> {
+    let n = r
+        .new_image
+        .as_ref()
+        .and_then(|i| i.get("n"))
+        .and_then(AttrValue::as_i64)
+        .unwrap();
+    let id = r.keys["id"].clone();
+    log.lock().unwrap().push((format!("{id:?}"), n));
+    if fail.contains(&n) {
+        return Err(HandlerError::retryable(std::io::Error::other("not yet")));
+    }
+    let key = crate::write::Item::from([("id".to_owned(), id)]);
+    let write = crate::write::Write::update("totals", key).add("total", n);
+    Ok(crate::Staged::new(json!(n)).write(write))
+}
+
+fn item_total(store: &Counting, id: i64) -> Option<i64> {
+    let key = crate::write::Item::from([("id".to_owned(), AttrValue::n(id))]);
+    store.inner.item("totals", &key)?.get("total")?.as_i64()
+}
+
+fn all_of(id: i64) -> i64 {
+    (0..10).map(|j| id + 10 * j).sum()
+}
+
+#[tokio::test]
+async fn a_batch_of_100_changes_over_10_items_commits_in_at_most_10_transactions() {
+    let (processor, store) = counted();
+    let log = Mutex::new(Vec::new());
+    let report = processor
+        .process(event(hundred_over_ten_items()), None, |r| {
+            add_to_total(r, &[], &log)
+        })
+        .await;
+    assert!(report.is_success(), "{report:?}");
+    let transactions = store.take_transactions();
+    assert!(
+        transactions <= 10,
+        "{transactions} transactions for 100 changes of 10 items"
+    );
+    for id in 0..10 {
+        assert_eq!(item_total(&store, id), Some(all_of(id)), "item {id}");
+    }
+    // Each item's changes ran in stream order.
+    let log = log.into_inner().unwrap();
+    for id in 0..10 {
+        let item = format!("{:?}", AttrValue::n(id));
+        let ns: Vec<i64> = log
+            .iter()
+            .filter(|(i, _)| *i == item)
+            .map(|e| e.1)
+            .collect();
+        assert_eq!(
+            ns,
+            (0..10).map(|j| id + 10 * j).collect::<Vec<_>>(),
+            "{item}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failure_of_one_item_holds_back_only_that_item_and_the_response_names_the_lowest_failed_sequence_number()
+ {
+    let (processor, store) = counted();
+    // Changes 57 (item 7) and 35 (item 5, written `5.0`) fail; item 5's
+    // later changes written `5` are held back too: one item.
+    let unlogged = Mutex::default();
+    let report = processor
+        .process(event(hundred_over_ten_items()), None, |r| {
+            add_to_total(r, &[57, 35], &unlogged)
+        })
+        .await;
+    for (i, r) in report.records.iter().enumerate() {
+        match [(5, 35), (7, 57)].into_iter().find(|f| f.0 == i % 10) {
+            Some((_, at)) if i == at => assert!(
+                matches!(r.outcome, Err(FailureReason::Handler { .. })),
+                "{i}: {:?}",
+                r.outcome
+            ),
+            Some((_, at)) if i > at => assert_eq!(
+                r.outcome,
+                Err(FailureReason::Skipped {
+                    after: (1000 + at).to_string()
+                }),
+                "{i}"
+            ),
+            _ => assert!(
+                matches!(r.outcome, Ok(Outcome::Executed(_))),
+                "{i}: {:?}",
+                r.outcome
+            ),
+        }
+    }
+    assert_eq!(
+        named(&report),
+        ["1035"],
+        "the lowest failed sequence number"
+    );
+    assert_eq!(item_total(&store, 5), Some(5 + 15 + 25));
+    assert_eq!(item_total(&store, 7), Some(7 + 17 + 27 + 37 + 47));
+    assert_eq!(item_total(&store, 9), Some(all_of(9)));
+}
+
+#[tokio::test]
+async fn the_redelivery_from_the_lowest_failed_change_applies_nothing_twice() {
+    let (processor, store) = counted();
+    let processor = processor.pre_read(crate::batch::PreRead::Always);
+    let records = hundred_over_ten_items();
+    let unlogged = Mutex::default();
+    let first = processor
+        .process(event(records.clone()), None, |r| {
+            add_to_total(r, &[57, 35], &unlogged)
+        })
+        .await;
+    assert_eq!(named(&first), ["1035"]);
+    store.take_pre_reads();
+    let log = Mutex::new(Vec::new());
+    let retry = processor
+        .process(event(records[35..].to_vec()), None, |r| {
+            add_to_total(r, &[], &log)
+        })
+        .await;
+    assert!(retry.is_success(), "{retry:?}");
+    for (r, i) in retry.records.iter().zip(35..) {
+        let runs_again = (i % 10 == 5 && i >= 35) || (i % 10 == 7 && i >= 57);
+        let expected = if runs_again { "executed" } else { "replayed" };
+        assert_eq!(r.label(), expected, "{i}");
+    }
+    let mut ran: Vec<i64> = log.into_inner().unwrap().into_iter().map(|e| e.1).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, [35, 45, 55, 57, 65, 67, 75, 77, 85, 87, 95, 97]);
+    assert_eq!(store.take_pre_reads(), 1, "one pre-read for the redelivery");
+    for id in 0..10 {
+        assert_eq!(item_total(&store, id), Some(all_of(id)), "item {id}, once");
+    }
 }

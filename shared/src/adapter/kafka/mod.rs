@@ -6,7 +6,12 @@
 //! run one after another in offset order, topic-partitions in parallel;
 //! after a record fails, nothing later in its topic-partition runs, so no
 //! effect of a record is applied before an earlier record of its partition
-//! ("commit the offset last").
+//! ("commit the offset last"). With [`KafkaOrder::RecordKey`]
+//! ([`KafkaProcessor::order`]) the lanes are the record keys within each
+//! topic-partition instead: keys run concurrently and share the batch's
+//! transactions, a failure holds back only its key, and the answer stays
+//! per topic-partition (the records from the lowest failed offset on that
+//! are redelivered and already committed replay).
 //!
 //! How the batch is answered depends on the mapping ([`KafkaItemFailures`],
 //! `response.rs`). The Lambda guide puts partial batch response among the
@@ -114,7 +119,7 @@ pub use response::{
     answer,
 };
 
-use crate::adapter::delivery::Ids;
+use crate::adapter::delivery::{Ids, Within};
 use crate::adapter::lanes::fail_after_missing_lane;
 use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
@@ -138,6 +143,25 @@ pub struct KafkaProcessor {
     rules: ValueRules,
     /// Whether the mapping acts on `batchItemFailures`.
     item_failures: KafkaItemFailures,
+    /// What records keep their order with.
+    order: KafkaOrder,
+}
+
+/// What a Kafka record keeps its order with ([`KafkaProcessor::order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KafkaOrder {
+    /// The records of one topic-partition run one after another in offset
+    /// order, whatever their keys: Kafka's own guarantee. The default.
+    #[default]
+    Partition,
+    /// The records of one record key (within a topic-partition) run one
+    /// after another in offset order; different keys run concurrently and
+    /// their commits share the batch's transactions, and a failure holds
+    /// back only its key. Records produced without a key keep their order
+    /// among themselves. For producers that partition by key and consumers
+    /// that need order per key only.
+    RecordKey,
 }
 
 crate::adapter::settings::batch_settings!(KafkaProcessor);
@@ -154,7 +178,16 @@ impl KafkaProcessor {
                 payload: PayloadScope::default(),
             },
             item_failures: KafkaItemFailures::default(),
+            order: KafkaOrder::default(),
         }
+    }
+
+    /// What records keep their order with: their topic-partition (the
+    /// default) or their record key ([`KafkaOrder`]). Whatever the order,
+    /// the answer is per topic-partition (the module docs).
+    pub fn order(mut self, order: KafkaOrder) -> Self {
+        self.order = order;
+        self
     }
 
     /// Whether the event source mapping acts on `batchItemFailures`.
@@ -246,7 +279,16 @@ impl KafkaProcessor {
             })
             .enumerate()
             .map(|(index, delivery)| {
-                let ids = Ids::of(&delivery);
+                let within = match self.order {
+                    KafkaOrder::Partition => Within::Lane,
+                    // Keys as delivered (base64); keyless records share one
+                    // lane (`-` is not base64).
+                    KafkaOrder::RecordKey => Within::Key(match &delivery.record.key {
+                        Some(key) => format!("k{key}"),
+                        None => "-".to_owned(),
+                    }),
+                };
+                let ids = Ids::of(&delivery).within(within);
                 let ident = ids.ident(index, KAFKA.id);
                 // Taken before the handler takes the record.
                 let ticket = pipeline.parks().then(|| {

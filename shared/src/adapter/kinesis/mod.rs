@@ -1,19 +1,44 @@
 //! Kinesis Data Streams batches on the adapter core.
 //!
 //! A [`KinesisProcessor`] runs a [`KinesisEvent`]'s records through the
-//! core pipeline with [`Ordering::StopLane`]: the records of one shard run
-//! one after another in sequence order, shards in parallel; after a record
-//! fails, nothing later in its shard runs, and the partial batch response
-//! ([`KinesisEventResponse`], `ReportBatchItemFailures` on the event
-//! source mapping) names that first failed record. Lambda checkpoints just
-//! before the lowest sequence number listed and redelivers from there, so no
-//! effect of a record is applied before an earlier record of its shard.
+//! core pipeline with [`Ordering::StopLane`], in lanes by partition key
+//! ([`KinesisOrder::PartitionKey`], the default): Kinesis keeps order per
+//! partition key, and so does Lambda (with a `ParallelizationFactor` above
+//! 1 it splits a shard's records by partition key over concurrent
+//! batches). The records of one key run one after another in sequence
+//! order; different keys run concurrently, under the processor's
+//! concurrency bound, and their commits share the batch's transactions
+//! (optimistic mode with batch commits: a batch of 100 records over 10 keys
+//! commits in at most 10). After a record fails, nothing later of its key
+//! runs. [`KinesisOrder::Shard`] keeps the whole shard in one order instead.
+//!
+//! **The response is a shard checkpoint.** The partial batch response
+//! ([`KinesisEventResponse`], `ReportBatchItemFailures` on the event source
+//! mapping) names, per shard, the lowest sequence number among the keys'
+//! first failures. The Lambda developer guide ("Configuring partial batch
+//! response with Kinesis Data Streams and Lambda",
+//! `services-kinesis-batchfailurereporting`) states that when
+//! `batchItemFailures` lists several records, Lambda takes the one with the
+//! lowest sequence number as the checkpoint and retries every record from
+//! it (the guide's reporting syntax returns the first failed record). So no effect of a record is applied
+//! before an earlier record of its key; and the records of other keys after
+//! that checkpoint that already committed are delivered again, and replay:
+//! their idempotency records answer, nothing is applied twice. The cost of
+//! such a redelivery: with [`PreRead::Always`](crate::batch::PreRead::Always)
+//! one pre-read per batch (one `BatchGetItem` per 100 keys; Kinesis records
+//! carry no receive count, so a redelivery cannot be told from a first
+//! delivery) and the committed records replay without running; without it,
+//! each of them runs its handler again and its commit is refused by its
+//! condition (in optimistic mode, a transaction cancelled and sent again
+//! without it).
 //!
 //! * Each record is parsed on its own ([`parse_kinesis_event`]); `data` is
 //!   base64-decoded and parsed as JSON into the handler's type. A record
 //!   that does not parse (its `data` not base64, not JSON, not the
-//!   handler's type) fails alone (and stops its shard), never the batch.
-//! * The key is a business key by pointer into `data`
+//!   handler's type) fails alone (and stops its key), never the batch. A
+//!   record whose partition key cannot be read keeps its whole shard in one
+//!   order for that batch (it could belong with any key).
+//! * The idempotency key is a business key by pointer into `data`
 //!   ([`KeySelector::pointer`]). Never the `sequenceNumber`: a producer's
 //!   retry of `PutRecord` writes the same data under a new one (see
 //!   `key.rs`).
@@ -21,8 +46,8 @@
 //!   the copies replay the first one's outcome.
 //! * With [`KinesisProcessor::parking`], a record that can never succeed
 //!   (it does not decode, has no key, is too large, the handler rejects it
-//!   with a terminal error) is parked ([`crate::parking`]) and its shard
-//!   goes on; without, it stops its shard like any failure.
+//!   with a terminal error) is parked ([`crate::parking`]) and its key
+//!   goes on; without, it stops its key like any failure.
 //!
 //! ```
 //! use serde::Deserialize;
@@ -49,7 +74,7 @@
 //! });
 //! let event = parse_kinesis_event(json!({"Records": [
 //!     record("101", r#"{"reading_id":"r-1","celsius":21.5}"#),
-//!     record("102", "not json"),                               // poison: stops the shard
+//!     record("102", "not json"),                               // poison: stops sensor-1
 //!     record("103", r#"{"reading_id":"r-3","celsius":22.0}"#), // not run
 //! ]}))
 //! .expect("a Kinesis event");
@@ -82,7 +107,6 @@ pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 use lambda_runtime::LambdaEvent;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-#[cfg(feature = "lambda")]
 use serde_json::Value;
 
 pub use crate::adapter::MalformedRecord;
@@ -90,7 +114,7 @@ pub use parse::{KinesisStreamEvent, parse_kinesis_event};
 pub use record::KinesisRecord;
 pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
-use crate::adapter::delivery::Ids;
+use crate::adapter::delivery::{Ids, Within};
 use crate::adapter::lanes::fail_after_missing_lane;
 use crate::adapter::parking::Ticket;
 use crate::adapter::pipeline::{Prepared, Slot, guard};
@@ -119,6 +143,29 @@ pub struct KinesisProcessor {
     settings: Settings,
     /// How each record's `data` is checked, parsed and keyed.
     rules: DataRules,
+    /// What records keep their order with.
+    order: KinesisOrder,
+}
+
+/// What a Kinesis record keeps its order with ([`KinesisProcessor::order`]).
+///
+/// Kinesis keeps order per partition key, and so does Lambda: with a
+/// `ParallelizationFactor` above 1 it splits a shard's records by partition
+/// key over concurrent batches. Whatever the lanes, the response is a shard
+/// checkpoint (the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KinesisOrder {
+    /// The records of one partition key run one after another in sequence
+    /// order; different keys run concurrently (under the processor's
+    /// concurrency bound), and their commits share the batch's transactions.
+    /// A failure holds back only its key. The default.
+    #[default]
+    PartitionKey,
+    /// The records of one shard run one after another, whatever their
+    /// partition keys: for a consumer whose effects depend on the order of
+    /// records of different keys. Each record then commits alone.
+    Shard,
 }
 
 crate::adapter::settings::batch_settings!(KinesisProcessor);
@@ -135,7 +182,15 @@ impl KinesisProcessor {
                 max_data_bytes: DEFAULT_MAX_DATA_BYTES,
                 payload: PayloadScope::default(),
             },
+            order: KinesisOrder::default(),
         }
+    }
+
+    /// What records keep their order with: their partition key (the
+    /// default) or their whole shard ([`KinesisOrder`]).
+    pub fn order(mut self, order: KinesisOrder) -> Self {
+        self.order = order;
+        self
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`] (the
@@ -154,7 +209,7 @@ impl KinesisProcessor {
 
     /// Handles one invocation: parses the Kinesis event, runs [`process`]
     /// with the invocation's remaining time, and returns the partial batch
-    /// response naming the first failed record of each shard. An `Err`
+    /// response naming the lowest failed sequence number of each shard. An `Err`
     /// fails the whole invocation (Lambda retries the batch): the payload
     /// is not a Kinesis event, or a failed record has no sequence number.
     ///
@@ -179,7 +234,8 @@ impl KinesisProcessor {
     }
 
     /// Processes `event`: each record's `data` is parsed into `M`, its key
-    /// selected, and `handler` run through the engine, shard by shard.
+    /// selected, and `handler` run through the engine, key by key (or shard
+    /// by shard: [`KinesisProcessor::order`]).
     /// Never fails as a whole: per-record failures are in the report (a
     /// record that did not parse, a [`MalformedRecord`], fails alone).
     ///
@@ -210,7 +266,11 @@ impl KinesisProcessor {
                 let record = match entry {
                     Ok(record) => record,
                     Err(malformed) => {
-                        let ids = Ids::of(&malformed as &dyn Delivery);
+                        let key = malformed
+                            .raw
+                            .pointer("/kinesis/partitionKey")
+                            .and_then(Value::as_str);
+                        let ids = Ids::of(&malformed as &dyn Delivery).within(self.within(key));
                         let ident = ids.ident(index, KINESIS.id);
                         let ticket = pipeline.parks().then(|| {
                             let arn = malformed.event_source_arn.as_deref();
@@ -226,7 +286,8 @@ impl KinesisProcessor {
                     let raw = serde_json::to_value(&record).ok()?;
                     Ticket::new(SOURCE, record.event_source_arn.as_deref(), &record, raw)
                 });
-                let ids = Ids::of(&record);
+                let within = self.within(Some(&record.kinesis.partition_key));
+                let ids = Ids::of(&record).within(within);
                 let ident = ids.ident(index, KINESIS.id);
                 let prepared = match guard(|| self.rules.parse::<M>(&pipeline, &ident, &record)) {
                     Ok(Ok(p)) => Ok(Prepared {
@@ -248,5 +309,17 @@ impl KinesisProcessor {
             .collect();
         fail_after_missing_lane(&mut slots, Ordering::StopLane, FailureReason::NoLane);
         pipeline.run(slots, started, remaining, handler).await
+    }
+
+    /// What a record with partition key `key` (`None`: unreadable) keeps
+    /// its order with.
+    fn within(&self, key: Option<&str>) -> Within {
+        match (self.order, key) {
+            (KinesisOrder::Shard, _) => Within::Lane,
+            (KinesisOrder::PartitionKey, Some(key)) if !key.is_empty() => {
+                Within::Key(key.to_owned())
+            }
+            (KinesisOrder::PartitionKey, _) => Within::Unknown,
+        }
     }
 }

@@ -3,7 +3,8 @@
 //! "<sequenceNumber>"}]}`. Lambda checkpoints at the lowest sequence number
 //! listed and redelivers from there; the pipeline's
 //! [`Ordering::StopLane`](crate::adapter::Ordering::StopLane) names the first
-//! failed record of each shard.
+//! failed record of each shard in sequence order: the lowest among its
+//! partition keys' first failures.
 
 pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 

@@ -45,7 +45,7 @@ fn ten_payments(redelivered: bool) -> Value {
     event
 }
 
-async fn invoke_ok(api: &RuntimeApi, event: Value) {
+pub(crate) async fn invoke_ok(api: &RuntimeApi, event: Value) {
     let result = api
         .invoke(event, now_ms() + 30_000, Duration::from_secs(20))
         .await;
@@ -60,13 +60,13 @@ async fn invoke_ok(api: &RuntimeApi, event: Value) {
 /// suffix), its actions (a `TransactWriteItems`'s items, a
 /// `BatchGetItem`'s keys) and whether an injected fault answered it.
 #[derive(Debug, PartialEq)]
-struct Sent {
-    op: String,
-    actions: usize,
-    faulted: bool,
+pub(crate) struct Sent {
+    pub(crate) op: String,
+    pub(crate) actions: usize,
+    pub(crate) faulted: bool,
 }
 
-fn sent(op: &str, actions: usize, faulted: bool) -> Sent {
+pub(crate) fn sent(op: &str, actions: usize, faulted: bool) -> Sent {
     Sent {
         op: op.to_owned(),
         actions,
@@ -75,7 +75,7 @@ fn sent(op: &str, actions: usize, faulted: bool) -> Sent {
 }
 
 /// Runs `invoke` with the ledger on: the DynamoDB requests it sent, in order.
-async fn requests_of(moto: &Moto, invoke: impl Future<Output = ()>) -> Vec<Sent> {
+pub(crate) async fn requests_of(moto: &Moto, invoke: impl Future<Output = ()>) -> Vec<Sent> {
     moto.reset_ledger().await;
     invoke.await;
     let ledger = moto.ledger().await;
@@ -101,7 +101,7 @@ async fn requests_of(moto: &Moto, invoke: impl Future<Output = ()>) -> Vec<Sent>
 }
 
 /// Every balance of `t`'s accounts on `moto` (a consistent scan).
-async fn balances(moto: &Moto, t: &PaymentTables) -> BTreeMap<String, i64> {
+pub(crate) async fn balances(moto: &Moto, t: &PaymentTables) -> BTreeMap<String, i64> {
     let out = moto
         .dynamodb()
         .await
