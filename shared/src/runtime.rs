@@ -187,7 +187,22 @@ pub fn init_telemetry() {
 /// serves `handle` (e.g. `App::handle`) under Lambda or on the `--event`
 /// files ([`run`]).
 ///
-/// ```ignore
+/// ```no_run
+/// use lambda_runtime::LambdaEvent;
+/// use serde_json::Value;
+///
+/// struct App;
+///
+/// impl App {
+///     async fn from_env() -> Result<Self, lambda_runtime::Error> {
+///         Ok(App)
+///     }
+///
+///     async fn handle(&self, event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
+///         Ok(event.payload)
+///     }
+/// }
+///
 /// fn main() -> Result<(), lambda_runtime::Error> {
 ///     shared::runtime::serve(App::from_env, App::handle)
 /// }
