@@ -102,6 +102,7 @@ use serde::de::DeserializeOwned;
 #[cfg(feature = "lambda")]
 use serde_json::Value;
 
+pub use crate::adapter::StreamEvent;
 pub use image::{item_json, to_item};
 pub use key::{keys_and, record_json};
 pub use parse::{DynamoDbStreamEvent, MalformedRecord, parse_dynamodb_event};
@@ -117,7 +118,7 @@ use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::settings::Settings;
-use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
+use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -220,16 +221,12 @@ impl DynamoDbStreamsProcessor {
                         let keys = malformed.raw.pointer("/dynamodb/Keys").and_then(|k| {
                             serde_json::from_value::<serde_dynamo::Item>(k.clone()).ok()
                         });
-                        let ids =
-                            Ids::of(&malformed as &dyn Delivery).within(item_of(keys.as_ref()));
-                        let ident = ids.ident(index, DYNAMODB_STREAMS.id);
-                        let ticket = pipeline.parks().then(|| {
-                            let arn = malformed.event_source_arn.as_deref();
-                            Ticket::new(SOURCE, arn, &malformed, malformed.raw.clone())
-                        });
-                        let reason = FailureReason::Parse(malformed.error);
-                        return Slot::new(index, ident, ids, Err(reason))
-                            .with_ticket(ticket.flatten());
+                        return malformed.into_slot(
+                            index,
+                            item_of(keys.as_ref()),
+                            &pipeline,
+                            SOURCE,
+                        );
                     }
                 };
                 // Taken before the handler takes the record.

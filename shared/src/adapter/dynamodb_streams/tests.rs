@@ -395,7 +395,7 @@ fn other_payloads_are_rejected() {
 #[test]
 fn a_batch_processed_outside_the_pipeline_names_its_first_failure() {
     let event = parse_dynamodb_event(sample()).unwrap();
-    let deliveries: Vec<&dyn Delivery> = event.deliveries().collect();
+    let deliveries: Vec<&dyn crate::Delivery> = event.deliveries().collect();
     let reason = FailureReason::Parse("x".into());
     let failed = [(1, deliveries[1], &reason), (3, deliveries[3], &reason)];
     let response: DynamoDbEventResponse = partial_response(Ordering::StopLane, failed).unwrap();

@@ -109,7 +109,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use crate::adapter::MalformedRecord;
+pub use crate::adapter::{MalformedRecord, StreamEvent};
 pub use parse::{KinesisStreamEvent, parse_kinesis_event};
 pub use record::KinesisRecord;
 pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
@@ -121,7 +121,7 @@ use crate::adapter::pipeline::{Prepared, Slot, guard};
 #[cfg(feature = "lambda")]
 use crate::adapter::remaining_now;
 use crate::adapter::settings::Settings;
-use crate::adapter::{BatchReport, Delivery, FailureReason, KeySelector, Ordering, PayloadScope};
+use crate::adapter::{BatchReport, FailureReason, KeySelector, Ordering, PayloadScope};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -270,15 +270,8 @@ impl KinesisProcessor {
                             .raw
                             .pointer("/kinesis/partitionKey")
                             .and_then(Value::as_str);
-                        let ids = Ids::of(&malformed as &dyn Delivery).within(self.within(key));
-                        let ident = ids.ident(index, KINESIS.id);
-                        let ticket = pipeline.parks().then(|| {
-                            let arn = malformed.event_source_arn.as_deref();
-                            Ticket::new(SOURCE, arn, &malformed, malformed.raw.clone())
-                        });
-                        let reason = FailureReason::Parse(malformed.error);
-                        return Slot::new(index, ident, ids, Err(reason))
-                            .with_ticket(ticket.flatten());
+                        let within = self.within(key);
+                        return malformed.into_slot(index, within, &pipeline, SOURCE);
                     }
                 };
                 // Taken before the handler takes the record.
