@@ -496,7 +496,7 @@ impl Pipeline<'_> {
         }
         let outcome = match (outcome, ticket, self.parking) {
             (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
-                park(parking, ticket, reason, &ident).await
+                ticket.park(parking, reason, &ident).await
             }
             (outcome, ..) => outcome,
         };
@@ -589,33 +589,6 @@ impl Pipeline<'_> {
         ))
         .await;
         super::split(result).map_err(FailureReason::from)
-    }
-}
-
-/// Parks a record that failed terminally for `reason`: done
-/// ([`Outcome::Parked`]) once `parking` has it; if parking fails, the record
-/// fails for `reason` as it would without parking (its lane stops).
-async fn park<T>(
-    parking: &dyn Parking,
-    ticket: Ticket,
-    reason: FailureReason,
-    ident: &str,
-) -> RecordOutcome<T> {
-    let parked = ticket.parked(&reason, parking.max_message_bytes());
-    match parking.park(&parked).await {
-        Ok(()) => Ok(Outcome::Parked {
-            id: parked.id,
-            reason: parked.reason,
-        }),
-        Err(e) => {
-            tracing::error!(
-                record = ident,
-                parked_id = parked.id.as_str(),
-                error = %report(&e),
-                "parking failed: the record fails and its lane stops, as without parking"
-            );
-            Err(reason)
-        }
     }
 }
 

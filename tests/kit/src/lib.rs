@@ -701,7 +701,15 @@ pub async fn balance(accounts: &str, account: &str) -> Option<i64> {
 /// # Panics
 /// When the table cannot be read, or an item has no balance.
 pub async fn balances(accounts: &str) -> std::collections::BTreeMap<String, i64> {
-    let out = moto()
+    balances_on(moto(), accounts).await
+}
+
+/// [`balances`] on the moto `moto`.
+///
+/// # Panics
+/// When the table cannot be read, or an item has no balance.
+pub async fn balances_on(moto: &Moto, accounts: &str) -> std::collections::BTreeMap<String, i64> {
+    let out = moto
         .dynamodb()
         .await
         .scan()

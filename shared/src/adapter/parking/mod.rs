@@ -272,3 +272,33 @@ impl Ticket {
         parked
     }
 }
+
+impl Ticket {
+    /// Parks the record that failed terminally for `reason` (`ident`, for
+    /// the log): done ([`Outcome::Parked`](crate::Outcome::Parked)) once
+    /// `parking` has it; if parking fails, the record fails for `reason` as
+    /// it would without parking (its lane stops).
+    pub(crate) async fn park<T>(
+        self,
+        parking: &dyn Parking,
+        reason: FailureReason,
+        ident: &str,
+    ) -> Result<crate::Outcome<T>, FailureReason> {
+        let parked = self.parked(&reason, parking.max_message_bytes());
+        match parking.park(&parked).await {
+            Ok(()) => Ok(crate::Outcome::Parked {
+                id: parked.id,
+                reason: parked.reason,
+            }),
+            Err(e) => {
+                tracing::error!(
+                    record = ident,
+                    parked_id = parked.id.as_str(),
+                    error = %crate::error::report(&e),
+                    "parking failed: the record fails and its lane stops, as without parking"
+                );
+                Err(reason)
+            }
+        }
+    }
+}

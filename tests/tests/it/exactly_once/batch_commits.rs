@@ -102,23 +102,7 @@ pub(crate) async fn requests_of(moto: &Moto, invoke: impl Future<Output = ()>) -
 
 /// Every balance of `t`'s accounts on `moto` (a consistent scan).
 pub(crate) async fn balances(moto: &Moto, t: &PaymentTables) -> BTreeMap<String, i64> {
-    let out = moto
-        .dynamodb()
-        .await
-        .scan()
-        .table_name(&t.accounts)
-        .consistent_read(true)
-        .send()
-        .await
-        .expect("scan accounts");
-    out.items()
-        .iter()
-        .map(|item| {
-            let account = item["account_id"].as_s().unwrap().clone();
-            let balance = item["balance_cents"].as_n().unwrap().parse().unwrap();
-            (account, balance)
-        })
-        .collect()
+    test_kit::balances_on(moto, &t.accounts).await
 }
 
 /// Each payment credited once: `acct-i` holds `100 + i`.
