@@ -1,7 +1,7 @@
 //! Runs SNS sample events on the in-memory store, twice each (the second
 //! delivery replays): a subscribed function's event through `SnsProcessor`,
 //! a subscribed queue's batch (bodies that are SNS notifications) through
-//! `BatchProcessor`, which opens them (`EnvelopeMode::Require`), both keyed
+//! `SqsProcessor`, which opens them (`EnvelopeMode::Require`), both keyed
 //! by the SNS `MessageId` (`KeySelector::event_id()`).
 //!
 //! ```sh
@@ -10,8 +10,8 @@
 
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, EnvelopeMode, Envelopes, SqsRecord};
 use shared::sns::{Notification, SnsProcessor};
+use shared::sqs::{EnvelopeMode, Envelopes, SqsProcessor, SqsRecord};
 use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 
 #[tokio::main(flavor = "current_thread")]
@@ -19,7 +19,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let store = MemoryStore::new();
     let engine = Idempotency::new(store, Config::with_prefix("example.sns"));
     let subscribed = SnsProcessor::new(engine.clone(), KeySelector::event_id());
-    let queued = BatchProcessor::new(engine, KeySelector::event_id())
+    let queued = SqsProcessor::new(engine, KeySelector::event_id())
         .envelope(EnvelopeMode::Require(Envelopes::Sns));
     for path in std::env::args().skip(1) {
         let event: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;

@@ -30,10 +30,10 @@ pub use crate::error::{ErrorType, UNCLASSIFIED};
 /// `errorType` next to its definition; this list is the only place that
 /// names them all.
 static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
-    classify::<crate::adapter::BatchError>,
-    classify::<crate::adapter::eventbridge::EventError>,
-    classify::<crate::adapter::sns::SnsError>,
-    classify::<crate::adapter::kafka::KafkaError>,
+    classify::<crate::batch::BatchError>,
+    classify::<crate::sources::eventbridge::EventError>,
+    classify::<crate::sources::sns::SnsError>,
+    classify::<crate::sources::kafka::KafkaError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<InvalidEvent>,
@@ -100,7 +100,10 @@ mod tests {
     #[test]
     fn wrong_events_are_invalid_events() {
         assert_eq!(
-            of(BatchError::NotAnSqsEvent("no Records".into())),
+            of(BatchError::WrongEvent {
+                expected: "an SQS",
+                message: "no Records".into()
+            }),
             "InvalidEvent"
         );
         assert_eq!(

@@ -47,10 +47,10 @@ struct ReadmeDoctests;
 #[doc = include_str!("../../docs/writing-a-handler.md")]
 struct GuideDoctests;
 
-mod adapter;
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 mod aws;
 mod backend;
+pub mod batch;
 mod clock;
 mod config;
 pub mod diagnostic;
@@ -63,6 +63,7 @@ mod record;
 #[cfg(feature = "lambda")]
 pub mod runtime;
 mod signature;
+mod sources;
 mod store;
 mod table;
 #[cfg(test)]
@@ -70,23 +71,15 @@ mod testkit;
 mod value;
 mod write;
 
-pub use adapter::dynamodb_streams;
-pub use adapter::envelope;
-pub use adapter::eventbridge;
-pub use adapter::http;
-pub use adapter::kafka;
-pub use adapter::kinesis;
-pub use adapter::parking;
-pub use adapter::sns;
-/// The SQS adapter (standard and FIFO queues), in `adapter/sqs/`.
-pub use adapter::sqs as batch;
-pub use adapter::{
-    Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
-    KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
-};
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 pub use aws::{aws_sdk_config, aws_sdk_config_loader};
 pub use backend::{Backend, BackendError, ConnectError, TableEnv, Wiring};
+pub use batch::envelope;
+pub use batch::parking;
+pub use batch::{
+    Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
+    KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     BATCH_COMMITS_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
@@ -100,6 +93,7 @@ pub use signature::{
     DEFAULT_SIGNATURE_ATTRIBUTE, SECRET_ENV, SECRET_PARAMETER_ENV, SecretError, SignatureError,
     Verifier,
 };
+pub use sources::{dynamodb_streams, eventbridge, http, kafka, kinesis, sns, sqs};
 #[cfg(feature = "dynamodb")]
 pub use store::DynamoDbStore;
 #[cfg(feature = "valkey")]

@@ -2,7 +2,7 @@
 //!
 //! A producer that shares a secret with the function signs each message body
 //! and sends the signature as a message attribute; the function checks it
-//! before it parses the body ([`BatchProcessor::verify_signatures`]). A
+//! before it parses the body ([`SqsProcessor::verify_signatures`]). A
 //! record whose signature is missing, malformed or wrong fails with
 //! [`FailureReason::BadSignature`]: a permanent failure (every delivery fails
 //! the same way until the queue's redrive policy moves the message to its
@@ -48,7 +48,7 @@
 //! assert!(verifier.verify(b"{}", signature.as_bytes()).is_err());
 //! ```
 //!
-//! [`BatchProcessor::verify_signatures`]: crate::batch::BatchProcessor::verify_signatures
+//! [`SqsProcessor::verify_signatures`]: crate::sqs::SqsProcessor::verify_signatures
 //! [`FailureReason::BadSignature`]: crate::batch::FailureReason::BadSignature
 //! [`EventBridgeProcessor`]: crate::eventbridge::EventBridgeProcessor
 

@@ -1,6 +1,6 @@
 //! Helpers shared by the unit tests of the adapters.
 
-use crate::batch::{
+use crate::sqs::{
     BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage, parse_sqs_event,
 };
 use crate::{Config, Idempotency, ManualClock, MemoryStore};

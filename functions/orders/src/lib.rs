@@ -33,8 +33,8 @@ pub mod table;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, EnvelopeMode, SqsRecord};
 use shared::outbox::Message;
+use shared::sqs::{EnvelopeMode, SqsProcessor, SqsRecord};
 use shared::{
     CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Staged, Table,
 };
@@ -183,7 +183,7 @@ pub fn stage_order(
 /// once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
-    processor: BatchProcessor,
+    processor: SqsProcessor,
     orders: Table,
     queue_url: String,
 }
@@ -197,7 +197,7 @@ impl App {
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
         // The queue carries order events, never envelopes: a body is the
         // order event its key and its effects are read from.
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/event_id"))
+        let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"))
             .envelope(EnvelopeMode::Never);
         Self {
             processor,

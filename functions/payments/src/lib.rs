@@ -15,7 +15,7 @@ pub mod accounts;
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::batch::{BatchProcessor, EnvelopeMode, SqsBatchResponse, SqsRecord};
+use shared::sqs::{EnvelopeMode, SqsBatchResponse, SqsProcessor, SqsRecord};
 use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
 
 pub use accounts::Accounts;
@@ -100,7 +100,7 @@ pub fn stage_payment(
 /// The function: its engine and tables, built once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
-    processor: BatchProcessor,
+    processor: SqsProcessor,
     accounts: Accounts,
 }
 
@@ -112,7 +112,7 @@ impl App {
     pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
         // The queue carries payments, never envelopes: a body is the payment
         // its key and its credit are read from.
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"))
+        let processor = SqsProcessor::new(engine, KeySelector::pointer("/payment_id"))
             .envelope(EnvelopeMode::Never);
         Self {
             processor,

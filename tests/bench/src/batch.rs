@@ -4,7 +4,7 @@
 //! the same machine load; with and without a simulated network round trip.
 
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
+use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
@@ -46,7 +46,7 @@ pub async fn run(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .collect();
             let event = parse_sqs_event(sqs_event("orders", &messages))?;
-            let processor = BatchProcessor::new(engine.clone(), KeySelector::pointer("/key"))
+            let processor = SqsProcessor::new(engine.clone(), KeySelector::pointer("/key"))
                 .concurrency(*concurrency);
             let ddb = &ddb;
             let business = &business;

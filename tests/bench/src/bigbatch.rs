@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
+use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
 use test_kit::events::{MAX_INVOCATION_PAYLOAD, filled_to, orders_event};
 use test_kit::{create_idempotency_table, create_table, moto};
@@ -90,7 +90,7 @@ async fn sweep(records: usize) -> Result<(), Box<dyn std::error::Error>> {
         );
         let event = parse_sqs_event(orders_event(records, &format!("c{concurrency}")))?;
         let processor =
-            BatchProcessor::new(engine, KeySelector::pointer("/event_id")).concurrency(concurrency);
+            SqsProcessor::new(engine, KeySelector::pointer("/event_id")).concurrency(concurrency);
         let idle = open_fds();
         let fds = FdPeak::start();
         let start = Instant::now();

@@ -12,7 +12,7 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
+use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{
     Claim, Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Record, RecordWrite,
     Store, StoreError, TableConfig, TransactError, Write,
@@ -118,7 +118,7 @@ fn events(messages: usize, receive_count: u32) -> Vec<Value> {
 }
 
 async fn scenario(
-    processor: &BatchProcessor,
+    processor: &SqsProcessor,
     events: &[Value],
 ) -> Result<(Duration, Duration, Vec<Duration>), String> {
     let cpu0 = cpu_time();
@@ -190,8 +190,8 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 (&ddb_engine, &ddb_calls)
             };
-            let processor = BatchProcessor::new(engine.clone(), KeySelector::pointer("/key"))
-                .pre_read(pre_read);
+            let processor =
+                SqsProcessor::new(engine.clone(), KeySelector::pointer("/key")).pre_read(pre_read);
             moto.reset_counts().await;
             server.reset_stats().await;
             let (wall, cpu, latencies) = scenario(&processor, &events).await?;

@@ -1628,7 +1628,7 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
             .on_terminal_error(TerminalErrors::Record)
             .batch_commits(true),
     );
-    let app = shared::batch::BatchProcessor::new(engine, shared::KeySelector::pointer("/id"));
+    let app = shared::sqs::SqsProcessor::new(engine, shared::KeySelector::pointer("/id"));
     let event = |ids: &[(&str, &str, i64)]| {
         let records: Vec<Value> = ids
             .iter()
@@ -1643,10 +1643,10 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
                 })
             })
             .collect();
-        shared::batch::parse_sqs_event(json!({ "Records": records })).unwrap()
+        shared::sqs::parse_sqs_event(json!({ "Records": records })).unwrap()
     };
     let table2 = table.clone();
-    let handler = move |r: shared::batch::SqsRecord<Value>| {
+    let handler = move |r: shared::sqs::SqsRecord<Value>| {
         let table = table2.clone();
         async move {
             let account = r.body["account"].as_str().unwrap_or_default().to_owned();

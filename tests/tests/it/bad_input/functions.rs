@@ -18,7 +18,7 @@ use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, FailureReason, SqsBatchResponse, SqsRecord, parse_sqs_event};
+use shared::sqs::{FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
     OversizedResponse, TableConfig,
@@ -941,8 +941,7 @@ async fn huge_keys_are_hashed_never_stored() {
         DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
         Config::with_prefix("bad_input.huge").disabled(false),
     );
-    let processor =
-        BatchProcessor::new(engine, KeySelector::pointer("/id")).max_body_bytes(2 << 20);
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/id")).max_body_bytes(2 << 20);
     let mega = "mega-key-".repeat((1 << 20) / 9 + 1);
     assert!(mega.len() > 1 << 20);
     let body = json!({"id": mega}).to_string();
@@ -1000,7 +999,7 @@ async fn responses_over_the_item_limit() {
                 .on_terminal_error(shared::TerminalErrors::Record)
                 .disabled(false),
         );
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
+        let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
         let event = parse_sqs_event(sqs_event(
             "plain",
             &[
@@ -1148,7 +1147,7 @@ mod security {
         );
         let accounts =
             payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts_table));
-        let processor = BatchProcessor::new(engine, KeySelector::pointer("/payment_id"))
+        let processor = SqsProcessor::new(engine, KeySelector::pointer("/payment_id"))
             .verify_signatures(verifier.clone());
 
         let good = pay("pay-signed", "acct-s", 100);
@@ -1181,7 +1180,7 @@ mod security {
                 async move { payments::stage_payment(accounts, &r.body, r.group_id()) }
             })
             .await;
-        let response = report.response().unwrap();
+        let response = report.response_as::<SqsBatchResponse>().unwrap();
         assert_eq!(
             failed_ids(&response),
             ["m-unsigned", "m-tampered", "m-other"]

@@ -2,7 +2,7 @@
 //! FIFO groups, and processors racing over overlapping batches.
 
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, SqsRecord, parse_sqs_event};
+use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, TableConfig};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,7 +47,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
         .iter()
         .map(|r| r.message_id.clone().unwrap())
         .collect();
-    let processor = BatchProcessor::new(engine, KeySelector::pointer("/event_id"));
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"));
     let handler = |r: SqsRecord<Value>| {
         let effects = effects.clone();
         async move {
@@ -57,7 +57,9 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
         }
     };
     let report = processor.process(event.clone(), None, handler).await;
-    let response = report.into_response().unwrap();
+    let response = report
+        .response_as::<shared::sqs::SqsBatchResponse>()
+        .unwrap();
     let failed = failed_ids(&response);
     assert_eq!(failed.len(), 1, "only the poison record: {failed:?}");
     assert!(ids.contains(&failed[0]));
@@ -92,7 +94,7 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
         })
         .collect();
     let event = parse_sqs_event(sqs_event("q.fifo", &messages)).unwrap();
-    let report = BatchProcessor::new(engine, KeySelector::pointer("/id"))
+    let report = SqsProcessor::new(engine, KeySelector::pointer("/id"))
         .process(event, None, |r: SqsRecord<Value>| {
             let seen = seen.clone();
             async move {
@@ -104,7 +106,11 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
             }
         })
         .await;
-    let failed = failed_ids(&report.into_response().unwrap());
+    let failed = failed_ids(
+        &report
+            .response_as::<shared::sqs::SqsBatchResponse>()
+            .unwrap(),
+    );
     // g1 = m1, m4 (poison), m7 (held back); g0 and g2 complete.
     assert_eq!(failed, ["m4", "m7"]);
     let seen = seen.lock().unwrap().clone();
@@ -133,8 +139,8 @@ async fn overlapping_batches_race_to_exactly_once() {
         };
         let mut pending = vec![batch(0..10, "a"), batch(5..15, "b")];
         let processors = [
-            BatchProcessor::new(engine(&table).await, KeySelector::pointer("/key")),
-            BatchProcessor::new(engine(&table).await, KeySelector::pointer("/key")),
+            SqsProcessor::new(engine(&table).await, KeySelector::pointer("/key")),
+            SqsProcessor::new(engine(&table).await, KeySelector::pointer("/key")),
         ];
         let mut rounds = 0;
         while pending.iter().any(|b| !b.is_empty()) {
@@ -158,7 +164,11 @@ async fn overlapping_batches_race_to_exactly_once() {
                 .into_iter()
                 .zip(&pending)
                 .map(|(report, msgs)| {
-                    let failed = failed_ids(&report.into_response().unwrap());
+                    let failed = failed_ids(
+                        &report
+                            .response_as::<shared::sqs::SqsBatchResponse>()
+                            .unwrap(),
+                    );
                     msgs.iter()
                         .filter(|m| failed.contains(&m.id))
                         .cloned()
@@ -196,7 +206,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
             .commit_mode(shared::CommitMode::Optimistic)
             .batch_commits(true),
     );
-    let processor = BatchProcessor::new(engine, KeySelector::pointer("/id"));
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
     let messages: Vec<Msg> = (0..10)
         .map(|i| {
             Msg::new(

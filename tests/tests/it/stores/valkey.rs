@@ -5,7 +5,7 @@
 //! limits, keys holding something that is not a record).
 
 use serde_json::{Value, json};
-use shared::batch::{BatchProcessor, PreRead, SqsRecord, parse_sqs_event};
+use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::valkey::ValkeyTimeouts;
 use shared::{
     CommitMode, Config, Error, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
@@ -254,7 +254,7 @@ async fn four_processors_over_overlapping_batches_execute_each_key_once() {
                 PreRead::Never
             };
             processors
-                .push(BatchProcessor::new(engine, KeySelector::pointer("/key")).pre_read(pre_read));
+                .push(SqsProcessor::new(engine, KeySelector::pointer("/key")).pre_read(pre_read));
         }
         let mut rounds = 0;
         while pending.iter().any(|b| !b.is_empty()) {
@@ -379,12 +379,12 @@ async fn lease_lapse_while_the_first_owner_runs_refuses_its_completion() {
 /// sleeping `pause` between rounds so held claims can lapse. Returns the
 /// failures seen on the way.
 async fn deliver_until_done(
-    processor: &BatchProcessor,
+    processor: &SqsProcessor,
     batch: Vec<Msg>,
     tally: &Tally,
     pause: Duration,
     during_first: impl FnMut(usize) + Send + Sync + Clone + 'static,
-) -> Vec<shared::batch::FailureReason> {
+) -> Vec<shared::sqs::FailureReason> {
     let mut pending = batch;
     let mut failures = Vec::new();
     let mut round = 0;
@@ -449,8 +449,8 @@ fn messages(tag: &str, n: u32) -> Vec<Msg> {
 }
 
 /// Every failure is retryable (a store failure or a key still in progress).
-fn assert_retryable(failures: &[shared::batch::FailureReason]) {
-    use shared::batch::FailureReason;
+fn assert_retryable(failures: &[shared::sqs::FailureReason]) {
+    use shared::sqs::FailureReason;
     for f in failures {
         assert!(
             matches!(
@@ -470,7 +470,7 @@ fn assert_retryable(failures: &[shared::batch::FailureReason]) {
 /// redelivery then replays. A handler may run again only when its first
 /// completion was lost (the claim-then-complete window), never while
 /// another delivery holds the key.
-async fn assert_completed_once(tally: &Tally, n: usize, processor: &BatchProcessor) {
+async fn assert_completed_once(tally: &Tally, n: usize, processor: &SqsProcessor) {
     let counts = tally.snapshot();
     assert_eq!(counts.len(), n, "{counts:?}");
     let engine = processor.engine();
@@ -506,7 +506,7 @@ async fn dropped_connections_fail_retryably_and_complete_once() {
         config(&prefix).lease(Duration::from_millis(300)),
     )
     .unwrap();
-    let processor = BatchProcessor::new(engine, KeySelector::pointer("/key")).concurrency(2);
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/key")).concurrency(2);
     let tally = Tally::default();
     let kills = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let kills_in = kills.clone();
@@ -559,7 +559,7 @@ async fn timeouts_fail_retryably_and_complete_once() {
         .await;
     let engine =
         Idempotency::try_new(store, config(&prefix).lease(Duration::from_millis(300))).unwrap();
-    let processor = BatchProcessor::new(engine, KeySelector::pointer("/key")).concurrency(1);
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/key")).concurrency(1);
     let tally = Tally::default();
     let failures = deliver_until_done(
         &processor,
@@ -604,7 +604,7 @@ async fn a_restart_without_persistence_fails_retryably_and_forgets_every_record(
         config(&prefix).lease(Duration::from_millis(300)),
     )
     .unwrap();
-    let processor = BatchProcessor::new(engine, KeySelector::pointer("/key")).concurrency(2);
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/key")).concurrency(2);
 
     let before = Tally::default();
     let failures = deliver_until_done(
@@ -747,7 +747,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
 
     // In a batch: the foreign key's record fails, the others complete.
     let processor =
-        BatchProcessor::new(engine.clone(), KeySelector::pointer("/key")).pre_read(PreRead::Always);
+        SqsProcessor::new(engine.clone(), KeySelector::pointer("/key")).pre_read(PreRead::Always);
     let event = parse_sqs_event(sqs_event(
         "orders",
         &[
@@ -762,7 +762,11 @@ async fn foreign_values_at_the_key_are_clear_errors() {
             Ok::<_, HandlerError>(json!(1))
         })
         .await;
-    let failed = failed_ids(&report.into_response().unwrap());
+    let failed = failed_ids(
+        &report
+            .response_as::<shared::sqs::SqsBatchResponse>()
+            .unwrap(),
+    );
     assert_eq!(failed, ["m1"]);
 }
 

@@ -1,0 +1,361 @@
+//! Where a record's or an event's idempotency key comes from, and what
+//! happens when it has none.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::envelope::Envelope;
+use super::{Attribute, Delivery, Unit};
+use crate::engine::{Idempotency, panic_message};
+use crate::error::KeyError;
+use crate::key::IdempotencyKey;
+
+/// A key function: gets what the key is selected from and returns the key
+/// material.
+pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sync>;
+
+/// What a key is selected from.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct KeyInput<'a> {
+    /// The record's one document, the one its handler reads: the parsed
+    /// body (an SQS body, a Kinesis record's decoded `data`, a Kafka
+    /// record's decoded value), or, for a body opened as an envelope
+    /// ([`crate::envelope`]), the EventBridge `detail` or the SNS
+    /// `Message` parsed. For an event invoking the function directly it is
+    /// the event as delivered: the EventBridge envelope (`detail`
+    /// included), or the SNS notification with its `Message` parsed. A
+    /// number that `f64` cannot hold exactly, read from the body's or the
+    /// invocation's text, is a string of that text.
+    pub value: &'a Value,
+    /// The delivered record (its id, lane, attributes), for a record of a
+    /// batch; `None` for an EventBridge event invoking the function
+    /// directly.
+    pub delivery: Option<&'a dyn Delivery>,
+    /// The envelope the record's body was opened from, if any.
+    pub envelope: Option<&'a Envelope>,
+}
+
+impl<'a> KeyInput<'a> {
+    /// A key input (an adapter's, or a key function's unit test).
+    pub fn new(value: &'a Value, delivery: Option<&'a dyn Delivery>) -> Self {
+        Self {
+            value,
+            delivery,
+            envelope: None,
+        }
+    }
+
+    /// The same input, with the envelope the body was opened from.
+    pub fn with_envelope(mut self, envelope: Option<&'a Envelope>) -> Self {
+        self.envelope = envelope;
+        self
+    }
+
+    /// The source's own record, when it is a `R`: `input.raw::<SqsMessage>()`
+    /// for an SQS record, `input.raw::<KinesisEventRecord>()` for a Kinesis
+    /// one.
+    pub fn raw<R: 'static>(&self) -> Option<&'a R> {
+        self.delivery.and_then(|d| d.as_any().downcast_ref::<R>())
+    }
+}
+
+impl fmt::Debug for KeyInput<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyInput")
+            .field("value", self.value)
+            .field("delivery", &self.delivery.map(Delivery::id))
+            .field("envelope", &self.envelope.map(Envelope::id))
+            .finish()
+    }
+}
+
+/// Where an idempotency key comes from, for every source alike.
+///
+/// A key that is absent ([`KeyError::Missing`]), null or empty is *missing*
+/// and handled by [`MissingKey`]; any other error (wrong type, a panicking
+/// key function) fails the record or event.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum KeySelector {
+    /// An RFC 6901 JSON Pointer (`/event_id`, `/order/id`, `/items/0/sku`)
+    /// into the record's one document ([`KeyInput::value`]): the parsed body
+    /// (an SQS body, a Kinesis record's `data`, a Kafka record's value), the
+    /// `detail` or the parsed `Message` of a body opened as an envelope
+    /// (`/order_id`), the EventBridge envelope of an event invoking the
+    /// function (`/id`, `/detail/order_id`), or the SNS notification
+    /// invoking it with its `Message` parsed (`/MessageId`,
+    /// `/Message/order_id`). The value found must be a string or a number;
+    /// `"1103"` and `1103` give the same key.
+    Pointer(String),
+    /// A text attribute of the delivery ([`Delivery::attribute`]): the
+    /// `stringValue` of an SQS message attribute, a UTF-8 Kafka header, the
+    /// `Value` of an SNS message attribute (a notification invoking the
+    /// function; through SQS they are in the body: `pointer("/MessageAttributes/x/Value")`).
+    /// Missing on sources without attributes (Kinesis) and for EventBridge
+    /// events.
+    MessageAttribute(String),
+    /// The delivery's own id ([`Delivery::id`]): the SQS `messageId` of a
+    /// record (it changes when a producer sends the same message twice, so
+    /// it only catches redeliveries of one send: prefer a business key), the
+    /// Kinesis `sequenceNumber` (a producer's retry of `PutRecord` writes a
+    /// new one: the same caveat), a Kafka record's `<topic-partition>@<offset>`
+    /// (never key on offsets: a producer's retry writes a new one), the SNS
+    /// `MessageId` of a notification invoking the function (kept across
+    /// SNS's redeliveries, not a second publication), or the `id` of an EventBridge event
+    /// invoking the function (kept by EventBridge across its retries). For
+    /// an envelope delivered through SQS, see [`KeySelector::EventId`].
+    Id,
+    /// The id the wrapping service gave the event, kept across that
+    /// service's retries: the EventBridge `id` and the SNS `MessageId`, of
+    /// an event invoking the function or of a body opened as an envelope
+    /// ([`crate::envelope`]). Missing for a body that was not opened, and on
+    /// sources that carry no envelope.
+    EventId,
+    /// The source's own deduplication id ([`Delivery::deduplication_id`]):
+    /// the SQS FIFO `MessageDeduplicationId` attribute (missing on standard
+    /// queues, on sources without one and for EventBridge events).
+    DeduplicationId,
+    /// A function of the [`KeyInput`]. It may return any non-empty JSON value
+    /// (objects combine several fields; they are hashed in canonical form).
+    /// A panic fails only that record or event.
+    Custom(KeyFn),
+}
+
+impl KeySelector {
+    /// [`KeySelector::Pointer`].
+    pub fn pointer(pointer: impl Into<String>) -> Self {
+        Self::Pointer(pointer.into())
+    }
+
+    /// [`KeySelector::MessageAttribute`].
+    pub fn attribute(name: impl Into<String>) -> Self {
+        Self::MessageAttribute(name.into())
+    }
+
+    /// [`KeySelector::EventId`]: the EventBridge event id or the SNS
+    /// `MessageId`, invoking the function or opened from a queue's body.
+    /// The service keeps it across its retries, while the SQS `messageId`
+    /// differs for each copy it puts on the queue.
+    pub fn event_id() -> Self {
+        Self::EventId
+    }
+
+    /// [`KeySelector::Custom`].
+    pub fn custom<F>(f: F) -> Self
+    where
+        F: Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sync + 'static,
+    {
+        Self::Custom(Arc::new(f))
+    }
+
+    /// The key material in `input`. The outer `Err` is a panic of a custom
+    /// key function.
+    fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {
+        let delivery = input.delivery;
+        Ok(match self {
+            Self::Pointer(pointer) => pointer_key(input.value, pointer),
+            Self::MessageAttribute(name) => {
+                let at = || format!("message attribute {name}");
+                match delivery.and_then(|d| d.attribute(name)) {
+                    None => Err(KeyError::Missing(at())),
+                    Some(Attribute::Text(s)) => Ok(Value::String(s.to_owned())),
+                    Some(Attribute::Binary) => Err(KeyError::WrongType {
+                        at: at(),
+                        found: "a binary attribute",
+                    }),
+                }
+            }
+            Self::Id => match delivery {
+                Some(d) => d
+                    .id()
+                    .map(|id| Value::String(id.to_owned()))
+                    .ok_or_else(|| KeyError::Missing(d.source().id.to_owned())),
+                None => input
+                    .value
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(|id| Value::String(id.to_owned()))
+                    .ok_or_else(|| KeyError::Missing("id".to_owned())),
+            },
+            Self::EventId => {
+                let direct = match delivery {
+                    // An EventBridge event invoking the function: its `id`.
+                    None => input.value.get("id").and_then(Value::as_str),
+                    // An SNS notification invoking the function: its `MessageId`.
+                    Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                    Some(_) => None,
+                };
+                input
+                    .envelope
+                    .and_then(Envelope::id)
+                    .or(direct)
+                    .map(|id| Value::String(id.to_owned()))
+                    .ok_or_else(|| {
+                        KeyError::Missing(
+                            "the event id (an EventBridge id or SNS MessageId; this body was not \
+                             opened as an envelope)"
+                                .to_owned(),
+                        )
+                    })
+            }
+            Self::DeduplicationId => delivery
+                .and_then(|d| d.deduplication_id())
+                .map(|id| Value::String(id.to_owned()))
+                .ok_or_else(|| {
+                    KeyError::Missing(
+                        delivery
+                            .map_or("a deduplication id (no record)", |d| {
+                                d.source().deduplication_id
+                            })
+                            .to_owned(),
+                    )
+                }),
+            Self::Custom(f) => {
+                return catch_unwind(AssertUnwindSafe(|| f(input)))
+                    .map_err(|panic| panic_message(&*panic));
+            }
+        })
+    }
+}
+
+impl fmt::Debug for KeySelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Pointer(p) => f.debug_tuple("Pointer").field(p).finish(),
+            Self::MessageAttribute(a) => f.debug_tuple("MessageAttribute").field(a).finish(),
+            Self::Id => f.write_str("Id"),
+            Self::EventId => f.write_str("EventId"),
+            Self::DeduplicationId => f.write_str("DeduplicationId"),
+            Self::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// What to do with a record or event that has no idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// Fail it (it is retried, then goes to the DLQ).
+    #[default]
+    Fail,
+    /// Run the handler without idempotency (a warning is logged); the
+    /// outcome is [`Outcome::Unprotected`](crate::Outcome::Unprotected).
+    RunUnprotected,
+}
+
+/// Why no key came out of [`key_for`].
+#[derive(Debug)]
+pub(crate) enum KeyFailure {
+    /// No usable key (a wrong type; or missing with [`MissingKey::Fail`]).
+    Bad(KeyError),
+    /// The key function panicked.
+    Panic(String),
+}
+
+/// The key of one record or event (`unit`, for the log), by `selector`,
+/// under the `missing` policy: `Ok(None)` to run unprotected.
+pub(crate) fn key_for(
+    engine: &Idempotency,
+    selector: &KeySelector,
+    missing: MissingKey,
+    input: KeyInput<'_>,
+    unit: &Unit<'_>,
+) -> Result<Option<IdempotencyKey>, KeyFailure> {
+    let material = selector.select(input).map_err(KeyFailure::Panic)?;
+    match material.and_then(|m| engine.key(&m)) {
+        Ok(key) => Ok(Some(key)),
+        Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
+            let (message_id, event_id, sequence_number, offset) = unit.ids();
+            tracing::warn!(
+                message_id,
+                event_id,
+                sequence_number,
+                offset,
+                error = %e,
+                "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
+                unit.noun
+            );
+            Ok(None)
+        }
+        Err(e) => Err(KeyFailure::Bad(e)),
+    }
+}
+
+/// The key material at `pointer` in `value`: a string or a number.
+pub(crate) fn pointer_key(value: &Value, pointer: &str) -> Result<Value, KeyError> {
+    match value.pointer(pointer) {
+        None if !pointer.is_empty() && !pointer.starts_with('/') => Err(KeyError::Missing(
+            format!("{pointer} (not a JSON Pointer: it must start with '/')"),
+        )),
+        None => Err(KeyError::Missing(pointer.to_owned())),
+        Some(Value::Null) => Err(KeyError::Missing(format!("{pointer} (null)"))),
+        Some(v @ (Value::String(_) | Value::Number(_))) => Ok(v.clone()),
+        Some(other) => Err(KeyError::WrongType {
+            at: pointer.to_owned(),
+            found: json_type(other),
+        }),
+    }
+}
+
+/// Whether a key error means "no key" (handled by [`MissingKey`]) rather
+/// than "a bad key" (always a failure).
+fn is_missing(error: &KeyError) -> bool {
+    matches!(
+        error,
+        KeyError::Missing(_) | KeyError::Null | KeyError::Empty
+    )
+}
+
+/// The JSON type of `value`, for messages.
+pub(crate) fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointer_keys() {
+        let body = json!({"s": "k", "n": 1103, "z": null, "o": {"a": 1}, "b": true, "e": ""});
+        assert_eq!(pointer_key(&body, "/s"), Ok(json!("k")));
+        assert_eq!(pointer_key(&body, "/n"), Ok(json!(1103)));
+        assert!(
+            matches!(pointer_key(&body, "/missing"), Err(KeyError::Missing(p)) if p == "/missing")
+        );
+        assert!(
+            matches!(pointer_key(&body, "/z"), Err(KeyError::Missing(p)) if p.contains("null"))
+        );
+        assert!(
+            matches!(pointer_key(&body, "s"), Err(KeyError::Missing(p)) if p.contains("must start with '/'"))
+        );
+        assert_eq!(
+            pointer_key(&body, "/o"),
+            Err(KeyError::WrongType {
+                at: "/o".into(),
+                found: "an object"
+            })
+        );
+        assert!(matches!(
+            pointer_key(&body, "/b"),
+            Err(KeyError::WrongType {
+                found: "a boolean",
+                ..
+            })
+        ));
+        // Empty strings pass the selector and are rejected by the key itself.
+        assert_eq!(pointer_key(&body, "/e"), Ok(json!("")));
+        assert_eq!(IdempotencyKey::new("p", &json!("")), Err(KeyError::Empty));
+    }
+}

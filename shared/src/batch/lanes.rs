@@ -1,0 +1,149 @@
+//! The ordering policies: how a batch is cut into units run one after
+//! another, and what a failure takes down with it.
+//!
+//! A unit is a list of records run one after another, in batch order; after
+//! the first failure in a unit, its later records are failed without running
+//! ([`FailureReason::Skipped`]); units run concurrently. What differs between
+//! the policies is the cut, and what the partial batch response names
+//! ([`BatchReport::item_failures`](super::report::BatchReport::item_failures)).
+
+use std::collections::HashMap;
+
+use super::delivery::Within;
+use super::pipeline::{Slot, State};
+use super::report::FailureReason;
+
+/// How a source orders its records, and what a failure takes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Ordering {
+    /// SQS standard queues, SNS: every record is its own unit (all
+    /// concurrent); each fails alone, and every failed record is named in
+    /// the response.
+    #[default]
+    Unordered,
+    /// SQS FIFO ([`FifoFailureMode::SkipGroup`](crate::sqs::FifoFailureMode::SkipGroup)):
+    /// each lane (message group) is a unit; after a failure the lane's later
+    /// records fail without running, and every one of them is named in the
+    /// response (SQS must deliver each again).
+    SkipLane,
+    /// SQS FIFO ([`FifoFailureMode::StopBatch`](crate::sqs::FifoFailureMode::StopBatch)):
+    /// the whole batch is one unit.
+    StopBatch,
+    /// Kinesis, DynamoDB Streams, Kafka: each lane (shard,
+    /// topic-partition) is a unit, or, when its records order by key (a
+    /// Kinesis partition key, a DynamoDB item, a Kafka record key), each key
+    /// of the lane is; after a failure nothing later in that unit runs, and
+    /// the response names only the lane's first failed record in batch
+    /// order: the lowest among its keys' first failures (the stream
+    /// checkpoints before it and redelivers from there; what other keys
+    /// committed after it replays). Units run in parallel.
+    StopLane,
+}
+
+impl Ordering {
+    /// Whether records are kept in order within their lane.
+    pub fn is_ordered(self) -> bool {
+        !matches!(self, Self::Unordered)
+    }
+
+    /// A short name for logs.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Unordered => "unordered",
+            Self::SkipLane => "skip_lane",
+            Self::StopBatch => "stop_batch",
+            Self::StopLane => "stop_lane",
+        }
+    }
+}
+
+/// In an ordered batch, fails the first record without a lane with
+/// `no_lane` and every record after it (without running them): its lane is
+/// unknown, so it could precede any of them in its lane. Records before it
+/// are unaffected. Nothing happens in an unordered batch.
+pub(crate) fn fail_after_missing_lane<Rec>(
+    slots: &mut [Slot<Rec>],
+    ordering: Ordering,
+    no_lane: FailureReason,
+) {
+    if !ordering.is_ordered() {
+        return;
+    }
+    let Some(at) = slots
+        .iter()
+        .position(|s| s.ids.lane.as_deref().is_none_or(str::is_empty))
+    else {
+        return;
+    };
+    let culprit = slots[at].ident.clone();
+    if !matches!(slots[at].state, State::Failed(_)) {
+        slots[at].state = State::Failed(no_lane);
+    }
+    for slot in &mut slots[at + 1..] {
+        if !matches!(slot.state, State::Failed(_)) {
+            slot.state = State::Failed(FailureReason::Skipped {
+                after: culprit.clone(),
+            });
+        }
+    }
+}
+
+/// The units of a batch, each in batch order.
+pub(crate) fn units<Rec>(slots: Vec<Slot<Rec>>, ordering: Ordering) -> Vec<Vec<Slot<Rec>>> {
+    match ordering {
+        Ordering::Unordered => slots.into_iter().map(|slot| vec![slot]).collect(),
+        Ordering::StopBatch if slots.is_empty() => Vec::new(),
+        Ordering::StopBatch => vec![slots],
+        Ordering::SkipLane | Ordering::StopLane => by_lane(slots),
+    }
+}
+
+/// One unit per lane, in the order lanes first appear; a record without a
+/// lane is a unit of its own. A lane whose records all order by key
+/// ([`Within::Key`]) is cut further, one unit per key, in the order keys
+/// first appear; any other lane stays one unit.
+fn by_lane<Rec>(slots: Vec<Slot<Rec>>) -> Vec<Vec<Slot<Rec>>> {
+    group(slots, |slot| {
+        slot.ids.lane.clone().filter(|g| !g.is_empty())
+    })
+    .into_iter()
+    .flat_map(|lane| {
+        let keyed = lane.len() > 1
+            && lane
+                .iter()
+                .all(|slot| matches!(slot.ids.within, Within::Key(_)));
+        if keyed {
+            group(lane, |slot| match &slot.ids.within {
+                Within::Key(key) => Some(key.clone()),
+                Within::Lane | Within::Unknown => None,
+            })
+        } else {
+            vec![lane]
+        }
+    })
+    .collect()
+}
+
+/// `slots` grouped by `name`, in batch order, groups in the order they first
+/// appear; a slot without a name is a group of its own.
+fn group<Rec>(
+    slots: Vec<Slot<Rec>>,
+    name: impl Fn(&Slot<Rec>) -> Option<String>,
+) -> Vec<Vec<Slot<Rec>>> {
+    let mut groups: Vec<Vec<Slot<Rec>>> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for slot in slots {
+        match name(&slot) {
+            Some(name) => {
+                let at = *by_name.entry(name).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[at].push(slot);
+            }
+            None => groups.push(vec![slot]),
+        }
+    }
+    groups
+}

@@ -1,0 +1,227 @@
+//! Stream events parsed record by record: a record that is not a record of
+//! its source (a missing field, `data` that is not base64, a malformed
+//! image...) is kept as a [`MalformedRecord`] and fails alone; the event
+//! and its other records stand. Kinesis and DynamoDB Streams parse so.
+
+use std::any::Any;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::delivery::{Delivery, Ids, SourceNames, Within};
+use super::parking::Ticket;
+use super::pipeline::{Pipeline, Slot};
+use super::{BatchError, FailureReason, json_type};
+
+/// A record of a stream event that does not parse as its source's record.
+/// What of it could be read is kept, so that the partial batch response can
+/// still name it, its lane still be kept in order, and the record itself be
+/// parked as it was delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MalformedRecord {
+    /// Its position in the batch.
+    pub index: usize,
+    /// Its sequence number, when that much could be read.
+    pub sequence_number: Option<String>,
+    /// Its `eventSourceARN`, when that much could be read.
+    pub event_source_arn: Option<String>,
+    /// Its ordering lane, when that much could be read: the shard of a
+    /// Kinesis record's `eventID`, a DynamoDB stream record's
+    /// `eventSourceARN`.
+    pub lane: Option<String>,
+    /// Why it does not parse.
+    pub error: String,
+    /// The record as delivered.
+    pub raw: Value,
+    /// Its source's names.
+    names: &'static SourceNames,
+    /// Its source's `eventSource`.
+    event_source: &'static str,
+}
+
+/// A stream event as parsed: its records in batch order, each a record of
+/// its source (`R`) or, when it does not parse, a [`MalformedRecord`]
+/// (which fails on its own when the batch is processed).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StreamEvent<R> {
+    /// The records, in batch order.
+    pub records: Vec<Result<R, MalformedRecord>>,
+}
+
+impl<R> Default for StreamEvent<R> {
+    fn default() -> Self {
+        Self {
+            records: Vec::new(),
+        }
+    }
+}
+
+impl<R: Delivery> StreamEvent<R> {
+    /// The event of `records` (all parsed).
+    pub fn new(records: Vec<R>) -> Self {
+        Self {
+            records: records.into_iter().map(Ok).collect(),
+        }
+    }
+
+    /// Each record as the pipeline sees it ([`Delivery`]), in batch order.
+    pub fn deliveries(&self) -> impl Iterator<Item = &dyn Delivery> {
+        self.records.iter().map(|r| match r {
+            Ok(record) => record as &dyn Delivery,
+            Err(malformed) => malformed as &dyn Delivery,
+        })
+    }
+}
+
+/// How a source's event is told from other payloads, and its records read
+/// when they do not parse: what the record is called in messages, and where
+/// its sequence number and lane are.
+pub(crate) struct Salvage {
+    /// `a Kinesis`, `a DynamoDB Streams`: what a wrong payload was expected
+    /// to be.
+    pub(crate) expected: &'static str,
+    /// The records' `eventSource`.
+    pub(crate) event_source: &'static str,
+    /// Whether a record without `eventSource` is read as one of the source
+    /// (the field is optional in DynamoDB's record type).
+    pub(crate) event_source_optional: bool,
+    /// `a Kinesis record`, `a DynamoDB stream record`.
+    pub(crate) noun: &'static str,
+    /// The JSON pointer of its sequence number.
+    pub(crate) sequence_number: &'static str,
+    /// Its lane, from the raw record.
+    pub(crate) lane: fn(&Value) -> Option<String>,
+    /// The source's names.
+    pub(crate) names: &'static SourceNames,
+}
+
+/// Parses an invocation payload as `salvage`'s stream event: a `Records`
+/// array whose items come from its `eventSource` (any other source rejects
+/// the event: the function is wired to another trigger). Each item is
+/// parsed on its own ([`parse_each`]). An empty array is an empty batch.
+pub(crate) fn parse_stream<R: DeserializeOwned>(
+    value: Value,
+    salvage: &Salvage,
+) -> Result<StreamEvent<R>, BatchError> {
+    let wrong = |message: String| {
+        Err(BatchError::WrongEvent {
+            expected: salvage.expected,
+            message,
+        })
+    };
+    let records = match value {
+        Value::Object(mut map) => match map.remove("Records") {
+            Some(Value::Array(records)) => records,
+            Some(other) => return wrong(format!("Records is {}, not an array", json_type(&other))),
+            None => return wrong("no Records array in an object".to_owned()),
+        },
+        other => return wrong(format!("no Records array in {}", json_type(&other))),
+    };
+    let expected = salvage.event_source;
+    for (i, record) in records.iter().enumerate() {
+        match record.get("eventSource").and_then(Value::as_str) {
+            Some(source) if source == expected => {}
+            None if salvage.event_source_optional => {}
+            Some(other) => {
+                return wrong(format!(
+                    "record {i} comes from {other}, expected {expected}"
+                ));
+            }
+            None => {
+                return wrong(format!(
+                    "record {i} has no eventSource (expected {expected})"
+                ));
+            }
+        }
+    }
+    Ok(StreamEvent {
+        records: parse_each(records, salvage),
+    })
+}
+
+/// Parses each of `records` on its own as an `R`; one that does not parse is
+/// kept as a [`MalformedRecord`] (read as `salvage` says).
+pub(crate) fn parse_each<R: DeserializeOwned>(
+    records: Vec<Value>,
+    salvage: &Salvage,
+) -> Vec<Result<R, MalformedRecord>> {
+    let mut parsed = Vec::with_capacity(records.len());
+    for (index, raw) in records.into_iter().enumerate() {
+        let error = match R::deserialize(&raw) {
+            Ok(record) => {
+                parsed.push(Ok(record));
+                continue;
+            }
+            Err(e) => e,
+        };
+        let text = |pointer: &str| {
+            raw.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        parsed.push(Err(MalformedRecord {
+            index,
+            sequence_number: text(salvage.sequence_number),
+            event_source_arn: text("/eventSourceARN"),
+            lane: (salvage.lane)(&raw),
+            error: format!("record {index} is not {}: {error}", salvage.noun),
+            raw,
+            names: salvage.names,
+            event_source: salvage.event_source,
+        }));
+    }
+    parsed
+}
+
+impl MalformedRecord {
+    /// Its slot in the batch at `index`: failed for not parsing, keyed
+    /// `within` its lane, with its parking ticket (`event_source`) when the
+    /// pipeline parks.
+    pub(crate) fn into_slot<Rec>(
+        self,
+        index: usize,
+        within: Within,
+        pipeline: &Pipeline<'_>,
+    ) -> Slot<Rec> {
+        let ids = Ids::of(&self as &dyn Delivery).within(within);
+        let ident = ids.ident(index, self.names.id);
+        let ticket = pipeline
+            .parks()
+            .then(|| {
+                let arn = self.event_source_arn.as_deref();
+                Ticket::new(self.event_source, arn, &self, self.raw.clone())
+            })
+            .flatten();
+        Slot::new(index, ident, ids, Err(FailureReason::Parse(self.error))).with_ticket(ticket)
+    }
+}
+
+fn non_empty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+impl Delivery for MalformedRecord {
+    /// The sequence number, when it could be read.
+    fn id(&self) -> Option<&str> {
+        non_empty(self.sequence_number.as_deref())
+    }
+
+    /// The lane, when it could be read.
+    fn lane(&self) -> Option<&str> {
+        non_empty(self.lane.as_deref())
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.id()
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        self.names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,221 @@
+//! [`Processor`]: one processor for every batch source, over the engine,
+//! the pipeline's settings and the source's own ([`Source`]). `handle` and
+//! `process` are written once here; a source's builders (its body limit,
+//! its ordering option) live in its folder.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "lambda")]
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+#[cfg(feature = "lambda")]
+use serde_json::Value;
+
+use super::delivery::Ids;
+use super::lanes::fail_after_missing_lane;
+use super::parking::Parking;
+use super::pipeline::{Slot, guard};
+use super::report::{BatchReport, FailureReason};
+use super::settings::{PreRead, Settings};
+use super::source::{Prepare, Source};
+use super::{KeySelector, MissingKey};
+use crate::engine::Idempotency;
+use crate::error::HandlerError;
+use crate::write::IntoStaged;
+
+/// Processes the batches of source `S`: the engine, how keys and failures
+/// are handled, and the source's own settings. Build it once per execution
+/// environment; cheap to clone. Named per source:
+/// [`SqsProcessor`](crate::sqs::SqsProcessor),
+/// [`KinesisProcessor`](crate::kinesis::KinesisProcessor),
+/// [`DynamoDbStreamsProcessor`](crate::dynamodb_streams::DynamoDbStreamsProcessor),
+/// [`KafkaProcessor`](crate::kafka::KafkaProcessor),
+/// [`SnsProcessor`](crate::sns::SnsProcessor).
+#[derive(Debug, Clone)]
+pub struct Processor<S> {
+    pub(crate) settings: Settings,
+    pub(crate) source: S,
+}
+
+/// A source whose records can be parked when they can never succeed
+/// ([`Processor::parking`]): the ordered streams (Kinesis, DynamoDB
+/// Streams, Kafka). An SQS queue has its own redrive policy instead.
+pub trait Parks: Source {}
+
+impl<S: Source + Default> Processor<S> {
+    /// A processor over `engine` taking each record's key from `key`, with
+    /// the source's defaults.
+    pub fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self::with_source(engine, key, S::default())
+    }
+}
+
+impl<S: Source> Processor<S> {
+    /// A processor over `engine` taking each record's key from `key`, for
+    /// `source` and its settings.
+    pub fn with_source(engine: Idempotency, key: KeySelector, source: S) -> Self {
+        Self {
+            settings: Settings::new(engine, key),
+            source,
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.settings.engine
+    }
+
+    /// The source and its settings.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// At most `n` records run at a time (0 counts as 1). Default:
+    /// [`DEFAULT_CONCURRENCY`](super::DEFAULT_CONCURRENCY), whatever the
+    /// batch size. Records waiting for the earlier records of their lane, or
+    /// for an in-batch duplicate's first copy, do not count.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.settings.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// A record whose turn comes when less than `margin` is left of the
+    /// invocation fails without starting ([`FailureReason::OutOfTime`]): the
+    /// records in flight finish and the batch answers before Lambda's
+    /// timeout. Default [`DEFAULT_DEADLINE_MARGIN`](super::DEFAULT_DEADLINE_MARGIN)
+    /// (1 s), or a tenth of the time the batch had at its start when that
+    /// is less; set it above the time one record takes.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.settings.deadline_margin = Some(margin);
+        self
+    }
+
+    /// What to do with records without a key. Default [`MissingKey::Fail`].
+    pub fn missing_key(mut self, policy: MissingKey) -> Self {
+        self.settings.missing_key = policy;
+        self
+    }
+
+    /// When to read the batch's records ahead, in one `BatchGetItem` per 100
+    /// keys. Default [`PreRead::OnRedelivery`]: when a record's receive
+    /// count shows a redelivery (sources without one, streams and Kafka,
+    /// then never read ahead; [`PreRead::Always`] does).
+    pub fn pre_read(mut self, policy: PreRead) -> Self {
+        self.settings.pre_read = policy;
+        self
+    }
+
+    /// The invocation's answer to `report`: the partial batch response, or
+    /// the error that fails the invocation ([`Source::respond`]).
+    pub fn response<T>(&self, report: &BatchReport<T>) -> Result<S::Response, S::Error> {
+        self.source.respond(report)
+    }
+
+    /// Handles one invocation: parses the event, runs
+    /// [`process`](Self::process) with the invocation's remaining time, and
+    /// returns the partial batch response. An `Err` fails the whole
+    /// invocation (Lambda retries the batch): the payload is not this
+    /// source's event, or a failed record cannot be named in the response.
+    #[cfg(feature = "lambda")]
+    pub async fn handle<Rec, T, R, H, Fut>(
+        &self,
+        event: LambdaEvent<Value>,
+        handler: H,
+    ) -> Result<S::Response, lambda_runtime::Error>
+    where
+        S: Prepare<Rec>,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (payload, ctx) = event.into_parts();
+        let event = S::parse(payload)?;
+        let report = self
+            .process(event, super::remaining_now(&ctx), handler)
+            .await;
+        Ok(self.response(&report)?)
+    }
+
+    /// Processes `event`: each record is checked, parsed, keyed and run
+    /// through the engine with `handler`, in the source's order. Never
+    /// fails as a whole: per-record failures are in the report (a record
+    /// that did not parse fails alone).
+    ///
+    /// `remaining` is the invocation's remaining time at the call (`None`:
+    /// unknown); each record's lease is capped by what is left when it
+    /// starts. `T` is the response recorded and replayed to duplicates.
+    pub async fn process<Rec, T, R, H, Fut>(
+        &self,
+        event: impl Into<S::Event>,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> BatchReport<T>
+    where
+        S: Prepare<Rec>,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: Fn(Rec) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let started = Instant::now();
+        let event = event.into();
+        let ordering = self.source.ordering(&event);
+        let pipeline = self.settings.pipeline(ordering, S::NAMES);
+        let mut slots: Vec<Slot<Rec>> = self
+            .source
+            .records(event)
+            .into_iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let record = match entry {
+                    Ok(record) => record,
+                    Err(malformed) => {
+                        let within = self.source.within_malformed(&malformed.raw);
+                        return malformed.into_slot(index, within, &pipeline);
+                    }
+                };
+                // Taken before the handler takes the record.
+                let ticket = pipeline
+                    .parks()
+                    .then(|| self.source.ticket(&record))
+                    .flatten();
+                let ids = Ids::of(&record).within(self.source.within(&record));
+                let ident = ids.ident(index, S::NAMES.id);
+                let prepared = guard(|| self.source.prepare(&pipeline, &ident, record))
+                    .unwrap_or_else(|panic| {
+                        Err(FailureReason::Panic(format!(
+                            "preparing record {ident} panicked: {panic}"
+                        )))
+                    });
+                Slot::new(index, ident, ids, prepared).with_ticket(ticket)
+            })
+            .collect();
+        fail_after_missing_lane(&mut slots, ordering, self.source.no_lane());
+        pipeline.run(slots, started, remaining, handler).await
+    }
+}
+
+impl<S: Parks> Processor<S> {
+    /// Parks each record that can never succeed
+    /// ([`FailureReason::is_terminal`]) in `parking` ([`crate::parking`]):
+    /// its outcome is then [`Outcome::Parked`](crate::Outcome::Parked), it
+    /// is not named in the partial batch response, and the records after it
+    /// in its lane run. Only retryable failures stop a lane; a record whose
+    /// parking fails fails as without parking. Default: no parking (a
+    /// terminal failure stops its lane like any other).
+    pub fn parking(mut self, parking: impl Parking + 'static) -> Self {
+        self.settings.parking = Some(Arc::new(parking));
+        self
+    }
+
+    /// [`parking`](Self::parking) when `parking` is `Some`; no parking
+    /// otherwise.
+    pub fn parking_opt(mut self, parking: Option<Arc<dyn Parking>>) -> Self {
+        self.settings.parking = parking;
+        self
+    }
+}

@@ -1,0 +1,114 @@
+//! What an event source is to the pipeline: the [`Source`] trait, and
+//! [`Prepare`], how one of its records becomes what a handler takes.
+//!
+//! A source states its Lambda event and how it splits into records (each
+//! parsed on its own), each record's [`Delivery`] (id, lane, position, body,
+//! attributes), how its records keep their order, and how its response is
+//! built from the failures. [`Processor`](super::Processor) does the rest,
+//! once for every source: `handle`, `process`, the builders.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::delivery::{Delivery, SourceNames, Within};
+use super::lanes::Ordering;
+use super::malformed::MalformedRecord;
+use super::parking::Ticket;
+use super::pipeline::Pipeline;
+use super::report::{BatchError, BatchReport, FailureReason};
+use crate::key::IdempotencyKey;
+
+/// One event source of the batch pipeline (SQS, Kinesis, DynamoDB Streams,
+/// Kafka, SNS). Its value holds the source's own settings (the body size
+/// limit, the ordering option); the generic settings are the
+/// [`Processor`](super::Processor)'s.
+pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
+    /// The invocation as parsed.
+    type Event;
+    /// One record as Lambda delivered it.
+    type Raw: Delivery;
+    /// The invocation's answer: the partial batch response.
+    type Response;
+    /// Why the answer fails the invocation instead (Lambda retries it).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The source's names, for logs, metrics and errors.
+    const NAMES: &'static SourceNames;
+
+    /// Parses an invocation payload, rejecting other sources' events
+    /// ([`BatchError::WrongEvent`]).
+    fn parse(payload: Value) -> Result<Self::Event, BatchError>;
+
+    /// How the records of `event` keep their order.
+    fn ordering(&self, event: &Self::Event) -> Ordering;
+
+    /// The records of `event` in batch order, each parsed on its own: one
+    /// that did not parse is a [`MalformedRecord`], which fails alone.
+    fn records(&self, event: Self::Event) -> Vec<Result<Self::Raw, MalformedRecord>>;
+
+    /// What `record` keeps its order with inside its lane. Default: the
+    /// lane itself.
+    fn within(&self, _record: &Self::Raw) -> Within {
+        Within::Lane
+    }
+
+    /// What a record that did not parse (`raw`, its JSON) keeps its order
+    /// with. Default: the lane itself.
+    fn within_malformed(&self, _raw: &Value) -> Within {
+        Within::Lane
+    }
+
+    /// Why an ordered batch's record without a lane fails (every later
+    /// record is then skipped). Default [`FailureReason::NoLane`].
+    fn no_lane(&self) -> FailureReason {
+        FailureReason::NoLane
+    }
+
+    /// What `record` is parked as when it can never succeed (ordered
+    /// streams with [`Processor::parking`](super::Processor::parking)),
+    /// taken before the handler takes the record. Default: not parked.
+    fn ticket(&self, _record: &Self::Raw) -> Option<Ticket> {
+        None
+    }
+
+    /// The invocation's answer to `report`.
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<Self::Response, Self::Error>;
+}
+
+/// How a [`Source`] turns one of its records into `Rec`, what the handler
+/// takes: the body checked and parsed, the key selected
+/// ([`Pipeline::key_of`]), the payload validation hashes.
+pub trait Prepare<Rec>: Source {
+    /// Prepares `record` (its log name `ident`), or says why it fails.
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: Self::Raw,
+    ) -> Result<Prepared<Rec>, FailureReason>;
+}
+
+/// A record ready to run: what the handler takes, its key and the payload
+/// validation hashes.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Prepared<Rec> {
+    /// What the handler takes.
+    pub record: Rec,
+    /// Its idempotency key (`None`: it runs unprotected).
+    pub key: Option<IdempotencyKey>,
+    /// What payload validation hashes (`None`: nothing).
+    pub payload: Option<Value>,
+}
+
+impl<Rec> Prepared<Rec> {
+    /// `record` with its `key` and `payload`.
+    pub fn new(record: Rec, key: Option<IdempotencyKey>, payload: Option<Value>) -> Self {
+        Self {
+            record,
+            key,
+            payload,
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! A DynamoDB stream record as the pipeline sees it ([`Delivery`]) and as
+//! the handler sees it ([`DynamoDbRecord`]).
+//!
+//! * Its id (what `batchItemFailures[].itemIdentifier` names) and its
+//!   position are its `dynamodb.SequenceNumber`.
+//! * Its lane is the stream, its `eventSourceARN`. The shard is not in the
+//!   event, and it need not be: an event source mapping reads each batch
+//!   from one shard, so the records of a batch are one lane, and the
+//!   response checkpoints it (Lambda retries from the lowest failed
+//!   record). A record without an `eventSourceARN` has no known lane: it
+//!   fails, and so does every record after it.
+//! * Within the lane, a record keeps its order with the changes of its
+//!   item ([`item_of`]: its `Keys`, as one canonical text): DynamoDB
+//!   Streams orders the changes of each item, not of a shard. The changes
+//!   of different items run concurrently; after a failure nothing later of
+//!   its item runs.
+
+use std::any::Any;
+
+use aws_lambda_events::dynamodb::EventRecord;
+
+use super::image::to_item;
+use crate::batch::delivery::Within;
+use crate::batch::{Delivery, IdField, LaneField, SourceNames};
+use crate::key::IdempotencyKey;
+use crate::write::Item;
+
+/// The names of a DynamoDB stream record's notions.
+pub(crate) static DYNAMODB_STREAMS: SourceNames = SourceNames {
+    id: "SequenceNumber",
+    id_field: IdField::SequenceNumber,
+    lane_field: LaneField::Shard,
+    deduplication_id: "a deduplication id (DynamoDB stream records have none)",
+};
+
+/// The `principalId` of the deletions DynamoDB's Time to Live makes.
+pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// Whether `record` is a deletion by DynamoDB's Time to Live (not by a
+/// writer): a `REMOVE` whose `userIdentity` is `{"type": "Service",
+/// "principalId": "dynamodb.amazonaws.com"}`.
+pub fn is_ttl_deletion(record: &EventRecord) -> bool {
+    record.event_name == "REMOVE"
+        && record
+            .user_identity
+            .as_ref()
+            .is_some_and(|u| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL)
+}
+
+/// The item a record's `Keys` name, as what its changes keep their order
+/// with: the keys as one canonical text ([`key_text`](crate::write::key_text):
+/// attribute order does not matter, `N "1"` and `N "1.0"` are one item).
+/// Keys that are missing, empty or not valid DynamoDB values are
+/// [`Within::Unknown`]: the batch keeps stream order.
+pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
+    match keys.filter(|k| !k.is_empty()).map(to_item) {
+        Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
+        _ => Within::Unknown,
+    }
+}
+
+fn non_empty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}
+
+impl Delivery for EventRecord {
+    /// The `SequenceNumber`: what `batchItemFailures` names.
+    fn id(&self) -> Option<&str> {
+        non_empty(self.change.sequence_number.as_deref())
+    }
+
+    /// The stream (`eventSourceARN`): a batch is one shard of it.
+    fn lane(&self) -> Option<&str> {
+        non_empty(self.event_source_arn.as_deref())
+    }
+
+    /// The `SequenceNumber`.
+    fn position(&self) -> Option<&str> {
+        self.id()
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &DYNAMODB_STREAMS
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One DynamoDB stream record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DynamoDbRecord {
+    /// `INSERT`, `MODIFY` or `REMOVE`.
+    pub event_name: String,
+    /// The item's primary key (`Keys`).
+    pub keys: Item,
+    /// The item after the change (`NewImage`; with a `NEW_IMAGE` or
+    /// `NEW_AND_OLD_IMAGES` stream, not on a `REMOVE`).
+    pub new_image: Option<Item>,
+    /// The item before the change (`OldImage`; with an `OLD_IMAGE` or
+    /// `NEW_AND_OLD_IMAGES` stream, not on an `INSERT`).
+    pub old_image: Option<Item>,
+    /// The record as Lambda delivered it.
+    pub record: EventRecord,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl DynamoDbRecord {
+    /// The handler's view of `record` (also for handler unit tests): its
+    /// images converted exactly ([`to_item`](super::to_item)); an error
+    /// names an attribute that is not a valid DynamoDB value.
+    pub fn new(record: EventRecord) -> Result<Self, String> {
+        let image = |name: &str, item: &serde_dynamo::Item| -> Result<Option<Item>, String> {
+            if item.is_empty() {
+                return Ok(None);
+            }
+            to_item(item).map(Some).map_err(|e| format!("{name}.{e}"))
+        };
+        Ok(Self {
+            event_name: record.event_name.clone(),
+            keys: image("Keys", &record.change.keys)?.unwrap_or_default(),
+            new_image: image("NewImage", &record.change.new_image)?,
+            old_image: image("OldImage", &record.change.old_image)?,
+            record,
+            key: None,
+        })
+    }
+
+    /// The `SequenceNumber` (its position in the shard).
+    pub fn sequence_number(&self) -> Option<&str> {
+        self.record.change.sequence_number.as_deref()
+    }
+
+    /// The item as the change left it, or as it was before a `REMOVE`: the
+    /// `NewImage`, else the `OldImage`.
+    pub fn image(&self) -> Option<&Item> {
+        self.new_image.as_ref().or(self.old_image.as_ref())
+    }
+
+    /// Whether this is a deletion by DynamoDB's Time to Live
+    /// ([`is_ttl_deletion`](super::is_ttl_deletion)).
+    pub fn is_ttl_deletion(&self) -> bool {
+        is_ttl_deletion(&self.record)
+    }
+}

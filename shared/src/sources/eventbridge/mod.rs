@@ -1,0 +1,627 @@
+//! EventBridge events invoking the function directly (asynchronous invocation).
+//!
+//! The key defaults to the event `id`, which EventBridge keeps across its
+//! retries; a business key from `detail` can be chosen instead
+//! ([`KeySelector::pointer`]`("/detail/order_id")`). Lambda retries a failed asynchronous invocation
+//! (twice by default), then sends the event to the on-failure destination or
+//! DLQ, so:
+//!
+//! * a duplicate returns the stored response (`Ok(`[`Outcome::Replayed`]`)`);
+//! * a terminal error recorded by the engine is `Ok(`[`Outcome::Rejected`]`)`:
+//!   done, not retried;
+//! * an in-progress conflict or a retryable handler error is `Err`: the
+//!   function fails and Lambda delivers the event again;
+//! * a bad event (its `detail` does not parse, no key) is `Err` too, marked
+//!   permanent ([`EventError::is_retryable`] is `false`): the retries fail the
+//!   same way and the event ends in the DLQ.
+//!
+//! [`EventBridgeProcessor::handle`] takes the Lambda event and returns the
+//! [`EventResponse`], so a function's handler is one call. Its payload is the
+//! invocation's text ([`EventPayload`]): keys and the `detail`'s payload hash
+//! read numbers from it by the rule SQS bodies follow, so a number past what
+//! `f64` holds (an order `12345678901234567890123`) keys as its exact text,
+//! and an event keys the same invoked directly as through a queue.
+//!
+//! EventBridge events delivered through an SQS queue are handled by the
+//! [`SqsProcessor`](crate::sqs::SqsProcessor), with the same key rules.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "lambda")]
+use crate::batch::remaining_now;
+#[cfg(feature = "lambda")]
+use lambda_runtime::LambdaEvent;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+pub use aws_lambda_events::eventbridge::EventBridgeEvent;
+
+use crate::batch::envelope::looks_like_eventbridge;
+use crate::batch::{
+    EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope,
+    Unit, json_type, key_for, millis,
+};
+use crate::engine::{Idempotency, Outcome};
+use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
+use crate::key::IdempotencyKey;
+use crate::write::IntoStaged;
+
+/// What [`EventBridgeProcessor::handle`] returns to Lambda for an event that
+/// is done (what a local run prints; Lambda ignores the response of an
+/// asynchronous invocation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EventResponse<T> {
+    /// The handler's response: run now, replayed, or run unprotected.
+    Done(T),
+    /// `{"rejected": "..."}`: a recorded terminal error (now or replayed).
+    /// The event is done; Lambda does not retry it.
+    Rejected {
+        /// The recorded error.
+        rejected: String,
+    },
+    /// `{"duplicate": true}`: a redelivery of an event whose response was
+    /// not kept.
+    Duplicate {
+        /// Always `true`.
+        duplicate: bool,
+    },
+}
+
+/// Why an event was not handled. Return it from the function (it is
+/// `Send + Sync + 'static`; use [`crate::error::report`] for the whole chain)
+/// so that Lambda retries the event, then sends it to the DLQ.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// The payload is not an EventBridge event (permanent).
+    #[error("not an EventBridge event: {0}")]
+    NotAnEventBridgeEvent(String),
+    /// Not the `source` and `detail-type` the processor accepts
+    /// ([`EventBridgeProcessor::accept`]; permanent).
+    #[error(
+        "event {event_id}: expected detail-type {expected_detail_type:?} from source \
+         {expected_source:?}, got detail-type {found_detail_type:?} from source {found_source:?}: is the \
+         EventBridge rule's pattern right? (permanent)"
+    )]
+    WrongEvent {
+        /// The event id.
+        event_id: String,
+        /// The event's `source`.
+        found_source: String,
+        /// The event's `detail-type`.
+        found_detail_type: String,
+        /// The accepted `source`.
+        expected_source: String,
+        /// The accepted `detail-type`.
+        expected_detail_type: String,
+    },
+    /// The `detail` does not parse into the handler's type (permanent).
+    #[error(
+        "event {event_id}: detail does not parse as {expected}: {error}; this is permanent \
+         (retries fail the same way until the event reaches the DLQ or on-failure destination)"
+    )]
+    BadDetail {
+        /// The event id.
+        event_id: String,
+        /// The type the handler expects.
+        expected: &'static str,
+        /// The deserialization error.
+        error: String,
+    },
+    /// No usable idempotency key (permanent).
+    #[error("event {event_id}: no usable idempotency key: {error} (permanent)")]
+    Key {
+        /// The event id.
+        event_id: String,
+        /// What is wrong with the key.
+        error: KeyError,
+    },
+    /// The key function panicked (permanent).
+    #[error("event {event_id}: the key function panicked: {message} (permanent)")]
+    KeyPanicked {
+        /// The event id.
+        event_id: String,
+        /// The panic message.
+        message: String,
+    },
+    /// Another invocation is processing the same key: the function fails so
+    /// that Lambda's asynchronous retry delivers the event again.
+    #[error(
+        "event {event_id} is being processed by another invocation; failing so that Lambda \
+         delivers it again"
+    )]
+    InProgress {
+        /// The event id.
+        event_id: String,
+        /// When that claim lapses (epoch ms), if known.
+        lease_expires_at_ms: Option<u64>,
+    },
+    /// The key was used before with a different payload (permanent).
+    #[error(
+        "event {event_id}: its idempotency key was already used with a different detail (permanent)"
+    )]
+    PayloadMismatch {
+        /// The event id.
+        event_id: String,
+    },
+    /// The handler failed (retryable, or terminal and not recorded).
+    #[error("event {event_id}: handler failed ({}): {error}", kind_name(error.kind()))]
+    Handler {
+        /// The event id.
+        event_id: String,
+        /// The handler's error.
+        error: HandlerError,
+    },
+    /// The engine failed: store unavailable, lease lost, response too large...
+    #[error("event {event_id}: idempotency failed")]
+    Idempotency {
+        /// The event id.
+        event_id: String,
+        /// The engine's error.
+        #[source]
+        error: Error,
+    },
+}
+
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Retryable => "retryable",
+        ErrorKind::Terminal => "terminal",
+    }
+}
+
+impl EventError {
+    /// Whether a redelivery can succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::InProgress { .. } => true,
+            Self::Handler { error, .. } => error.kind() == ErrorKind::Retryable,
+            Self::Idempotency { error, .. } => error.is_retryable(),
+            Self::NotAnEventBridgeEvent(_)
+            | Self::WrongEvent { .. }
+            | Self::BadDetail { .. }
+            | Self::Key { .. }
+            | Self::KeyPanicked { .. }
+            | Self::PayloadMismatch { .. } => false,
+        }
+    }
+
+    /// The error for an engine answer that is not a done outcome.
+    fn from_engine(event_id: String, failure: EngineFailure) -> Self {
+        match failure {
+            EngineFailure::InProgress {
+                lease_expires_at_ms,
+            } => Self::InProgress {
+                event_id,
+                lease_expires_at_ms,
+            },
+            EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
+            EngineFailure::Handler(error) => Self::Handler { event_id, error },
+            EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
+        }
+    }
+}
+
+impl crate::error::ErrorType for EventError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Self::NotAnEventBridgeEvent(_) | Self::WrongEvent { .. } | Self::BadDetail { .. } => {
+                "InvalidEvent"
+            }
+            Self::Key { .. } | Self::KeyPanicked { .. } => "InvalidKey",
+            Self::InProgress { .. } => "InProgress",
+            Self::PayloadMismatch { .. } => "PayloadMismatch",
+            Self::Handler { error, .. } => error.error_type(),
+            Self::Idempotency { error, .. } => error.error_type(),
+        }
+    }
+}
+
+impl Failure for EventError {
+    fn in_progress(&self) -> bool {
+        matches!(self, Self::InProgress { .. })
+    }
+
+    fn expected(&self) -> bool {
+        self.is_retryable()
+    }
+
+    fn retryable(&self) -> Option<bool> {
+        Some(self.is_retryable())
+    }
+
+    fn next(&self) -> &'static str {
+        if self.is_retryable() {
+            "Lambda will deliver it again"
+        } else {
+            "permanent: after Lambda's retries it goes to the DLQ or on-failure destination"
+        }
+    }
+
+    fn describe(&self) -> String {
+        report(self)
+    }
+}
+
+/// Parses an invocation payload as an EventBridge event, rejecting other
+/// shapes (an SQS batch, garbage) with a clear error.
+pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> {
+    envelope_of(&value)
+}
+
+/// The EventBridge event `value` holds, or why it holds none.
+fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
+    let wrong = |m: String| Err(EventError::NotAnEventBridgeEvent(m));
+    let Some(object) = value.as_object() else {
+        return wrong(format!("expected a JSON object, got {}", json_type(value)));
+    };
+    if object.contains_key("Records") {
+        return wrong(
+            "it has a Records array: this is an SQS (or SNS, S3) batch; is the function wired to \
+             the right trigger?"
+                .to_owned(),
+        );
+    }
+    let missing: Vec<&str> = ["detail-type", "source", "detail"]
+        .into_iter()
+        .filter(|k| !object.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return wrong(format!("missing {}", missing.join(", ")));
+    }
+    if !looks_like_eventbridge(value) {
+        return wrong("detail-type and source must be strings".to_owned());
+    }
+    EventBridgeEvent::<Value>::deserialize(value)
+        .or_else(|e| wrong(format!("malformed envelope: {e}")))
+}
+
+/// An invocation payload as Lambda delivers it, kept as its JSON text: what
+/// [`EventBridgeProcessor::handle`] takes, so that keys and payload hashes
+/// see every number as written.
+///
+/// Parsed into a [`Value`] first, a number that an `f64` cannot hold
+/// exactly (an integer beyond `u64`/`i64`, a decimal of more than 15
+/// significant digits) would be rounded: two orders numbered
+/// `12345678901234567890123` and `12345678901234567890124` would share one
+/// key, and the second would be replayed instead of run. From the text,
+/// such a number keys as its exact text, by the rule SQS bodies follow (see
+/// [`KeySelector::Pointer`]): an event gets the same key invoking the
+/// function directly as delivered through a queue.
+///
+/// Under Lambda it deserializes from the invocation (`LambdaEvent<EventPayload>`);
+/// [`EventPayload::from_text`] reads an event file. `From<Value>` takes an
+/// event already parsed (tests, events built in code): its numbers are what
+/// that parse left.
+#[derive(Debug, Clone)]
+pub struct EventPayload(Payload);
+
+#[derive(Debug, Clone)]
+enum Payload {
+    Text(Box<RawValue>),
+    Parsed(Value),
+}
+
+impl EventPayload {
+    /// The payload of a JSON text; an error when it is not JSON.
+    pub fn from_text(text: impl Into<String>) -> Result<Self, serde_json::Error> {
+        RawValue::from_string(text.into()).map(|raw| Self(Payload::Text(raw)))
+    }
+
+    /// The event, checked ([`parse_event`]'s errors), and the key material:
+    /// the envelope as received, numbers that `f64` cannot hold as their
+    /// exact text.
+    fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
+        match &self.0 {
+            Payload::Text(raw) => {
+                let text = raw.get();
+                let value: Value = serde_json::from_str(text)
+                    .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+                let event = envelope_of(&value)?;
+                let material = crate::key::exact_material(text, &value).unwrap_or(value);
+                Ok((event, material))
+            }
+            Payload::Parsed(value) => Ok((envelope_of(value)?, value.clone())),
+        }
+    }
+
+    /// The JSON text, when the payload was received as text.
+    fn text(&self) -> Option<&str> {
+        match &self.0 {
+            Payload::Text(raw) => Some(raw.get()),
+            Payload::Parsed(_) => None,
+        }
+    }
+}
+
+impl From<Value> for EventPayload {
+    fn from(value: Value) -> Self {
+        Self(Payload::Parsed(value))
+    }
+}
+
+impl<'de> Deserialize<'de> for EventPayload {
+    fn deserialize<De: serde::Deserializer<'de>>(deserializer: De) -> Result<Self, De::Error> {
+        Box::<RawValue>::deserialize(deserializer).map(|raw| Self(Payload::Text(raw)))
+    }
+}
+
+/// An event to run: the envelope (the accept check, the log), the key
+/// material (the envelope the keys and the payload hash read), and the text
+/// the handler's typed event is parsed from, when there is one.
+struct Invocation<'a> {
+    event: EventBridgeEvent<Value>,
+    material: Value,
+    text: Option<&'a str>,
+}
+
+/// Runs EventBridge events through the engine.
+#[derive(Debug, Clone)]
+pub struct EventBridgeProcessor {
+    engine: Idempotency,
+    key: KeySelector,
+    missing_key: MissingKey,
+    payload: PayloadScope,
+    accept: Option<(String, String)>,
+}
+
+impl EventBridgeProcessor {
+    /// A processor keyed by the event id ([`KeySelector::Id`]).
+    pub fn new(engine: Idempotency) -> Self {
+        Self {
+            engine,
+            key: KeySelector::Id,
+            missing_key: MissingKey::default(),
+            payload: PayloadScope::default(),
+            accept: None,
+        }
+    }
+
+    /// Where the key comes from. Default [`KeySelector::Id`] (the event
+    /// `id`); a pointer resolves against the envelope (`/detail/order_id`).
+    pub fn key(mut self, key: KeySelector) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// What to do without a key. Default [`MissingKey::Fail`].
+    pub fn missing_key(mut self, policy: MissingKey) -> Self {
+        self.missing_key = policy;
+        self
+    }
+
+    /// What payload validation hashes ([`PayloadScope::Body`]: the `detail`).
+    pub fn payload(mut self, scope: PayloadScope) -> Self {
+        self.payload = scope;
+        self
+    }
+
+    /// Accepts only events with this `source` and `detail-type`; any other
+    /// fails with [`EventError::WrongEvent`] (permanent) before its key is
+    /// claimed. Default: every event.
+    pub fn accept(mut self, source: impl Into<String>, detail_type: impl Into<String>) -> Self {
+        self.accept = Some((source.into(), detail_type.into()));
+        self
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.engine
+    }
+
+    /// Handles one invocation: parses the EventBridge event, runs
+    /// [`process_payload`] with the invocation's remaining time, and returns
+    /// the response for a done event. An `Err` (an [`EventError`]) fails the
+    /// invocation: Lambda delivers the event again, then sends it to the
+    /// on-failure destination or DLQ.
+    ///
+    /// The payload is the invocation's text ([`EventPayload`]): numbers in
+    /// keys and payload hashes stay exact.
+    ///
+    /// [`process_payload`]: EventBridgeProcessor::process_payload
+    #[cfg(feature = "lambda")]
+    pub async fn handle<D, T, R, H, Fut>(
+        &self,
+        event: LambdaEvent<EventPayload>,
+        handler: H,
+    ) -> Result<EventResponse<T>, lambda_runtime::Error>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (payload, ctx) = event.into_parts();
+        let outcome = self
+            .process_payload(&payload, remaining_now(&ctx), handler)
+            .await?;
+        Ok(match outcome {
+            Outcome::Rejected { error, .. } => EventResponse::Rejected { rejected: error },
+            Outcome::Replayed(None) => EventResponse::Duplicate { duplicate: true },
+            Outcome::Executed(t) | Outcome::Replayed(Some(t)) | Outcome::Unprotected(t) => {
+                EventResponse::Done(t)
+            }
+            other => return Err(format!("unexpected outcome {}", other.label()).into()),
+        })
+    }
+
+    /// Handles one event: `detail` is parsed into `D`, the key selected, and
+    /// `handler` run through the engine. See the module docs for what is
+    /// `Ok` and what is `Err`; an engine `InProgress` or `PayloadMismatch` is
+    /// an `Err` ([`EventError::InProgress`], [`EventError::PayloadMismatch`]).
+    ///
+    /// The key and the payload hash read the event as parsed; an invocation's
+    /// text goes through [`process_payload`](Self::process_payload), which
+    /// keeps its numbers exact.
+    pub async fn process<D, T, R, H, Fut>(
+        &self,
+        event: EventBridgeEvent<Value>,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let material = serde_json::to_value(&event)
+            .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+        let invocation = Invocation {
+            event,
+            material,
+            text: None,
+        };
+        self.process_invocation(invocation, remaining, handler)
+            .await
+    }
+
+    /// [`process`](Self::process) for an invocation payload: checks that it
+    /// is an EventBridge event ([`parse_event`]'s errors), then runs it. The
+    /// key and the payload hash (the `detail`) read the envelope as
+    /// received, numbers that `f64` cannot hold as their exact text (see
+    /// [`EventPayload`]); `D` is parsed from the text.
+    pub async fn process_payload<D, T, R, H, Fut>(
+        &self,
+        payload: &EventPayload,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let (event, material) = payload.parse()?;
+        let invocation = Invocation {
+            event,
+            material,
+            text: payload.text(),
+        };
+        self.process_invocation(invocation, remaining, handler)
+            .await
+    }
+
+    /// Runs an event and logs and counts its outcome.
+    async fn process_invocation<D, T, R, H, Fut>(
+        &self,
+        invocation: Invocation<'_>,
+        remaining: Option<Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let start = Instant::now();
+        let event_id = match invocation.event.id.as_deref() {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => "(no id)".to_owned(),
+        };
+        let mut key = None;
+        let result = self
+            .run(&event_id, invocation, remaining, handler, &mut key)
+            .await;
+        let unit = Unit {
+            noun: "event",
+            id: Some(&event_id),
+            id_field: IdField::EventId,
+            key: key.as_ref().map(IdempotencyKey::hash),
+            ..Unit::default()
+        };
+        crate::batch::finish_one(
+            &self.engine,
+            &unit,
+            result.as_ref(),
+            millis(start.elapsed()),
+        );
+        result
+    }
+
+    /// Checks, parses and keys the event, and runs it; `key` is set once
+    /// selected (for the log line).
+    async fn run<D, T, R, H, Fut>(
+        &self,
+        event_id: &str,
+        invocation: Invocation<'_>,
+        remaining: Option<Duration>,
+        handler: H,
+        key: &mut Option<IdempotencyKey>,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        D: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce(EventBridgeEvent<D>) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let id = || event_id.to_owned();
+        let Invocation {
+            event,
+            material,
+            text,
+        } = invocation;
+        if let Some((source, detail_type)) = &self.accept
+            && (event.source != *source || event.detail_type != *detail_type)
+        {
+            return Err(EventError::WrongEvent {
+                event_id: id(),
+                found_source: event.source,
+                found_detail_type: event.detail_type,
+                expected_source: source.clone(),
+                expected_detail_type: detail_type.clone(),
+            });
+        }
+        let typed: Result<EventBridgeEvent<D>, _> = match text {
+            Some(text) => serde_json::from_str(text),
+            None => EventBridgeEvent::<D>::deserialize(&material),
+        };
+        let typed = typed.map_err(|e| EventError::BadDetail {
+            event_id: id(),
+            expected: std::any::type_name::<D>(),
+            error: e.to_string(),
+        })?;
+        let input = KeyInput::new(&material, None);
+        let unit = Unit {
+            noun: "event",
+            id: Some(event_id),
+            id_field: IdField::EventId,
+            ..Unit::default()
+        };
+        *key = key_for(&self.engine, &self.key, self.missing_key, input, &unit).map_err(
+            |e| match e {
+                KeyFailure::Bad(error) => EventError::Key {
+                    event_id: id(),
+                    error,
+                },
+                KeyFailure::Panic(message) => EventError::KeyPanicked {
+                    event_id: id(),
+                    message,
+                },
+            },
+        )?;
+        let payload = match self.payload {
+            PayloadScope::Body => material.get("detail").cloned(),
+            PayloadScope::None => None,
+        };
+        let result = self
+            .engine
+            .run(key.as_ref(), payload.as_ref(), remaining, || handler(typed))
+            .await;
+        crate::batch::split(result).map_err(|failure| EventError::from_engine(id(), failure))
+    }
+}
+
+#[cfg(test)]
+mod tests;

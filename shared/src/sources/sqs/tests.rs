@@ -1,0 +1,230 @@
+use super::*;
+use crate::KeySelector;
+use crate::error::HandlerError;
+use crate::testkit::*;
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SQS_FILES: [&str; 6] = [
+    "orders-standard.json",
+    "orders-missing-key.json",
+    "orders-eventbridge-via-sqs.json",
+    "payments-fifo.json",
+    "payments-fifo-poison.json",
+    "payments-fifo-duplicate.json",
+];
+const EVENTBRIDGE_FILES: [&str; 2] = [
+    "inventory-order-placed.json",
+    "inventory-insufficient-stock.json",
+];
+
+#[test]
+fn event_files_round_trip_through_the_aws_types() {
+    for name in SQS_FILES {
+        let original = event_json(name);
+        let parsed: SqsEvent = serde_json::from_value(original.clone()).unwrap();
+        assert!(!parsed.records.is_empty(), "{name}");
+        let once = serde_json::to_value(&parsed).unwrap();
+        let again: SqsEvent = serde_json::from_value(once.clone()).unwrap();
+        assert_eq!(parsed, again, "{name}");
+        assert_eq!(once, serde_json::to_value(&again).unwrap(), "{name}");
+        // Nothing the adapters read is lost on the way.
+        for (record, raw) in parsed
+            .records
+            .iter()
+            .zip(original["Records"].as_array().unwrap())
+        {
+            assert_eq!(
+                record.message_id.as_deref(),
+                raw["messageId"].as_str(),
+                "{name}"
+            );
+            assert_eq!(record.body.as_deref(), raw["body"].as_str(), "{name}");
+            assert_eq!(
+                record.event_source_arn.as_deref(),
+                raw["eventSourceARN"].as_str(),
+                "{name}"
+            );
+            assert_eq!(
+                serde_json::to_value(&record.attributes).unwrap(),
+                raw["attributes"],
+                "{name}"
+            );
+        }
+        assert_eq!(parse_sqs_event(original).unwrap(), parsed, "{name}");
+    }
+    for name in EVENTBRIDGE_FILES {
+        let original = event_json(name);
+        let parsed: EventBridgeEvent<Value> = serde_json::from_value(original.clone()).unwrap();
+        let once = serde_json::to_value(&parsed).unwrap();
+        let again: EventBridgeEvent<Value> = serde_json::from_value(once.clone()).unwrap();
+        assert_eq!(parsed, again, "{name}");
+        assert_eq!(once, serde_json::to_value(&again).unwrap(), "{name}");
+        assert_eq!(once["id"], original["id"], "{name}");
+        assert_eq!(once["detail"], original["detail"], "{name}");
+        assert_eq!(once["detail-type"], original["detail-type"], "{name}");
+    }
+}
+
+#[test]
+fn wrong_shapes_are_not_sqs_events() {
+    let eventbridge = event_json("inventory-order-placed.json");
+    let cases = [
+        (eventbridge, "EventBridge event"),
+        (json!(42), "got a number"),
+        (json!("Records"), "got a string"),
+        (json!({}), "no Records array"),
+        (json!({"Records": {}}), "not an array"),
+        (
+            json!({"Records": [{"EventSource": "aws:sns", "Sns": {}}]}),
+            "aws:sns",
+        ),
+        (
+            json!({"Records": [{"eventSource": "aws:s3", "s3": {}}]}),
+            "aws:s3",
+        ),
+        (
+            json!({"Records": [{"messageId": "m-1", "body": "{}"}]}),
+            "no eventSource",
+        ),
+        (
+            json!({"Records": [{"eventSource": "aws:sqs", "messageId": 7}]}),
+            "malformed",
+        ),
+    ];
+    for (value, expected) in cases {
+        let err = parse_sqs_event(value.clone()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BatchError::WrongEvent {
+                    expected: "an SQS",
+                    ..
+                }
+            ),
+            "{value}"
+        );
+        assert!(err.to_string().contains(expected), "{value}: {err}");
+    }
+    assert!(
+        parse_sqs_event(json!({"Records": []}))
+            .unwrap()
+            .records
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn empty_batch_gives_an_empty_response() {
+    let (engine, store, _) = memory_engine();
+    let runs = AtomicUsize::new(0);
+    let report = SqsProcessor::new(engine, KeySelector::Id)
+        .process(batch(vec![]), None, |_r: SqsRecord<Value>| async {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, HandlerError>(())
+        })
+        .await;
+    assert!(report.records.is_empty() && report.is_success());
+    let response = report
+        .response_as::<crate::sqs::SqsBatchResponse>()
+        .unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(
+        serde_json::to_value(&response).unwrap(),
+        json!({"batchItemFailures": []})
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(store.is_empty());
+}
+
+#[tokio::test]
+async fn records_without_message_id() {
+    let (engine, _, _) = memory_engine();
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
+    let handler = |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) };
+    // A record without messageId that succeeds needs no reporting.
+    let ok = processor
+        .process(
+            batch(vec![
+                message(None, r#"{"id":"a"}"#),
+                message(Some(""), r#"{"id":"b"}"#),
+            ]),
+            None,
+            handler,
+        )
+        .await;
+    assert!(ok.is_success());
+    assert!(
+        ok.response_as::<crate::sqs::SqsBatchResponse>()
+            .unwrap()
+            .batch_item_failures
+            .is_empty()
+    );
+    // One that fails (None or empty id) makes the whole invocation fail.
+    for id in [None, Some("")] {
+        let report = processor
+            .process(
+                batch(vec![
+                    message(Some("m-1"), r#"{"id":"c"}"#),
+                    message(id, "poison"),
+                ]),
+                None,
+                handler,
+            )
+            .await;
+        assert!(!report.records[0].is_failure());
+        match processor.response(&report) {
+            Err(BatchError::NoItemIdentifier {
+                position: 1,
+                id: "messageId",
+                reason: FailureReason::Parse(m),
+            }) => assert!(m.contains("record #1 (no messageId)"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn duplicate_message_ids_are_reported_once() {
+    let (engine, _, _) = memory_engine();
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
+    let event = batch(vec![
+        message(Some("m-1"), "poison"),
+        message(Some("m-2"), r#"{"id":"x"}"#),
+        message(Some("m-1"), "poison again"),
+        message(Some("m-3"), "{"),
+    ]);
+    let report = processor
+        .process(event, None, |_r: SqsRecord<Value>| async {
+            Ok::<_, HandlerError>(())
+        })
+        .await;
+    assert_eq!(report.failures().count(), 3);
+    let response = report
+        .response_as::<crate::sqs::SqsBatchResponse>()
+        .unwrap();
+    assert_eq!(failed_ids(&response), ["m-1", "m-3"]);
+}
+
+#[test]
+fn record_accessors() {
+    let event = sqs_event("payments-fifo-duplicate.json");
+    let record = SqsRecord::new((), event.records[0].clone());
+    assert_eq!(record.message_id(), "704d72db-5ef2-45e6-9d4b-ef8bdd197e76");
+    assert_eq!(record.group_id(), Some("acct-1"));
+    assert_eq!(record.deduplication_id(), Some("pay-9d04c0de"));
+    assert_eq!(record.receive_count(), Some(2));
+}
+
+#[test]
+fn process_future_is_send() {
+    fn assert_send<F: Future + Send>(_: F) {}
+    let (engine, _, _) = memory_engine();
+    let processor = SqsProcessor::new(engine, KeySelector::Id);
+    assert_send(
+        processor.process(batch(vec![]), None, |r: SqsRecord<Value>| async move {
+            Ok::<_, HandlerError>(r.body)
+        }),
+    );
+}
