@@ -1,4 +1,4 @@
-//! Helpers shared by the unit tests of the adapters.
+//! Helpers shared by the unit tests of the sources.
 
 use crate::sqs::{
     BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage, parse_sqs_event,

@@ -6,7 +6,7 @@ use std::any::Any;
 
 /// One delivered record, whatever its source.
 ///
-/// An adapter implements it on the record type its event carries
+/// A source implements it on the record type its event carries
 /// (`SqsMessage`, `KinesisEventRecord`, ...). Everything but [`id`],
 /// [`source`] and [`as_any`] has a default for sources without the notion.
 ///
@@ -23,7 +23,7 @@ pub trait Delivery {
 
     /// Its ordering lane: the FIFO `MessageGroupId`, the Kinesis shard, the
     /// Kafka topic-partition: what the partial batch response checkpoints.
-    /// A stream adapter may order a lane's records by a narrower key (a
+    /// A stream source may order a lane's records by a narrower key (a
     /// partition key, an item). `None` for unordered sources.
     fn lane(&self) -> Option<&str> {
         None

@@ -40,7 +40,7 @@ pub struct KeyInput<'a> {
 }
 
 impl<'a> KeyInput<'a> {
-    /// A key input (an adapter's, or a key function's unit test).
+    /// A key input (a source's, or a key function's unit test).
     pub fn new(value: &'a Value, delivery: Option<&'a dyn Delivery>) -> Self {
         Self {
             value,

@@ -3,7 +3,7 @@
 //! the [`Ordering`], run each lane's records one after another (lanes
 //! concurrently, at most `concurrency` handlers at a time), share a first
 //! copy's outcome with its duplicates, isolate panics, log one line per
-//! record, and count. An adapter only turns its raw records into [`Slot`]s
+//! record, and count. A source only turns its raw records into [`Slot`]s
 //! (parse, key) and the [`BatchReport`] into its response; its settings
 //! (`settings.rs`) make the pipeline of each batch.
 
@@ -161,8 +161,8 @@ pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
 }
 
 impl Pipeline<'_> {
-    /// Whether records that can never succeed are parked: the adapter then
-    /// gives each slot its [`Ticket`] ([`Slot::with_ticket`]).
+    /// Whether records that can never succeed are parked: each record then
+    /// gets its [`Ticket`] ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
         self.parking.is_some()
     }

@@ -324,7 +324,7 @@ impl<T> BatchReport<T> {
     /// what other keys committed after it is redelivered and replays.
     ///
     /// A named record without an id cannot be reported; returning a
-    /// response would drop it. That is [`BatchError::UnreportableFailure`]:
+    /// response would drop it. That is [`BatchError::NoItemIdentifier`]:
     /// return it as the invocation's error so Lambda retries the whole batch
     /// (the records that succeeded replay).
     pub fn item_failures(&self) -> Result<Vec<&str>, BatchError> {
@@ -403,7 +403,7 @@ fn named_failures<'a>(
 /// response names what [`BatchReport::item_failures`] would under
 /// `ordering`: under [`Ordering::StopLane`] the first failed record of each
 /// lane. A named record without an id is [`BatchError::NoItemIdentifier`]
-/// ([`BatchError::UnreportableFailure`] for SQS): fail the invocation.
+/// fail the invocation.
 pub fn partial_response<'a, P: PartialResponse>(
     ordering: Ordering,
     failed: impl IntoIterator<Item = (usize, &'a dyn Delivery, &'a FailureReason)>,

@@ -3,7 +3,7 @@
 //! with their defaults ([`DEFAULT_CONCURRENCY`], [`DEFAULT_DEADLINE_MARGIN`],
 //! [`PreRead`]); [`Settings::pipeline`] makes the pipeline of one batch.
 //! The ordered streams (Kinesis, DynamoDB Streams, Kafka) add one more,
-//! their parking (`parking_setting!`).
+//! their parking ([`Processor::parking`](super::Processor::parking)).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -47,7 +47,7 @@ pub enum Outcome<T> {
     Unprotected(T),
     /// A stream record that can never succeed, set aside in its processor's
     /// parking queue ([`crate::parking`]) so its lane goes on: done for the
-    /// source. Never from the engine: the stream adapters give it.
+    /// source. Never from the engine: the stream sources give it.
     Parked {
         /// The parked message's id: the record's source position.
         id: String,

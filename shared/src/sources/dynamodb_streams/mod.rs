@@ -1,4 +1,4 @@
-//! DynamoDB Streams batches on the adapter core.
+//! DynamoDB Streams batches on the batch core.
 //!
 //! A [`DynamoDbStreamsProcessor`] runs a DynamoDB Streams event's records
 //! through the core pipeline with [`Ordering::StopLane`], in lanes by item:

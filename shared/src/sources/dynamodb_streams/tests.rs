@@ -1,4 +1,4 @@
-//! The DynamoDB Streams adapter on the memory store, through the sample
+//! The DynamoDB Streams source on the memory store, through the sample
 //! event (`events/dynamodb-stream-subscriptions.json`: an INSERT, a MODIFY,
 //! a REMOVE by a writer and a Time to Live deletion): stop-the-item,
 //! in-batch duplicates coalesced, a poison record failing alone, TTL

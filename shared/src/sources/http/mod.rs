@@ -575,7 +575,7 @@ impl HttpProcessor {
                     .into_response(),
                 done(Outcome::PayloadMismatch),
             ),
-            // Never from the engine (stream adapters park, not HTTP).
+            // Never from the engine (stream sources park, not HTTP).
             Ok(Outcome::Parked { reason, .. }) => Refused::answer(
                 Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
                     .detail("the request failed and nothing was kept; retry it with the same key"),

@@ -1,4 +1,4 @@
-//! Kafka batches (Amazon MSK and self-managed Apache Kafka) on the adapter
+//! Kafka batches (Amazon MSK and self-managed Apache Kafka) on the batch
 //! core.
 //!
 //! A [`KafkaProcessor`] runs a [`KafkaEvent`]'s records through the core
@@ -189,7 +189,7 @@ impl Source for Kafka {
                 let (source, arn) = (source.clone(), arn.clone());
                 records.into_iter().map(move |record| {
                     KafkaDelivery::new(partition.clone(), record)
-                        .from_source(source.clone(), arn.clone())
+                        .with_origin(source.clone(), arn.clone())
                 })
             })
             .map(Ok)

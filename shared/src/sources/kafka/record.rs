@@ -108,7 +108,7 @@ impl KafkaDelivery {
 
     /// The record as delivered by `source` (the event's `eventSource`) from
     /// `arn` (its `eventSourceARN`).
-    pub(super) fn from_source(mut self, source: Arc<str>, arn: Option<Arc<str>>) -> Self {
+    pub(super) fn with_origin(mut self, source: Arc<str>, arn: Option<Arc<str>>) -> Self {
         self.origin = (source, arn);
         self
     }

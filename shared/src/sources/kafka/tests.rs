@@ -1,4 +1,4 @@
-//! The Kafka adapter on the memory store, through the sample events:
+//! The Kafka source on the memory store, through the sample events:
 //! stop-the-lane per topic-partition, partitions in parallel, coalescing of
 //! a producer's retries, a poison record holding back only its own
 //! partition, keys from headers, the response's exact shape.

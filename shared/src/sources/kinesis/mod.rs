@@ -1,4 +1,4 @@
-//! Kinesis Data Streams batches on the adapter core.
+//! Kinesis Data Streams batches on the batch core.
 //!
 //! A [`KinesisProcessor`] runs a [`KinesisEvent`]'s records through the
 //! core pipeline with [`Ordering::StopLane`], in lanes by partition key

@@ -1,4 +1,4 @@
-//! The Kinesis adapter on the memory store: stop-the-lane, shards in
+//! The Kinesis source on the memory store: stop-the-lane, shards in
 //! parallel, coalescing of a producer's retries, a poison record holding
 //! back only its own shard.
 

@@ -1,4 +1,4 @@
-//! Amazon SNS on the adapter core: a function subscribed to a topic, and
+//! Amazon SNS on the batch core: a function subscribed to a topic, and
 //! SNS notifications delivered through an SQS queue.
 //!
 //! **A subscribed function** is invoked asynchronously with an [`SnsEvent`]

@@ -91,6 +91,8 @@ pub use parse::parse_sqs_event;
 pub use policy::{FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
 
+#[cfg(doc)]
+use crate::batch::KeySelector;
 use crate::batch::{
     MalformedRecord, PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames,
 };

@@ -1,0 +1,197 @@
+//! The per-record log line and the metric counts, for every source alike.
+
+use tracing::Level;
+
+use super::delivery::{IdField, LaneField};
+use crate::engine::{Idempotency, Outcome};
+use crate::metrics::Counts;
+
+/// What the log line and the counts need to know of a source's failure.
+pub(crate) trait Failure {
+    /// Another invocation holds the key.
+    fn in_progress(&self) -> bool;
+    /// Part of normal operation (logged as a warning, not an error).
+    fn expected(&self) -> bool;
+    /// Whether a redelivery can succeed, when the source knows.
+    fn retryable(&self) -> Option<bool>;
+    /// What happens next, for the log line.
+    fn next(&self) -> &'static str;
+    /// The failure with its causes, for the log line.
+    fn describe(&self) -> String;
+}
+
+/// A unit's id in its log field: `(message_id, event_id, sequence_number,
+/// offset)`.
+pub(crate) type Ids4<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+/// One record, event or request, as its log line names it.
+#[derive(Debug, Default)]
+pub(crate) struct Unit<'a> {
+    /// `record`, `event` or `request`.
+    pub(crate) noun: &'static str,
+    /// Its id ([`Delivery::id`]; or a description of a record without one).
+    pub(crate) id: Option<&'a str>,
+    /// The log field of `id`.
+    pub(crate) id_field: IdField,
+    /// Its ordering lane ([`Delivery::lane`]).
+    pub(crate) lane: Option<&'a str>,
+    /// The log field of `lane`.
+    pub(crate) lane_field: LaneField,
+    /// The key's hash (the key itself is never logged).
+    pub(crate) key: Option<&'a str>,
+    /// The first copy of an in-batch duplicate.
+    pub(crate) duplicate_of: Option<&'a str>,
+}
+
+impl<'a> Unit<'a> {
+    /// The id as `(message_id, event_id, sequence_number, offset)`: one of
+    /// them set.
+    pub(crate) fn ids(&self) -> Ids4<'a> {
+        match self.id_field {
+            IdField::MessageId => (self.id, None, None, None),
+            IdField::EventId => (None, self.id, None, None),
+            IdField::SequenceNumber => (None, None, self.id, None),
+            IdField::Offset => (None, None, None, self.id),
+        }
+    }
+
+    /// The lane as `(group, shard, partition)`: at most one of them set.
+    fn lanes(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
+        match self.lane_field {
+            LaneField::Group => (self.lane, None, None),
+            LaneField::Shard => (None, self.lane, None),
+            LaneField::Partition => (None, None, self.lane),
+        }
+    }
+}
+
+/// The tail of a single-event source (EventBridge, HTTP), as the pipeline's
+/// is for batches: the event's log line, then its metric counts (with the
+/// engine's undecodable replays) emitted once.
+pub(crate) fn finish_one<T, F: Failure>(
+    engine: &Idempotency,
+    unit: &Unit<'_>,
+    outcome: Result<&Outcome<T>, &F>,
+    latency_ms: u64,
+) {
+    log_outcome(unit, outcome, latency_ms);
+    let mut counts = Counts {
+        undecodable: engine.take_undecodable(),
+        ..Counts::default()
+    };
+    count(&mut counts, outcome);
+    crate::metrics::emit(&counts);
+}
+
+/// Adds one outcome to `counts`.
+pub(crate) fn count<T, F: Failure>(counts: &mut Counts, outcome: Result<&Outcome<T>, &F>) {
+    match outcome {
+        Ok(Outcome::Executed(_) | Outcome::Unprotected(_)) => counts.processed += 1,
+        Ok(Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. }) => counts.replayed += 1,
+        Ok(Outcome::Rejected { .. }) => counts.rejected += 1,
+        Ok(Outcome::Parked { .. }) => counts.parked += 1,
+        Ok(Outcome::InProgress { .. }) => {
+            counts.in_progress += 1;
+            counts.failed += 1;
+        }
+        Ok(Outcome::PayloadMismatch) => counts.failed += 1,
+        Err(failure) => {
+            counts.failed += 1;
+            if failure.in_progress() {
+                counts.in_progress += 1;
+            }
+        }
+    }
+}
+
+/// One log line per record or event; the key appears only as its hash. One
+/// set of fields for every source and outcome (a field without a value is
+/// left out); the level says how it ended.
+pub(crate) fn log_outcome<T, F: Failure>(
+    unit: &Unit<'_>,
+    outcome: Result<&Outcome<T>, &F>,
+    latency_ms: u64,
+) {
+    let Unit {
+        noun,
+        key,
+        duplicate_of,
+        ..
+    } = *unit;
+    let (message_id, event_id, sequence_number, offset) = unit.ids();
+    let (group, shard, partition) = unit.lanes();
+    let (mut replayed, mut parked_id, mut retryable, mut error) = (None, None, None, None);
+    // The message is `{before}{noun}{after}{tail}`.
+    let (level, before, after, tail) = match outcome {
+        Ok(Outcome::Executed(_)) => (Level::INFO, "", " executed", ""),
+        Ok(Outcome::Replayed(_)) => (
+            Level::INFO,
+            "duplicate ",
+            ": the stored outcome is replayed, the handler did not run",
+            "",
+        ),
+        Ok(Outcome::Rejected {
+            error: e,
+            replayed: r,
+        }) => {
+            (replayed, error) = (Some(*r), Some(e.clone()));
+            let after = " rejected with a recorded terminal error (done, not retried)";
+            (Level::WARN, "", after, "")
+        }
+        Ok(Outcome::Parked { id, reason }) => {
+            (parked_id, error) = (Some(id.as_str()), Some(reason.clone()));
+            let after = " can never succeed: parked in the parking queue (done, its lane goes on)";
+            (Level::WARN, "", after, "")
+        }
+        Ok(Outcome::Unprotected(_)) => (
+            Level::WARN,
+            "",
+            " executed without idempotency protection",
+            "",
+        ),
+        Ok(_) => (Level::WARN, "", " not done", ""),
+        Err(failure) => {
+            (retryable, error) = (failure.retryable(), Some(failure.describe()));
+            let level = if failure.expected() {
+                Level::WARN
+            } else {
+                Level::ERROR
+            };
+            (level, "", " failed; ", failure.next())
+        }
+    };
+    let label = outcome.map_or("failed", Outcome::label);
+    let error = error.as_deref();
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                message_id,
+                event_id,
+                sequence_number,
+                offset,
+                group,
+                shard,
+                partition,
+                key,
+                duplicate_of,
+                outcome = label,
+                replayed,
+                parked_id,
+                retryable,
+                error,
+                latency_ms,
+                "{before}{noun}{after}{tail}"
+            )
+        };
+    }
+    match level {
+        Level::INFO => line!(info),
+        Level::WARN => line!(warn),
+        _ => line!(error),
+    }
+}
