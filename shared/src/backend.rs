@@ -375,15 +375,15 @@ mod tests {
         let store = backend.local_store().cloned().expect("a local run's store");
         let names: Vec<&str> = backend.tables.iter().map(Table::name).collect();
         assert_eq!(names, ["orders", "audit"]);
-        let key = crate::write::Item::from([("pk".to_owned(), crate::AttrValue::s("a"))]);
+        let key = crate::write::Item::from([("pk".to_owned(), crate::value::AttrValue::s("a"))]);
         backend.tables[1]
             .put(&key, crate::write::Item::new())
             .await
             .unwrap();
         assert!(store.item("audit", &key).is_some(), "the tables live in it");
-        let record = crate::Record {
+        let record = crate::store::Record {
             id: "p#1".into(),
-            status: crate::Status::InProgress,
+            status: crate::store::Status::InProgress,
             expiration: u64::MAX / 1000,
             in_progress_expiration: None,
             data: None,

@@ -97,7 +97,7 @@ pub enum ErrorKind {
     /// Transient: the claim is released so a redelivery runs the handler again.
     Retryable,
     /// Permanent: retrying cannot help (bad input, a business rule said no).
-    /// Depending on [`TerminalErrors`](crate::TerminalErrors) it is recorded as
+    /// Depending on [`TerminalErrors`](crate::config::TerminalErrors) it is recorded as
     /// the outcome so duplicates replay it instead of running again.
     Terminal,
 }

@@ -48,70 +48,42 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
-mod aws;
-mod backend;
+pub mod aws;
+pub mod backend;
 pub mod batch;
-mod clock;
-mod config;
+pub mod clock;
+pub mod config;
 pub mod diagnostic;
 mod engine;
+pub mod env;
 mod error;
-mod key;
+pub mod key;
 pub mod metrics;
 pub mod outbox;
 mod record;
 #[cfg(feature = "lambda")]
 pub mod runtime;
-mod signature;
+pub mod signature;
 mod sources;
-mod store;
+pub mod store;
 mod table;
 #[cfg(test)]
 mod testkit;
-mod value;
-mod write;
+pub mod value;
+pub mod write;
 
-#[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
-pub use aws::{aws_sdk_config, aws_sdk_config_loader};
-pub use backend::{Backend, BackendError, ConnectError, TableEnv, Wiring};
-pub use batch::envelope;
-pub use batch::parking;
-pub use batch::{
-    Attribute, DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, Delivery, IdField, KeyFn, KeyInput,
-    KeySelector, LaneField, MissingKey, PayloadScope, SourceNames,
-};
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{
-    BATCH_COMMITS_ENV, CommitMode, Config, DEFAULT_MAX_ITEM_BYTES, DISABLED_ENV, EXPIRES_AFTER_ENV,
-    MAX_PREFIX_BYTES, OversizedResponse, PREFIX_ENV, PrefixError, TerminalErrors, check_prefix,
-};
+pub use backend::Backend;
+pub use batch::{KeyInput, KeySelector, MissingKey, PayloadScope, envelope, parking};
+pub use config::{CommitMode, Config};
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
-pub use key::{IdempotencyKey, canonical_json, payload_hash, sha256_hex};
-pub use record::{Record, Status};
-pub use signature::{
-    DEFAULT_SIGNATURE_ATTRIBUTE, SECRET_ENV, SECRET_PARAMETER_ENV, SecretError, SignatureError,
-    Verifier,
-};
+pub use key::IdempotencyKey;
+pub use signature::Verifier;
 pub use sources::{dynamodb_streams, eventbridge, http, kafka, kinesis, sns, sqs};
 #[cfg(feature = "dynamodb")]
 pub use store::DynamoDbStore;
 #[cfg(feature = "valkey")]
 pub use store::ValkeyStore;
-#[cfg(feature = "dynamodb")]
-pub use store::dynamodb::write::sdk_error;
-#[cfg(feature = "dynamodb")]
-pub use store::dynamodb::{TableCheck, TableCheckError};
-#[cfg(feature = "valkey")]
-pub use store::valkey;
-pub use store::{Attributes, CLAIMS_ROUTED_ENV, TABLE_ENV, TableConfig};
-pub use store::{
-    Claim, Commit, CommitsError, MemoryStore, RecordWrite, STORE_ENV, Store, StoreChoice,
-    TransactError,
-};
-pub use table::{Table, TableStore};
-pub use value::{AttrValue, Decimal, MAX_DIGITS, NumberError, item_size, number_size};
-pub use write::{
-    Change, CmpOp, Cond, Describe, IntoStaged, Item, MAX_STAGED_WRITES, Rejection, Staged, Write,
-    WriteOp,
-};
+pub use store::{MemoryStore, Store, StoreChoice};
+pub use table::Table;
+pub use write::{IntoStaged, Item, Write};

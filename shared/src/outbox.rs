@@ -23,7 +23,7 @@
 //! the completion that makes them due. The cost: they count towards the
 //! record's 400 KB.
 //!
-//! [`Staged::publish`]: crate::Staged::publish
+//! [`Staged::publish`]: crate::write::Staged::publish
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

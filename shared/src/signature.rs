@@ -178,7 +178,7 @@ impl Verifier {
 
     /// The secret is the value of the SSM parameter `name` (a `SecureString`
     /// is decrypted: `WithDecryption=true`), read once with the crate's SDK
-    /// configuration ([`crate::aws_sdk_config`]). Call it once per execution
+    /// configuration ([`crate::aws::aws_sdk_config`]). Call it once per execution
     /// environment (at cold start), not per invocation.
     #[cfg(feature = "ssm")]
     pub async fn from_ssm(name: &str) -> Result<Self, SecretError> {

@@ -3,7 +3,7 @@
 use crate::sqs::{
     BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage, parse_sqs_event,
 };
-use crate::{Config, Idempotency, ManualClock, MemoryStore};
+use crate::{Config, Idempotency, MemoryStore, clock::ManualClock};
 use serde_json::Value;
 
 /// Epoch ms the tests' clock starts at (2026-11-29).

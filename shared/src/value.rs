@@ -345,7 +345,7 @@ impl fmt::Display for Decimal {
 /// formats" gives it
 /// (<https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html>).
 /// The library's one item-size rule: the record's size check
-/// ([`crate::Record::item_size`]) and the request-unit bill of the test
+/// ([`crate::store::Record::item_size`]) and the request-unit bill of the test
 /// tooling both size items with it.
 pub fn item_size(item: &HashMap<String, AttrValue>) -> usize {
     item.iter().map(|(name, v)| name.len() + v.size()).sum()

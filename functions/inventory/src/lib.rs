@@ -29,7 +29,9 @@ use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventPayload, EventResponse};
-use shared::{CommitMode, Config, HandlerError, Idempotency, Staged, TerminalErrors};
+use shared::{
+    CommitMode, Config, HandlerError, Idempotency, config::TerminalErrors, write::Staged,
+};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -44,7 +46,8 @@ pub const RECORD_LIFETIME: Duration = Duration::from_secs(15 * 24 * 60 * 60);
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
 /// The stock table, as [`shared::Backend::from_env`] reads it.
-pub const STOCK: shared::TableEnv = shared::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
+pub const STOCK: shared::backend::TableEnv =
+    shared::backend::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
 /// The `source` of the events this function handles.
 pub const SOURCE: &str = "shop.orders";
 /// The `detail-type` of the events this function handles.
@@ -266,7 +269,8 @@ mod tests {
     use shared::MemoryStore;
     use shared::eventbridge::EventError;
     use shared::{
-        Claim, ErrorKind, Record, RecordWrite, Status, Store, StoreError, TransactError, Write,
+        ErrorKind, Store, StoreError, Write, store::Claim, store::Record, store::RecordWrite,
+        store::Status, store::TransactError,
     };
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

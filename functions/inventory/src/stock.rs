@@ -6,7 +6,7 @@
 //! the event's idempotency record. The function itself never reads the table
 //! ([`StockTable::level`] is for tests and tooling).
 
-use shared::{AttrValue, Cond, HandlerError, Item, MemoryStore, Table, Write};
+use shared::{HandlerError, Item, MemoryStore, Table, Write, value::AttrValue, write::Cond};
 
 /// The attribute holding the level.
 pub const STOCK_ATTRIBUTE: &str = "stock";
@@ -134,7 +134,7 @@ pub fn refusal(sku: &str, quantity: i64, order_id: &str, item: Option<&Item>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::{Change, CmpOp, ErrorKind, WriteOp};
+    use shared::{ErrorKind, write::Change, write::CmpOp, write::WriteOp};
 
     #[test]
     fn the_reservation_is_a_guarded_decrement_with_a_precise_rejection() {

@@ -35,7 +35,7 @@ use serde_json::Value;
 use shared::batch::PreRead;
 use shared::kinesis::{KinesisEventResponse, KinesisOrder, KinesisProcessor, KinesisRecord};
 use shared::parking::{PARKING_QUEUE_ENV, Parking, SqsParking};
-use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
+use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged};
 
 pub use payments::{Accounts, Applied, Payment};
 
@@ -346,8 +346,8 @@ mod tests {
         }
     }
 
-    fn throttled() -> shared::TransactError {
-        shared::TransactError::Store(shared::StoreError::Backend {
+    fn throttled() -> shared::store::TransactError {
+        shared::store::TransactError::Store(shared::StoreError::Backend {
             operation: "TransactWriteItems",
             source: "throttled".into(),
         })
@@ -357,16 +357,16 @@ mod tests {
     impl shared::Store for Watched {
         async fn claim(
             &self,
-            record: &shared::Record,
+            record: &shared::store::Record,
             now_ms: u64,
-        ) -> Result<shared::Claim, shared::StoreError> {
+        ) -> Result<shared::store::Claim, shared::StoreError> {
             self.inner.claim(record, now_ms).await
         }
         async fn commit(
             &self,
-            record: shared::RecordWrite<'_>,
+            record: shared::store::RecordWrite<'_>,
             writes: &[shared::Write],
-        ) -> Result<(), shared::TransactError> {
+        ) -> Result<(), shared::store::TransactError> {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if self.faulty(writes) {
@@ -382,18 +382,18 @@ mod tests {
         async fn get_many(
             &self,
             ids: &[String],
-        ) -> Result<Vec<shared::Record>, shared::StoreError> {
+        ) -> Result<Vec<shared::store::Record>, shared::StoreError> {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             self.inner.get_many(ids).await
         }
-        fn item_size(&self, record: &shared::Record) -> usize {
+        fn item_size(&self, record: &shared::store::Record) -> usize {
             self.inner.item_size(record)
         }
         async fn commit_many(
             &self,
-            commits: &[shared::Commit<'_>],
-        ) -> Result<(), shared::CommitsError> {
+            commits: &[shared::store::Commit<'_>],
+        ) -> Result<(), shared::store::CommitsError> {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let writes: Vec<shared::Write> = commits
@@ -401,7 +401,7 @@ mod tests {
                 .flat_map(|c| c.writes.iter().cloned())
                 .collect();
             if self.faulty(&writes) {
-                return Err(shared::CommitsError::Transaction(throttled()));
+                return Err(shared::store::CommitsError::Transaction(throttled()));
             }
             self.inner.commit_many(commits).await?;
             self.watch(&writes);

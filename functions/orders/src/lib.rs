@@ -36,7 +36,8 @@ use serde_json::Value;
 use shared::outbox::Message;
 use shared::sqs::{EnvelopeMode, SqsProcessor, SqsRecord};
 use shared::{
-    CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Staged, Table,
+    CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Table,
+    write::Staged,
 };
 
 /// How long an order event's record lives by default: the queue's retention
@@ -52,7 +53,8 @@ pub const ORDERS_TABLE_ENV: &str = "ORDERS_TABLE";
 /// Environment variable holding the notifications (FIFO) queue URL.
 pub const NOTIFICATIONS_QUEUE_URL_ENV: &str = "NOTIFICATIONS_QUEUE_URL";
 /// The orders table, as [`shared::Backend::from_env`] reads it.
-pub const ORDERS: shared::TableEnv = shared::TableEnv::new(ORDERS_TABLE_ENV, LOCAL_ORDERS_TABLE);
+pub const ORDERS: shared::backend::TableEnv =
+    shared::backend::TableEnv::new(ORDERS_TABLE_ENV, LOCAL_ORDERS_TABLE);
 /// The orders table's name in local runs.
 pub const LOCAL_ORDERS_TABLE: &str = "orders";
 /// The notifications queue in local runs: nothing is published, the memory
@@ -136,7 +138,7 @@ pub fn group_id(order_id: &str) -> String {
     if shared::outbox::check_group_id(order_id).is_ok() {
         order_id.to_owned()
     } else {
-        format!("sha256-{}", shared::sha256_hex(order_id.as_bytes()))
+        format!("sha256-{}", shared::key::sha256_hex(order_id.as_bytes()))
     }
 }
 
@@ -230,8 +232,8 @@ impl App {
             .prefix_from_env()?
             .require_prefix(RECORD_PREFIX)?
             .expires_after_from_env()?;
-        let wiring =
-            shared::Wiring::from_env(RECORD_PREFIX, [ORDERS]).map_err(|e| shared::report(&e))?;
+        let wiring = shared::backend::Wiring::from_env(RECORD_PREFIX, [ORDERS])
+            .map_err(|e| shared::report(&e))?;
         let queue_url = std::env::var(NOTIFICATIONS_QUEUE_URL_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty());
@@ -447,15 +449,15 @@ mod tests {
             ("ord-1", "ord-1".to_owned()),
             (
                 "order 1",
-                format!("sha256-{}", shared::sha256_hex(b"order 1")),
+                format!("sha256-{}", shared::key::sha256_hex(b"order 1")),
             ),
             (
                 "ordér-1",
-                format!("sha256-{}", shared::sha256_hex("ordér-1".as_bytes())),
+                format!("sha256-{}", shared::key::sha256_hex("ordér-1".as_bytes())),
             ),
             (
                 long.as_str(),
-                format!("sha256-{}", shared::sha256_hex(long.as_bytes())),
+                format!("sha256-{}", shared::key::sha256_hex(long.as_bytes())),
             ),
         ];
         for (order_id, group) in cases {

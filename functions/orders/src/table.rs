@@ -3,7 +3,7 @@
 //! and `status`, written by a staged [`Write::put`] that commits with the
 //! idempotency record.
 
-use shared::{AttrValue, HandlerError, Item, Table, Write};
+use shared::{HandlerError, Item, Table, Write, value::AttrValue};
 
 use crate::OrderEvent;
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 use shared::batch::{BatchError, FailureReason, Ordering};
 use shared::dynamodb_streams::{DynamoDbEventResponse, parse_dynamodb_event, partial_response};
-use shared::{Delivery as StreamDelivery, ErrorKind};
+use shared::{ErrorKind, batch::Delivery as StreamDelivery};
 
 use crate::publish::{Slot, Target, publish_target};
 use crate::{Delivery, Destination, Policy, Publisher, plan_malformed, plan_record};

@@ -13,7 +13,7 @@
 //! - EventBridge, one `PutEvents` per ≤ 10 events: the detail (the entry's
 //!   body, a JSON object) gets `"outbox_id"`.
 //!
-//! The attribute names are the library's [`shared::Attributes`] ([`Policy`]).
+//! The attribute names are the library's [`shared::store::Attributes`] ([`Policy`]).
 //!
 //! # Delivery
 //! At least once, under the stable id. The relay answers with the DynamoDB
@@ -63,7 +63,7 @@
 //! The stream parsing ([`shared::dynamodb_streams::parse_dynamodb_event`]:
 //! the wrong-trigger check, each record parsed on its own, a record that is
 //! not a stream record kept with its sequence number and skipped here as
-//! poison), the records' ids and lane ([`shared::Delivery`] on the stream
+//! poison), the records' ids and lane ([`shared::batch::Delivery`] on the stream
 //! record: the `SequenceNumber`; a batch is one shard) and the partial batch
 //! response ([`shared::dynamodb_streams::partial_response`] under
 //! stop-the-lane: the first record with a message not published) come from

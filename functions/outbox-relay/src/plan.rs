@@ -151,14 +151,14 @@ fn string_attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str>
 /// Reads one stream record: the entries to publish, the poison, the
 /// refused, or why it is ignored. Only `INSERT` and `MODIFY` records whose
 /// `NewImage` has the status `COMPLETED` and an outbox count (attribute
-/// names from `policy`'s [`shared::Attributes`]); a `MODIFY` whose
+/// names from `policy`'s [`shared::store::Attributes`]); a `MODIFY` whose
 /// `OldImage` (with `NEW_AND_OLD_IMAGES`) was already completed with the
 /// same outbox is ignored (its messages went out with the earlier record).
 /// An entry whose destination the allowlist does not give the record key's
 /// prefix is refused.
 pub fn plan_record(record: &EventRecord, policy: &Policy) -> RecordPlan {
     let names = &policy.attributes;
-    let completed = shared::Status::Completed.as_str();
+    let completed = shared::store::Status::Completed.as_str();
     let image = &record.change.new_image;
     let mut plan = RecordPlan {
         sequence_number: record.change.sequence_number.clone(),

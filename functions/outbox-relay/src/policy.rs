@@ -3,11 +3,11 @@
 use crate::Allowlist;
 
 /// What the relay trusts: the record layout's attribute names (the
-/// library's [`shared::Attributes`]) and which writers may publish where.
+/// library's [`shared::store::Attributes`]) and which writers may publish where.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// The idempotency table's attribute names.
-    pub attributes: shared::Attributes,
+    pub attributes: shared::store::Attributes,
     /// Which key prefixes may publish to which destinations.
     pub allowlist: Allowlist,
 }
@@ -16,13 +16,13 @@ impl Policy {
     /// The default attribute names and `allowlist`.
     pub fn new(allowlist: Allowlist) -> Self {
         Self {
-            attributes: shared::Attributes::default(),
+            attributes: shared::store::Attributes::default(),
             allowlist,
         }
     }
 
     /// Other attribute names (a table laid out with custom ones).
-    pub fn with_attributes(mut self, attributes: shared::Attributes) -> Self {
+    pub fn with_attributes(mut self, attributes: shared::store::Attributes) -> Self {
         self.attributes = attributes;
         self
     }

@@ -20,7 +20,7 @@ use payments::{Accounts, Applied, Payment, stage_payment};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::http::{HttpEventResponse, HttpProcessor, HttpRequest, HttpResponse, Problem};
-use shared::{CommitMode, Config, HandlerError, Idempotency, Staged};
+use shared::{CommitMode, Config, HandlerError, Idempotency, write::Staged};
 
 /// The route: `POST /payments` (under any stage prefix).
 pub const PATH: &str = "/payments";

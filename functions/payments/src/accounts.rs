@@ -1,7 +1,7 @@
 //! Account balances: the business table (`ACCOUNTS_TABLE`, partition key
 //! `account_id`, number attribute `balance_cents`).
 
-use shared::{AttrValue, HandlerError, Item, MemoryStore, Table, Write};
+use shared::{HandlerError, Item, MemoryStore, Table, Write, value::AttrValue};
 
 /// The accounts table, in DynamoDB or in the embedded memory store: a thin
 /// domain wrapper over [`Table`].

@@ -16,7 +16,7 @@ use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use shared::sqs::{EnvelopeMode, SqsBatchResponse, SqsProcessor, SqsRecord};
-use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, Staged};
+use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged};
 
 pub use accounts::Accounts;
 
@@ -32,8 +32,8 @@ pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
 /// The accounts table, as [`shared::Backend::from_env`] reads it.
-pub const ACCOUNTS: shared::TableEnv =
-    shared::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
+pub const ACCOUNTS: shared::backend::TableEnv =
+    shared::backend::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
 
 /// A payment message body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -281,7 +281,7 @@ impl Idempotency {
     /// Runs `handler` at most once per `key` (within the record's lifetime)
     /// and commits its effects according to [`Config::commit_mode`].
     ///
-    /// The handler returns its response, or a [`Staged`](crate::Staged) response with the
+    /// The handler returns its response, or a [`Staged`](crate::write::Staged) response with the
     /// writes to commit with the idempotency record (a plain response is a
     /// `Staged` with no writes).
     ///

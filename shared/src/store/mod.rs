@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 use crate::error::StoreError;
-use crate::record::Record;
 use crate::write::Write;
 
 pub mod batch;
@@ -27,6 +26,8 @@ pub mod memory;
 #[cfg(feature = "valkey")]
 pub mod valkey;
 
+pub use crate::record::{Record, Status};
+pub use crate::table::TableStore;
 pub use batch::{Commit, CommitsError};
 pub use choice::{STORE_ENV, StoreChoice};
 pub use connect::{ConnectError, TableEnv};
@@ -94,7 +95,7 @@ pub enum TransactError {
 
 /// A conditional store of idempotency records: four verbs (and
 /// [`Store::commit_many`] where the store has it), over the
-/// store-neutral [`Item`](crate::write::Item) of [`AttrValue`](crate::AttrValue)s
+/// store-neutral [`Item`](crate::write::Item) of [`AttrValue`](crate::value::AttrValue)s
 /// (no SDK types). In DynamoDB each is usually one request: a claim that
 /// fails may read the record back, and [`Store::get_many`] takes one round
 /// trip per 100 records plus retries.

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
+use shared::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto};

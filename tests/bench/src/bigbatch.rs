@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, Idempotency, KeySelector, TableConfig};
+use shared::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use test_kit::events::{MAX_INVOCATION_PAYLOAD, filled_to, orders_event};
 use test_kit::{create_idempotency_table, create_table, moto};
 

@@ -12,7 +12,7 @@
 
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
-use shared::{CommitMode, Config, DynamoDbStore, Idempotency, TableConfig};
+use shared::{CommitMode, Config, DynamoDbStore, Idempotency, store::TableConfig};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use test_kit::bill::{Bill, Prices, lambda_gb_seconds};

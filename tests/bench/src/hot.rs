@@ -15,7 +15,7 @@
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{DynamoDbStore, Idempotency, TableConfig};
+use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{Fault, FaultPlan, moto, payment_tables};

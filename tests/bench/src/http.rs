@@ -10,7 +10,7 @@ use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
 use serde_json::{Value, json};
-use shared::{CommitMode, DynamoDbStore, Idempotency, TableConfig};
+use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use test_kit::{create_idempotency_table, create_table, moto};

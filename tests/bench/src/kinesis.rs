@@ -113,8 +113,8 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
             let mut command = lambda_command(&variant.binary, "ledger", &api);
             moto.apply_env(&mut command);
             // `IDEMPOTENCY_BATCH_COMMITS=false bench kinesis` compares per-record commits.
-            if let Ok(v) = std::env::var(shared::BATCH_COMMITS_ENV) {
-                command.env(shared::BATCH_COMMITS_ENV, v);
+            if let Ok(v) = std::env::var(shared::env::BATCH_COMMITS_ENV) {
+                command.env(shared::env::BATCH_COMMITS_ENV, v);
             }
             let child = command
                 .env("IDEMPOTENCY_TABLE", &idempotency)

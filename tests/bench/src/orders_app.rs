@@ -1,7 +1,7 @@
 //! The orders function as `bench orders` and `bench bill` build it (on the
 //! outbox), with batch commits on or off.
 
-use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
+use shared::{DynamoDbStore, Idempotency, Table, store::TableConfig};
 
 pub fn app(
     ddb: aws_sdk_dynamodb::Client,

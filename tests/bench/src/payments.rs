@@ -255,7 +255,7 @@ impl Function {
             let mut pending = event.clone();
             let t = Instant::now();
             for round in 0..5 {
-                let deadline = shared::Clock::now_ms(&shared::SystemClock) + 30_000;
+                let deadline = shared::clock::Clock::now_ms(&shared::clock::SystemClock) + 30_000;
                 let response = match self
                     .api
                     .invoke(pending, deadline, Duration::from_secs(30))
@@ -508,7 +508,7 @@ async fn cold_start(variant: &Variant) -> Result<(), Box<dyn std::error::Error>>
             .await
             .ok_or("no first poll")?;
         starts.push(polled.duration_since(t0));
-        let deadline = shared::Clock::now_ms(&shared::SystemClock) + 30_000;
+        let deadline = shared::clock::Clock::now_ms(&shared::clock::SystemClock) + 30_000;
         let mut event = event.clone();
         for r in event["Records"].as_array_mut().into_iter().flatten() {
             let body = r["body"]

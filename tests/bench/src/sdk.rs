@@ -8,7 +8,7 @@
 //! commits in one `TransactWriteItems` (what a batch-wide commit would cost).
 //! The floor under the function's CPU per message: what a function spends
 //! beyond it is its own work (event parsing, hashing, logs, the Runtime API). Client settings side by side, interleaved round by round:
-//! the functions' client (`shared::aws_sdk_config_loader`), without
+//! the functions' client (`shared::aws::aws_sdk_config_loader`), without
 //! stalled-stream protection, without retries and timeouts, the SDK's
 //! defaults.
 

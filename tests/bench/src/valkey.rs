@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{
-    Claim, Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Record, RecordWrite,
-    Store, StoreError, TableConfig, TransactError, Write,
+    Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Store, StoreError, Write,
+    store::Claim, store::Record, store::RecordWrite, store::TableConfig, store::TransactError,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;

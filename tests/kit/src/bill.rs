@@ -43,7 +43,7 @@
 //!   so the stream mapping's requests are counted
 //!   ([`Bill::stream_requests`]), not priced.
 //!
-//! Item sizes use the library's one rule ([`shared::item_size`]).
+//! Item sizes use the library's one rule ([`shared::value::item_size`]).
 //!
 //! SQS: every action is a request, and "each 64 KB chunk of a payload is
 //! billed as 1 request" (<https://aws.amazon.com/sqs/pricing/>), FIFO and
@@ -63,7 +63,7 @@
 //! it needs takes ~13.8 ms of wall time.
 
 use serde_json::Value;
-use shared::AttrValue;
+use shared::value::AttrValue;
 use std::collections::{BTreeMap, HashMap};
 
 /// Bytes per write unit.
@@ -264,7 +264,7 @@ fn message_size(message: &Value) -> usize {
 }
 
 /// An item in DynamoDB JSON (`{"name": {"S": "..."}}`) as attribute
-/// values (parsing only; sizes come from [`shared::item_size`]).
+/// values (parsing only; sizes come from [`shared::value::item_size`]).
 pub fn parse_item(item: &Value) -> HashMap<String, AttrValue> {
     item.as_object()
         .into_iter()
@@ -312,7 +312,7 @@ fn size(item: &Value) -> usize {
     if item.is_null() {
         0
     } else {
-        shared::item_size(&parse_item(item))
+        shared::value::item_size(&parse_item(item))
     }
 }
 

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use shared::{
-    AttrValue, Claim, CommitMode, Cond, Config, Error, HandlerError, Idempotency, IdempotencyKey,
-    Item, ManualClock, MemoryStore, OversizedResponse, Record, RecordWrite, Staged, Status, Store,
-    StoreError, Table, TableConfig, TerminalErrors, TransactError, Write,
+    CommitMode, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item, MemoryStore, Store,
+    StoreError, Table, Write, clock::ManualClock, config::OversizedResponse,
+    config::TerminalErrors, store::Claim, store::Record, store::RecordWrite, store::Status,
+    store::TableConfig, store::TransactError, value::AttrValue, write::Cond, write::Staged,
 };
 
 /// A store under test and the clock its engines use.
@@ -337,7 +338,7 @@ pub async fn payload_mismatch(h: Harness) {
 /// and through the engine.
 pub async fn concurrent_claims_one_winner(h: Harness) {
     let key = IdempotencyKey::new("contract.race", &json!("pay-8")).unwrap();
-    let now = shared::Clock::now_ms(&h.clock);
+    let now = shared::clock::Clock::now_ms(&h.clock);
     let claims = (0..8).map(|i| {
         let store = h.store.clone();
         let record = Record {
@@ -1453,7 +1454,7 @@ fn batch_record(h: &Harness, id: &str) -> Record {
     Record {
         id: format!("contract.batch#{id}"),
         status: Status::Completed,
-        expiration: shared::Clock::now_ms(&h.clock) / 1000 + 3600,
+        expiration: shared::clock::Clock::now_ms(&h.clock) / 1000 + 3600,
         in_progress_expiration: None,
         data: Some(json!(id).to_string()),
         error: None,
@@ -1463,11 +1464,11 @@ fn batch_record(h: &Harness, id: &str) -> Record {
     }
 }
 
-fn claim<'a>(h: &Harness, record: &'a Record, writes: &'a [Write]) -> shared::Commit<'a> {
-    shared::Commit {
+fn claim<'a>(h: &Harness, record: &'a Record, writes: &'a [Write]) -> shared::store::Commit<'a> {
+    shared::store::Commit {
         record: RecordWrite::Claim {
             record,
-            now_ms: shared::Clock::now_ms(&h.clock),
+            now_ms: shared::clock::Clock::now_ms(&h.clock),
         },
         writes,
     }
@@ -1520,7 +1521,7 @@ pub async fn batch_commit_names_a_duplicate(h: Harness) {
         .map(|(r, w)| claim(&h, r, w))
         .collect();
     match h.store.commit_many(&commits).await {
-        Err(shared::CommitsError::Cancelled(failed)) => {
+        Err(shared::store::CommitsError::Cancelled(failed)) => {
             assert_eq!(failed.len(), 1, "{failed:?}");
             assert_eq!(failed[0].0, 1);
             assert!(
@@ -1563,7 +1564,7 @@ pub async fn batch_commit_names_a_rejected_write(h: Harness) {
         .map(|(r, w)| claim(&h, r, w))
         .collect();
     match h.store.commit_many(&commits).await {
-        Err(shared::CommitsError::Cancelled(failed)) => {
+        Err(shared::store::CommitsError::Cancelled(failed)) => {
             assert_eq!(failed.len(), 1, "{failed:?}");
             assert_eq!(failed[0].0, 1);
             match &failed[0].1 {
@@ -1605,9 +1606,9 @@ pub async fn batch_commit_refuses_what_one_transaction_cannot_hold(h: Harness) {
         ("120 actions", &too_many, "over the limit of 100"),
     ] {
         match h.store.commit_many(commits).await {
-            Err(shared::CommitsError::Transaction(TransactError::Store(StoreError::Invalid {
-                reason: r,
-            }))) => assert!(r.contains(reason), "{what}: {r}"),
+            Err(shared::store::CommitsError::Transaction(TransactError::Store(
+                StoreError::Invalid { reason: r },
+            ))) => assert!(r.contains(reason), "{what}: {r}"),
             other => panic!("{what}: {other:?}"),
         }
         assert_eq!(h.store.get(&records[0].id).await.unwrap(), None, "{what}");

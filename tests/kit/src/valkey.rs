@@ -14,8 +14,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use shared::valkey::ValkeyTimeouts;
-use shared::{Clock, ValkeyStore};
+use shared::store::valkey::ValkeyTimeouts;
+use shared::{ValkeyStore, clock::Clock};
 
 /// What a test without a server says.
 pub const HOW_TO_GET_VALKEY: &str = "a Valkey/Redis server is needed for this test: run \

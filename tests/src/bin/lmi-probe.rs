@@ -14,7 +14,7 @@ fn main() -> Result<(), lambda_runtime::Error> {
         shared::runtime::init_telemetry();
         shared::runtime::run(|event: LambdaEvent<Value>| async move {
             let (payload, ctx) = (event.payload, event.context);
-            let now = shared::Clock::now_ms(&shared::SystemClock);
+            let now = shared::clock::Clock::now_ms(&shared::clock::SystemClock);
             if let Some(why) = payload["panic"].as_str() {
                 panic!("probe asked to panic: {why}");
             }

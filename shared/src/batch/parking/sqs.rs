@@ -36,7 +36,7 @@ impl SqsParking {
     }
 
     /// Parking in the queue [`PARKING_QUEUE_ENV`] names, with the crate's
-    /// SDK configuration ([`aws_sdk_config`](crate::aws_sdk_config)); `None`
+    /// SDK configuration ([`aws_sdk_config`](crate::aws::aws_sdk_config)); `None`
     /// when it is unset or empty.
     pub async fn from_env() -> Option<Self> {
         let url = std::env::var(PARKING_QUEUE_ENV).ok()?;
@@ -81,11 +81,11 @@ impl Parking for SqsParking {
             let lane = record.lane.as_deref().unwrap_or(&record.source);
             let group = match lane.len() {
                 ..=128 => lane.to_owned(),
-                _ => crate::sha256_hex(lane.as_bytes()),
+                _ => crate::key::sha256_hex(lane.as_bytes()),
             };
             send = send
                 .message_group_id(group)
-                .message_deduplication_id(crate::sha256_hex(record.id.as_bytes()));
+                .message_deduplication_id(crate::key::sha256_hex(record.id.as_bytes()));
         }
         send.send().await.map_err(|e| ParkingError::Send {
             place: self.queue_url.clone(),

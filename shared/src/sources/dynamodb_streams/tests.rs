@@ -396,7 +396,7 @@ fn other_payloads_are_rejected() {
 #[test]
 fn a_batch_processed_outside_the_pipeline_names_its_first_failure() {
     let event = parse_dynamodb_event(sample()).unwrap();
-    let deliveries: Vec<&dyn crate::Delivery> = event.deliveries().collect();
+    let deliveries: Vec<&dyn crate::batch::Delivery> = event.deliveries().collect();
     let reason = FailureReason::Parse("x".into());
     let failed = [(1, deliveries[1], &reason), (3, deliveries[3], &reason)];
     let response: DynamoDbEventResponse = partial_response(Ordering::StopLane, failed).unwrap();
@@ -582,7 +582,7 @@ async fn add_to_total(
     r: DynamoDbRecord,
     fail: &[i64],
     log: &Mutex<Vec<(String, i64)>>,
-) -> Result<crate::Staged<Value>, HandlerError> {
+) -> Result<crate::write::Staged<Value>, HandlerError> {
     let n = r
         .new_image
         .as_ref()
@@ -596,7 +596,7 @@ async fn add_to_total(
     }
     let key = crate::write::Item::from([("id".to_owned(), id)]);
     let write = crate::write::Write::update("totals", key).add("total", n);
-    Ok(crate::Staged::new(json!(n)).write(write))
+    Ok(crate::write::Staged::new(json!(n)).write(write))
 }
 
 fn item_total(store: &Counting, id: i64) -> Option<i64> {

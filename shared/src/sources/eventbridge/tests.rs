@@ -1,7 +1,7 @@
 use super::*;
 use crate::record::{Record, Status};
 use crate::testkit::{T0, engine_with, event_json, memory_engine};
-use crate::{Config, TerminalErrors};
+use crate::{Config, config::TerminalErrors};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

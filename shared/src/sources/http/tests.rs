@@ -3,7 +3,7 @@
 use super::*;
 use crate::store::MemoryStore;
 use crate::write::Write;
-use crate::{AttrValue, Item, Table};
+use crate::{Item, Table, value::AttrValue};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -364,8 +364,14 @@ async fn a_record_without_a_key_and_headers_of_any_bytes() {
     ];
     let delivery = KafkaDelivery::new("orders-2", record.clone());
     assert_eq!(delivery.message_key, None);
-    assert_eq!(delivery.attribute("who"), Some(crate::Attribute::Text("é")));
-    assert_eq!(delivery.attribute("bin"), Some(crate::Attribute::Binary));
+    assert_eq!(
+        delivery.attribute("who"),
+        Some(crate::batch::Attribute::Text("é"))
+    );
+    assert_eq!(
+        delivery.attribute("bin"),
+        Some(crate::batch::Attribute::Binary)
+    );
     assert_eq!(delivery.attribute("none"), None);
     let (engine, _, _) = memory_engine();
     let report: BatchReport<Value> = KafkaProcessor::new(engine, KeySelector::attribute("who"))

@@ -741,14 +741,14 @@ async fn add_to_total(
     r: KinesisRecord<Reading>,
     fail: &[i64],
     log: &Mutex<Vec<(String, i64)>>,
-) -> Result<crate::Staged<Value>, HandlerError> {
+) -> Result<crate::write::Staged<Value>, HandlerError> {
     let key = r.partition_key().to_owned();
     log.lock().unwrap().push((key.clone(), r.body.n));
     if fail.contains(&r.body.n) {
         return Err(HandlerError::retryable(std::io::Error::other("not yet")));
     }
     let write = crate::write::Write::update("totals", total_key(&key)).add("total", r.body.n);
-    Ok(crate::Staged::new(json!(r.body.n)).write(write))
+    Ok(crate::write::Staged::new(json!(r.body.n)).write(write))
 }
 
 fn total(store: &Counting, partition_key: &str) -> Option<i64> {

@@ -10,7 +10,7 @@
 //! [`Outcome`](crate::Outcome) or a [`FailureReason`].
 //!
 //! * **Standard queues**: records run concurrently, at most
-//!   [`SqsProcessor::concurrency`] at a time (default: [`DEFAULT_CONCURRENCY`](crate::DEFAULT_CONCURRENCY), whatever the batch size).
+//!   [`SqsProcessor::concurrency`] at a time (default: [`DEFAULT_CONCURRENCY`](crate::batch::DEFAULT_CONCURRENCY), whatever the batch size).
 //! * **FIFO queues** (recognised by an `eventSourceARN` ending in `.fifo`, or
 //!   forced with [`QueueKind::Fifo`]): the records of one `MessageGroupId`
 //!   run one after another in batch order, groups concurrently. When a record

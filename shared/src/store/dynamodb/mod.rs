@@ -66,7 +66,7 @@ impl DynamoDbStore {
     }
 
     /// [`DynamoDbStore::checked`] with a client configured from the
-    /// environment ([`crate::aws_sdk_config`]: region, credentials,
+    /// environment ([`crate::aws::aws_sdk_config`]: region, credentials,
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`, explicit retries
     /// and timeouts).
     pub async fn from_env(table: TableConfig) -> Result<Self, TableCheckError> {
@@ -193,6 +193,7 @@ pub(crate) mod write;
 pub use table::{
     TableCheck, TableCheckError, check_description, check_legacy_global, may_be_legacy_global,
 };
+pub use write::sdk_error;
 
 use item::{SdkItem, claim_condition, complete_update, from_item, owner_condition};
 

@@ -1,6 +1,6 @@
 //! The memory store's business tables: items read and written outside any
 //! transaction (seeding, tools, tests, claim-then-complete's own writes), and
-//! the [`TableStore`](crate::TableStore) a [`Table`](crate::Table) over them
+//! the [`TableStore`](crate::store::TableStore) a [`Table`](crate::Table) over them
 //! uses. Staged writes commit with the records in `mod.rs`.
 
 use async_trait::async_trait;

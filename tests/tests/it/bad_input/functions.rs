@@ -21,9 +21,9 @@ use serde_json::{Value, json};
 use shared::sqs::{FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event};
 use shared::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
-    OversizedResponse, TableConfig,
+    config::OversizedResponse, store::TableConfig,
 };
-use shared::{payload_hash, sha256_hex};
+use shared::{key::payload_hash, key::sha256_hex};
 use test_kit::events::{Msg, failed_ids, sample, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
@@ -996,7 +996,7 @@ async fn responses_over_the_item_limit() {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
             Config::with_prefix("bad_input.response")
                 .on_oversized(policy)
-                .on_terminal_error(shared::TerminalErrors::Record)
+                .on_terminal_error(shared::config::TerminalErrors::Record)
                 .disabled(false),
         );
         let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
@@ -1082,7 +1082,7 @@ async fn responses_over_the_item_limit() {
 
 mod security {
     use super::*;
-    use shared::{SecretError, Verifier};
+    use shared::{Verifier, signature::SecretError};
 
     /// PutParameter on moto, as a raw request (this crate has no SSM client).
     async fn put_ssm_parameter(name: &str, value: &str) {

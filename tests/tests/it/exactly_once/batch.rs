@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, TableConfig};
+use shared::{
+    Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, store::TableConfig,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -189,7 +191,7 @@ async fn overlapping_batches_race_to_exactly_once() {
 /// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_batch_and_pre_read_request_counts() {
-    use shared::{Staged, Write};
+    use shared::{Write, write::Staged};
     use test_kit::capture::Capture;
     use test_kit::contract::pk_key;
 

@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
-use shared::{AttrValue, Config, HandlerError, Idempotency, MemoryStore};
+use shared::{Config, HandlerError, Idempotency, MemoryStore, value::AttrValue};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use test_kit::stream_esm::{self, Options};

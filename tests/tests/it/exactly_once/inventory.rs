@@ -10,7 +10,7 @@ use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use shared::CommitMode;
 use shared::eventbridge::EventError;
-use shared::{DynamoDbStore, Idempotency, TableConfig};
+use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::capture::Capture;
 use test_kit::{create_idempotency_table, create_table, moto};

@@ -9,7 +9,7 @@
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use shared::parking::ParkedRecord;
-use shared::{DynamoDbStore, Idempotency, TableConfig};
+use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::Mutex;

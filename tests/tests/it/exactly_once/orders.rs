@@ -12,7 +12,7 @@ use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
-use shared::{DynamoDbStore, Idempotency, Table, TableConfig};
+use shared::{DynamoDbStore, Idempotency, Table, store::TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{DynamoDbStore, Idempotency, TableConfig};
+use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use test_kit::esm::{self, Queue};

@@ -8,7 +8,7 @@ use payments::Accounts;
 use payments_api::App;
 use serde_json::{Value, json};
 use shared::http::{HttpProcessor, HttpRequest, HttpResponse, Problem};
-use shared::{DynamoDbStore, HandlerError, Idempotency, TableConfig};
+use shared::{DynamoDbStore, HandlerError, Idempotency, store::TableConfig};
 use std::process::Child;
 use std::time::Duration;
 use test_kit::events::sample;

@@ -14,7 +14,10 @@ use lambda_runtime::{Context, LambdaEvent};
 use payments::{Accounts, App};
 use serde_json::json;
 use shared::CommitMode;
-use shared::{Claim, DynamoDbStore, Idempotency, Record, Status, Store, TableConfig};
+use shared::{
+    DynamoDbStore, Idempotency, Store, store::Claim, store::Record, store::Status,
+    store::TableConfig,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
@@ -353,7 +356,7 @@ async fn scan(client: &Client, table: &str) -> Result<Vec<Record>, String> {
 
 /// An item of the idempotency table (the default attribute names).
 fn record(item: &HashMap<String, AttributeValue>) -> Record {
-    let a = shared::Attributes::default();
+    let a = shared::store::Attributes::default();
     let s = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
     let n = |k: &str| {
         item.get(k)
@@ -820,7 +823,7 @@ fn claim_record(id: &str) -> Record {
     }
 }
 
-/// The crate's SDK settings (`shared::aws_sdk_config_loader`: 3 attempts,
+/// The crate's SDK settings (`shared::aws::aws_sdk_config_loader`: 3 attempts,
 /// standard backoff) retry a throttled request: two throttled attempts, the
 /// third goes through; every attempt throttled gives exactly 3 attempts and
 /// a store error naming the operation and the throttling, nothing written.

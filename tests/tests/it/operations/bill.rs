@@ -4,7 +4,7 @@
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::{Value, json};
-use shared::{CommitMode, DynamoDbStore, Idempotency, TableConfig};
+use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::bill::Bill;
 use test_kit::events::{Msg, sqs_event};

@@ -143,12 +143,12 @@ fn records_outlive_messages(
         };
         let variables = &resource["Properties"]["Environment"]["Variables"];
         let Some(expiry) = variables
-            .get(shared::EXPIRES_AFTER_ENV)
+            .get(shared::env::EXPIRES_AFTER_ENV)
             .map(|v| number(Some(v), 0))
         else {
             return Err(format!(
                 "{id} does not set {}: its records would live the code default",
-                shared::EXPIRES_AFTER_ENV
+                shared::env::EXPIRES_AFTER_ENV
             ));
         };
         if expiry < life {
@@ -223,7 +223,7 @@ Resources:
         assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
         records_outlive_messages(&t["Resources"], &[("F", Duration::from_secs(default))])
     };
-    let env = shared::EXPIRES_AFTER_ENV;
+    let env = shared::env::EXPIRES_AFTER_ENV;
     assert_eq!(check(&format!("{env}: 1500"), 1500), Ok(1));
     let short = check(&format!("{env}: 1499"), 1500).unwrap_err();
     assert!(
@@ -274,7 +274,7 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
     let resources = &template["Resources"];
     let function = &resources["PaymentsApiFunction"]["Properties"];
     let expiry = number(
-        function["Environment"]["Variables"].get(shared::EXPIRES_AFTER_ENV),
+        function["Environment"]["Variables"].get(shared::env::EXPIRES_AFTER_ENV),
         0,
     );
     assert_eq!(expiry, shared::http::DEFAULT_RETENTION.as_secs());
@@ -588,7 +588,7 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
         // Functions with idempotency records (they set their lifetime) can
         // meet records claimed by another invocation.
         if function["Properties"]["Environment"]["Variables"]
-            .get(shared::EXPIRES_AFTER_ENV)
+            .get(shared::env::EXPIRES_AFTER_ENV)
             .is_some()
         {
             assert_eq!(
@@ -650,7 +650,8 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
 
 /// The logical id of the idempotency table (what `IDEMPOTENCY_TABLE` names).
 fn idempotency_table(template: &Value) -> String {
-    let table = &template["Globals"]["Function"]["Environment"]["Variables"][shared::TABLE_ENV];
+    let table =
+        &template["Globals"]["Function"]["Environment"]["Variables"][shared::env::TABLE_ENV];
     reference(table)
         .expect("IDEMPOTENCY_TABLE is a !Ref to the table")
         .to_owned()
@@ -905,7 +906,7 @@ fn the_dashboard_shows_every_function() {
         }
         let props = &function["Properties"];
         if props["Environment"]["Variables"]
-            .get(shared::EXPIRES_AFTER_ENV)
+            .get(shared::env::EXPIRES_AFTER_ENV)
             .is_some()
         {
             for metric in [
@@ -1178,7 +1179,7 @@ fn functions_of_role<'a>(template: &'a Value, role: &str) -> Vec<(&'a str, &'a V
 /// The key prefix a function is given (its `IDEMPOTENCY_KEY_PREFIX`).
 fn function_prefix(template: &Value, function: &Value) -> Option<String> {
     function["Properties"]["Environment"]["Variables"]
-        .get(shared::PREFIX_ENV)
+        .get(shared::env::PREFIX_ENV)
         .and_then(|v| resolve(template, v))
 }
 
@@ -1262,7 +1263,7 @@ fn key_scope_problems(template: &Value) -> Vec<String> {
             [None] => {
                 problems.push(format!(
                     "{role}/{sid}: its function has no {} to scope the table by",
-                    shared::PREFIX_ENV
+                    shared::env::PREFIX_ENV
                 ));
                 continue;
             }
@@ -1320,7 +1321,7 @@ fn every_grant_on_the_idempotency_table_is_scoped_to_its_functions_prefix() {
             assert_eq!(id, "OutboxRelayFunction", "{id} has no key prefix");
             continue;
         };
-        shared::check_prefix(&prefix).unwrap_or_else(|e| panic!("{id}: {e}"));
+        shared::config::check_prefix(&prefix).unwrap_or_else(|e| panic!("{id}: {e}"));
         let (_, code) = own
             .iter()
             .find(|(f, _)| *f == id)
@@ -1551,7 +1552,7 @@ fn destinations_of(template: &Value, function: &Value) -> BTreeSet<String> {
         // to directly, not through the outbox.
         if matches!(
             name.as_str(),
-            Some(shared::PREFIX_ENV | shared::parking::PARKING_QUEUE_ENV)
+            Some(shared::env::PREFIX_ENV | shared::parking::PARKING_QUEUE_ENV)
         ) {
             continue;
         }

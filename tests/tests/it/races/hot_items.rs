@@ -12,7 +12,7 @@
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{CommitMode, DynamoDbStore, Idempotency, TableConfig};
+use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables};

@@ -2,7 +2,10 @@
 //! by an SDK interceptor, against moto.
 
 use serde_json::{Value, json};
-use shared::{Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableConfig};
+use shared::{
+    Config, DynamoDbStore, HandlerError, Idempotency, Outcome, clock::ManualClock,
+    store::TableConfig,
+};
 use test_kit::capture::Capture;
 use test_kit::contract::START_MS;
 
@@ -147,7 +150,7 @@ async fn retryable_failure_is_a_fenced_delete() {
 #[tokio::test]
 async fn transactional_modes_cost_one_or_two_requests() {
     use shared::CommitMode;
-    use shared::{Staged, Write};
+    use shared::{Write, write::Staged};
     let (engine, engine_store, capture, table) = engine_and_store().await;
     let business = test_kit::create_table(
         &test_kit::moto().dynamodb().await,
@@ -244,7 +247,7 @@ async fn transactional_modes_cost_one_or_two_requests() {
 /// described from the item the failed write returned.
 #[tokio::test]
 async fn claim_then_complete_sends_its_staged_write_as_a_plain_conditional_write() {
-    use shared::{AttrValue, CommitMode, Cond, Item, Staged, Write};
+    use shared::{CommitMode, Item, Write, value::AttrValue, write::Cond, write::Staged};
     let (engine, _, capture, table) = engine_and_store().await;
     let engine = engine.in_mode(CommitMode::ClaimThenComplete);
     let business =

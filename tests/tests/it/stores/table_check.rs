@@ -8,8 +8,8 @@
 
 use serde_json::json;
 use shared::{
-    Config, DynamoDbStore, HandlerError, Idempotency, ManualClock, Outcome, TableCheck,
-    TableCheckError, TableConfig,
+    Config, DynamoDbStore, HandlerError, Idempotency, Outcome, clock::ManualClock,
+    store::TableConfig, store::dynamodb::TableCheck, store::dynamodb::TableCheckError,
 };
 use test_kit::capture::Capture;
 use test_kit::contract::START_MS;

@@ -6,10 +6,10 @@
 
 use serde_json::{Value, json};
 use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::valkey::ValkeyTimeouts;
+use shared::store::valkey::ValkeyTimeouts;
 use shared::{
-    CommitMode, Config, Error, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
-    Staged, Status, Store, StoreError, ValkeyStore, Write,
+    CommitMode, Config, Error, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome, Store,
+    StoreError, ValkeyStore, Write, store::Status, write::Staged,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -776,7 +776,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sizes_at_the_limits() {
     let store = valkey().store().await;
-    let limit = shared::DEFAULT_MAX_ITEM_BYTES;
+    let limit = shared::config::DEFAULT_MAX_ITEM_BYTES;
     let engine = Idempotency::try_new(store.clone(), config("vk.size")).unwrap();
     // The record's size without its response.
     let probe = engine.key(&json!("probe")).unwrap();
@@ -886,7 +886,7 @@ async fn connection_errors_are_clear() {
     .await
     .unwrap_err();
     assert!(
-        matches!(tls, shared::valkey::ValkeyConfigError::Connect(_)),
+        matches!(tls, shared::store::valkey::ValkeyConfigError::Connect(_)),
         "{}",
         shared::report(&tls)
     );

@@ -412,7 +412,8 @@ async fn forced_fifo_and_forced_standard() {
 #[tokio::test]
 async fn a_recorded_rejection_does_not_hold_back_its_group() {
     let (engine, _, _) = engine_with(
-        crate::Config::with_prefix("test.fifo").on_terminal_error(crate::TerminalErrors::Record),
+        crate::Config::with_prefix("test.fifo")
+            .on_terminal_error(crate::config::TerminalErrors::Record),
     );
     let body = |p: &str, amount: i64| {
         format!(r#"{{"payment_id":"{p}","account_id":"x","amount_cents":{amount}}}"#)

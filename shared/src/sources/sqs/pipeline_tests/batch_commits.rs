@@ -9,7 +9,7 @@ use crate::store::{Claim, Commit, CommitsError, MemoryStore, RecordWrite, Store,
 use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::write::{Cond, Item, Staged, Write};
-use crate::{CommitMode, Config, Idempotency, KeySelector, Outcome, TerminalErrors};
+use crate::{CommitMode, Config, Idempotency, KeySelector, Outcome, config::TerminalErrors};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};

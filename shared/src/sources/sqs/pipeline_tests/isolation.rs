@@ -438,20 +438,23 @@ async fn signatures_are_checked_before_parsing() {
         let attribute = || "signature".to_owned();
         assert_eq!(
             bad(1),
-            crate::SignatureError::Missing {
+            crate::signature::SignatureError::Missing {
                 attribute: attribute()
             }
         );
         assert_eq!(
             bad(2),
-            crate::SignatureError::Mismatch {
+            crate::signature::SignatureError::Mismatch {
                 attribute: attribute()
             }
         );
-        assert!(matches!(bad(3), crate::SignatureError::Malformed { .. }));
+        assert!(matches!(
+            bad(3),
+            crate::signature::SignatureError::Malformed { .. }
+        ));
         assert_eq!(
             bad(4),
-            crate::SignatureError::Missing {
+            crate::signature::SignatureError::Missing {
                 attribute: attribute()
             }
         );

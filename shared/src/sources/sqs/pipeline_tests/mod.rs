@@ -7,7 +7,7 @@ use crate::error::{ErrorKind, HandlerError, KeyError};
 use crate::record::{Record, Status};
 use crate::sqs::{FailureReason, SqsProcessor, SqsRecord};
 use crate::testkit::*;
-use crate::{Config, TerminalErrors};
+use crate::{Config, config::TerminalErrors};
 use crate::{KeyInput, KeySelector, MissingKey, PayloadScope};
 use aws_lambda_events::sqs::SqsMessageAttribute;
 use serde::{Deserialize, Serialize};
@@ -212,7 +212,7 @@ async fn in_progress_elsewhere_fails_the_record_until_the_lease_lapses() {
     };
     assert_eq!(
         engine.store().claim(&held, T0).await.unwrap(),
-        crate::Claim::Acquired
+        crate::store::Claim::Acquired
     );
     let processor = orders(engine);
     let handler = |r: SqsRecord<Order>| async move { Ok::<_, HandlerError>(r.body.order_id) };
