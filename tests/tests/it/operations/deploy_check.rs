@@ -142,7 +142,7 @@ fn payments_log_lines() -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_readme_deploy_and_check_commands_run_against_moto() {
+async fn the_deploy_and_check_commands_run_against_moto() {
     let cli = aws_cli();
     let blocks = deploy_blocks();
     let script: Vec<&str> = blocks
