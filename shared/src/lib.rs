@@ -36,16 +36,50 @@
 //! # }
 //! ```
 
-/// The README's examples, compiled and run as doctests.
+/// The documentation's pages (README.md, CONTRIBUTING.md and every page of
+/// `docs/`), each compiled and run as doctests: every Rust block of them
+/// builds with the current API. A new page gets its line here.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
-
-/// The handler-writing guide (`docs/writing-a-handler.md`), compiled and run
-/// as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/writing-a-handler.md")]
-struct GuideDoctests;
+mod doc_pages {
+    #[doc = include_str!("../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../CONTRIBUTING.md")]
+    struct Contributing;
+    #[doc = include_str!("../../docs/handlers.md")]
+    struct Handlers;
+    #[doc = include_str!("../../docs/guarantees.md")]
+    struct Guarantees;
+    #[doc = include_str!("../../docs/operations.md")]
+    struct Operations;
+    #[doc = include_str!("../../docs/cost.md")]
+    struct Cost;
+    #[doc = include_str!("../../docs/benchmarks.md")]
+    struct Benchmarks;
+    #[doc = include_str!("../../docs/sources/sqs.md")]
+    struct SqsPage;
+    #[doc = include_str!("../../docs/sources/eventbridge.md")]
+    struct EventBridgePage;
+    #[doc = include_str!("../../docs/sources/http.md")]
+    struct HttpPage;
+    #[doc = include_str!("../../docs/sources/kinesis.md")]
+    struct KinesisPage;
+    #[doc = include_str!("../../docs/sources/dynamodb-streams.md")]
+    struct DynamoDbStreamsPage;
+    #[doc = include_str!("../../docs/sources/kafka.md")]
+    struct KafkaPage;
+    #[doc = include_str!("../../docs/sources/sns.md")]
+    struct SnsPage;
+    #[doc = include_str!("../../docs/sources/envelopes.md")]
+    struct EnvelopesPage;
+    #[doc = include_str!("../../docs/stores/dynamodb.md")]
+    struct DynamoDbStorePage;
+    #[doc = include_str!("../../docs/stores/memory.md")]
+    struct MemoryStorePage;
+    #[doc = include_str!("../../docs/stores/valkey.md")]
+    struct ValkeyStorePage;
+    #[doc = include_str!("../../docs/stores/custom-store.md")]
+    struct CustomStorePage;
+}
 
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
 pub mod aws;

@@ -7,7 +7,7 @@
 //! redelivered. Per row: DynamoDB requests, write and read request units,
 //! SQS requests and EventBridge events per message; CPU time and latency
 //! per invocation; Lambda GB-seconds per message at 128, 512 and 1,769 MB
-//! ([`test_kit::bill::lambda_gb_seconds`]). Then the README's
+//! ([`test_kit::bill::lambda_gb_seconds`]). Then docs/cost.md's
 //! table: dollars per million messages at [`Prices::US_EAST_1`].
 
 use lambda_runtime::LambdaEvent;

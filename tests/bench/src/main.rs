@@ -1,4 +1,4 @@
-//! Benchmarks against moto and a local redis-server (README commands, not
+//! Benchmarks against moto and a local redis-server (docs/benchmarks.md's commands, not
 //! timed tests). Every figure
 //! comes from one run, modes interleaved or side by side, so they compare
 //! under the same machine load. moto keeps connections open between requests

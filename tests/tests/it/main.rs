@@ -1,6 +1,6 @@
 //! Integration tests: one binary (each test file links its own large
 //! binary), grouped by the guarantee they prove. `tests/README.md` maps each
-//! guarantee of the README's "Semantics" section to the tests that prove it.
+//! guarantee of docs/guarantees.md's "Semantics" to the tests that prove it.
 
 #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 

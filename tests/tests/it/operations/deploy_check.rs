@@ -1,9 +1,10 @@
-//! The README's "Deploy and check" commands, run as written with the AWS CLI
+//! The "Deploy and check" commands of `docs/operations.md` (its section
+//! "Getting started: deploy and check"), run as written with the AWS CLI
 //! (PyPI `awscli`, installed by `tests/run`) against a moto server of this
 //! test's own: every shell block of the section not marked `AWS only`, in
 //! order, in one bash script, after a stack of the same queues, DLQs, log
 //! group and EventBridge rule was created in moto's CloudFormation (so the
-//! README's `describe-stacks` helper answers). The script's `aws` is the CLI
+//! page's `describe-stacks` helper answers). The script's `aws` is the CLI
 //! with `--endpoint-url` (the AWS CLI v1 ignores `AWS_ENDPOINT_URL` for SQS).
 //! moto implements neither `start-message-move-task` nor
 //! `list-message-move-tasks`: for those the script checks that the CLI
@@ -47,14 +48,18 @@ fn aws_cli() -> PathBuf {
     path
 }
 
-/// The shell blocks of the README's "Deploy and check" section: `(runs,
+/// The page that holds the deploy-and-check commands, and their section.
+const PAGE: &str = "docs/operations.md";
+const SECTION: &str = "## Getting started: deploy and check";
+
+/// The shell blocks of the deploy-and-check section of [`PAGE`]: `(runs,
 /// text)`, `runs` false for the blocks marked `# AWS only`.
 fn deploy_blocks() -> Vec<(bool, String)> {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
-    let start = readme
-        .find("\n## Deploy and check\n")
-        .expect("a \"Deploy and check\" section");
-    let section = &readme[start + 1..];
+    let page = std::fs::read_to_string(workspace_root().join(PAGE)).expect(PAGE);
+    let start = page
+        .find(&format!("\n{SECTION}\n"))
+        .unwrap_or_else(|| panic!("{PAGE} has no \"{SECTION}\" section"));
+    let section = &page[start + 1..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let mut blocks = Vec::new();
     let mut lines = section.lines();
@@ -71,7 +76,7 @@ fn deploy_blocks() -> Vec<(bool, String)> {
     blocks
 }
 
-/// The queues, DLQs, log group and rule the README's commands touch, with
+/// The queues, DLQs, log group and rule the page's commands touch, with
 /// the template's output names (the functions themselves are not in moto).
 const STACK: &str = r#"
 Resources:
@@ -137,7 +142,7 @@ fn payments_log_lines() -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_readme_deploy_and_check_commands_run_against_moto() {
+async fn the_deploy_and_check_commands_run_against_moto() {
     let cli = aws_cli();
     let blocks = deploy_blocks();
     let script: Vec<&str> = blocks
@@ -290,7 +295,7 @@ async fn the_readme_deploy_and_check_commands_run_against_moto() {
         .await
         .expect("a message in the DLQ");
 
-    // The README's blocks, in order, in one shell.
+    // The page's blocks, in order, in one shell.
     let preamble = format!(
         r#"set -euo pipefail
 aws() {{
@@ -322,7 +327,7 @@ aws() {{
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         run.status.success(),
-        "the README's commands failed:\n{stderr}\nstdout:\n{stdout}"
+        "the commands of {PAGE} failed:\n{stderr}\nstdout:\n{stdout}"
     );
 
     // Logs: the batch summaries the function wrote.
@@ -416,7 +421,7 @@ aws() {{
     assert_eq!(placed.order_id, "ord-1");
 
     // The DLQ is untouched (moto moved nothing); the queue attribute names
-    // the README reads exist.
+    // the page reads exist.
     let attributes = sqs
         .get_queue_attributes()
         .queue_url(output("PaymentsDLQUrl"))

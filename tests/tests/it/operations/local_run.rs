@@ -1,4 +1,4 @@
-//! The README's "run it" command: each function binary run as a process on
+//! The README's "Run it" command: each function binary run as a process on
 //! sample event files (`<function> --event events/x.json events/x.json`),
 //! with no table variables (embedded in-memory stores) and, for payments and
 //! inventory, against DynamoDB on moto through `AWS_ENDPOINT_URL`, and
@@ -738,7 +738,7 @@ fn payments_checks_signatures_when_a_secret_is_configured() {
     );
 }
 
-/// payments-api, in memory (the README's HTTP example): the HTTP API sample
+/// payments-api, in memory (docs/sources/http.md's example): the HTTP API sample
 /// twice answers 201 then the same 201 replayed; the function URL sample
 /// (base64 body, quoted key, IAM caller) answers its own 201.
 #[test]

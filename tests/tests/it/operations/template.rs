@@ -1948,7 +1948,7 @@ fn the_valkey_cache_alarms_before_it_loses_records() {
 
 /// Every role that claims records in the idempotency table (`PutItem` on
 /// it) may also describe it: the store checks the table at start
-/// (`DescribeTable`, README "Multi-Region") and refuses to start without.
+/// (`DescribeTable`, docs/stores/dynamodb.md, "Global tables") and refuses to start without.
 #[test]
 fn every_role_writing_records_may_describe_the_table() {
     let template = template();

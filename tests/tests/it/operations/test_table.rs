@@ -476,24 +476,25 @@ fn every_test_the_readme_names_exists_once() {
 #[test]
 fn a_stale_name_in_the_readme_is_caught() {
     let readme = read(&root().join("tests/README.md"));
-    let good = "`shared: adapter::settings::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`";
+    let good =
+        "`shared: batch::settings::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`";
     assert!(readme.contains(good));
     let stale = readme.replace(
         good,
-        "`shared: adapter::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`",
+        "`shared: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`",
     );
     let wrong = check_guarantee_table(&stale);
     assert_eq!(
         wrong,
         [
-            "`shared: adapter::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time` \
+            "`shared: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time` \
              names 0 tests (row **The deadline margin**: a record whose )",
             "row **The deadline margin**: a record whose : count 3, but it names 2 tests",
         ]
     );
     let miscounted = readme.replace(
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: adapter::sqs::pipeline_tests::kill_switch_runs_every_record` | 4 |",
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: adapter::sqs::pipeline_tests::kill_switch_runs_every_record` | 5 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 4 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 5 |",
     );
     assert_ne!(miscounted, readme);
     let wrong = check_guarantee_table(&miscounted);

@@ -1,4 +1,4 @@
-//! Hot items (README "Hot items"): many instances crediting one account meet
+//! Hot items (docs/stores/dynamodb.md, "Hot items"): many instances crediting one account meet
 //! `TransactionConflict` cancellation reasons. moto serves DynamoDB requests
 //! one at a time and never answers one, so the launcher injects them
 //! (`Fault::Conflict`: a `TransactionCanceledException` whose first reason

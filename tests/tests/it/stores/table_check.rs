@@ -1,4 +1,4 @@
-//! The idempotency table's check at start (README "Multi-Region"): one
+//! The idempotency table's check at start (docs/stores/dynamodb.md, "Global tables"): one
 //! `DescribeTable` when the store is built, never again per record. moto
 //! does not model global tables (no replicas, no consistency mode), so the
 //! refusal of an eventually consistent global table is tested on described

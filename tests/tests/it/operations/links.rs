@@ -1,0 +1,316 @@
+//! Every relative link of the documentation resolves: in README.md,
+//! CONTRIBUTING.md, docs/**/*.md and tests/README.md, each `[text](target)`
+//! and `[label]: target` whose target is not a URL names a file or folder
+//! that exists, and its `#anchor` (or a bare `#anchor` on the same page)
+//! names a heading of that page by GitHub's slug rules: the heading's text
+//! (code spans and links reduced to their text) in lower case, every
+//! character but letters, digits, `_`, `-` and spaces dropped, spaces as
+//! `-`, and the second heading of one slug `-1`, the third `-2`. No network:
+//! `http(s):` and `mailto:` targets are not followed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+/// The workspace's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The pages checked: README.md, CONTRIBUTING.md, tests/README.md and every
+/// `.md` under docs/, as paths relative to the root.
+fn pages(root: &Path) -> Vec<PathBuf> {
+    let mut pages = vec![
+        PathBuf::from("README.md"),
+        PathBuf::from("CONTRIBUTING.md"),
+        PathBuf::from("tests/README.md"),
+    ];
+    let mut dirs = vec![PathBuf::from("docs")];
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(root.join(&dir)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let name = PathBuf::from(entry.expect("a dir entry").file_name());
+            let path = dir.join(&name);
+            if root.join(&path).is_dir() {
+                dirs.push(path);
+            } else if name.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages.sort();
+    pages
+}
+
+/// The lines of `text` outside fenced code blocks, with their numbers.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fence: Option<&str> = None;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        match (fence, marker) {
+            (None, Some(m)) => fence = Some(m),
+            (Some(open), Some(m)) if open == m && trimmed.trim_end() == m => fence = None,
+            (None, None) => out.push((i + 1, line)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `line` with its code spans removed (links inside them are not links).
+fn without_code_spans(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(start) = rest.find('`') {
+        out.push_str(&rest[..start]);
+        let ticks = rest[start..].chars().take_while(|&c| c == '`').count();
+        let after = &rest[start + ticks..];
+        match after.find(&"`".repeat(ticks)) {
+            Some(end) => rest = &after[end + ticks..],
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A heading's text as GitHub renders it: code spans and links reduced to
+/// their text, emphasis markers dropped by the slug's own rule.
+fn heading_text(raw: &str) -> String {
+    let mut text = String::new();
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '`' => {}
+            ']' if chars.peek() == Some(&'(') => {
+                // The link's target is not part of the text.
+                for d in chars.by_ref() {
+                    if d == ')' {
+                        break;
+                    }
+                }
+            }
+            '[' => {}
+            c => text.push(c),
+        }
+    }
+    text
+}
+
+/// GitHub's slug of a heading's text (before de-duplication).
+fn slug(heading: &str) -> String {
+    heading_text(heading)
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|&c| c.is_alphanumeric() || c == '_' || c == '-' || c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a page: its headings' slugs (de-duplicated as GitHub
+/// does) and the `id`/`name` of its HTML anchors.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut anchors = BTreeSet::new();
+    for (_, line) in prose_lines(text) {
+        let hashes = line.chars().take_while(|&c| c == '#').count();
+        if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+            let base = slug(line[hashes..].trim().trim_end_matches('#').trim());
+            let n = seen.entry(base.clone()).or_insert(0);
+            anchors.insert(if *n == 0 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            });
+            *n += 1;
+        }
+        for attr in ["id=\"", "name=\""] {
+            let mut rest = line;
+            while let Some(at) = rest.find("<a ") {
+                rest = &rest[at + 3..];
+                let tag = &rest[..rest.find('>').unwrap_or(rest.len())];
+                if let Some(v) = tag.find(attr) {
+                    let value = &tag[v + attr.len()..];
+                    anchors.insert(value[..value.find('"').unwrap_or(value.len())].to_owned());
+                }
+            }
+        }
+    }
+    anchors
+}
+
+/// The link targets of a page: `(line, target)` for inline links
+/// `[text](target)` and reference definitions `[label]: target`.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in prose_lines(text) {
+        let line = without_code_spans(line);
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[')
+            && let Some(close) = trimmed.find("]:")
+            && trimmed.find("](").is_none_or(|inline| close < inline)
+        {
+            let target = trimmed[close + 2..].split_whitespace().next().unwrap_or("");
+            out.push((n, target.to_owned()));
+            continue;
+        }
+        let mut rest = line.as_str();
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = rest[..end].split_whitespace().next().unwrap_or("");
+            out.push((n, target.trim_matches(['<', '>']).to_owned()));
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// `path` with `.` and `..` resolved (no file system access).
+fn normalize(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(p) => out.push(p),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Every broken link of `pages` (relative path → text), one line each:
+/// `page:line: target: why`. A target that is one of `pages` is checked
+/// against its text; any other against the files under `root`.
+fn broken_links(root: &Path, pages: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let anchors_of: BTreeMap<&PathBuf, BTreeSet<String>> =
+        pages.iter().map(|(p, t)| (p, anchors(t))).collect();
+    let mut broken = Vec::new();
+    for (page, text) in pages {
+        for (line, target) in links(text) {
+            if target.is_empty()
+                || target.contains("://")
+                || target.starts_with("mailto:")
+                || target.starts_with("tel:")
+            {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() {
+                Some(page.clone())
+            } else {
+                normalize(&page.parent().unwrap_or(Path::new("")).join(path))
+            };
+            let at = format!("{}:{line}: {target}", page.display());
+            let Some(resolved) = resolved else {
+                broken.push(format!("{at}: leaves the repository"));
+                continue;
+            };
+            let known = anchors_of.get(&resolved);
+            if known.is_none() && !root.join(&resolved).exists() {
+                broken.push(format!("{at}: no file {}", resolved.display()));
+                continue;
+            }
+            let Some(anchor) = anchor else { continue };
+            let owned;
+            let anchors = match known {
+                Some(a) => a,
+                None if resolved.extension().is_some_and(|e| e == "md") => {
+                    let text = std::fs::read_to_string(root.join(&resolved)).unwrap_or_default();
+                    owned = anchors(&text);
+                    &owned
+                }
+                // An anchor into a file that is not a page (a line of a
+                // source file on GitHub): not checked.
+                None => continue,
+            };
+            if !anchors.contains(anchor) {
+                broken.push(format!(
+                    "{at}: no heading #{anchor} in {}",
+                    resolved.display()
+                ));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_relative_link_and_anchor_of_the_docs_resolves() {
+    let root = root();
+    let pages: BTreeMap<PathBuf, String> = pages(&root)
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(root.join(&p))
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, text)
+        })
+        .collect();
+    assert!(
+        pages.len() >= 20,
+        "{} pages: {:?}",
+        pages.len(),
+        pages.keys()
+    );
+    let broken = broken_links(&root, &pages);
+    assert!(
+        broken.is_empty(),
+        "{} broken link(s) in the docs:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn a_broken_link_or_anchor_is_caught() {
+    let page = |path: &str, text: &str| (PathBuf::from(path), text.to_owned());
+    let pages = BTreeMap::from([
+        page(
+            "docs/a.md",
+            "# Page A\n\n## Settings: `IDEMPOTENCY_TABLE`, [its page](b.md)\n\n## Settings: `IDEMPOTENCY_TABLE`, [its page](b.md)\n\n\
+             [ok](b.md#whats-new-100) [ok](#settings-idempotency_table-its-page-1) [ok](../README.md)\n\
+             [missing file](c.md) [missing anchor](b.md#nope) [here](#nowhere)\n\
+             `[in code](nope.md)`\n\n```md\n[in a fence](nope.md)\n```\n\
+             [out](../../../x.md) [web](https://example.com/#x)\n\n[ref]: b.md#also-nope\n",
+        ),
+        page("docs/b.md", "# What's new: 1.0.0\n"),
+    ]);
+    let broken = broken_links(&root(), &pages);
+    assert_eq!(
+        broken,
+        [
+            "docs/a.md:8: c.md: no file docs/c.md",
+            "docs/a.md:8: b.md#nope: no heading #nope in docs/b.md",
+            "docs/a.md:8: #nowhere: no heading #nowhere in docs/a.md",
+            "docs/a.md:14: ../../../x.md: leaves the repository",
+            "docs/a.md:16: b.md#also-nope: no heading #also-nope in docs/b.md",
+        ],
+        "{broken:#?}"
+    );
+    assert_eq!(
+        slug("Streams: order per key, a shard checkpoint"),
+        "streams-order-per-key-a-shard-checkpoint"
+    );
+    assert_eq!(
+        slug("HTTP APIs: `Idempotency-Key`"),
+        "http-apis-idempotency-key"
+    );
+    assert_eq!(
+        slug("Lambda Managed Instances: many invocations in one process"),
+        "lambda-managed-instances-many-invocations-in-one-process"
+    );
+}
