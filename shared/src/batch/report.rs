@@ -439,12 +439,12 @@ pub enum BatchError {
         /// What is wrong.
         message: String,
     },
-    /// A failed record of a stream has no id (`sequenceNumber`), so
+    /// A failed record has no id (`messageId`, `sequenceNumber`), so
     /// `batchItemFailures` cannot name it.
     #[error(
         "record at position {position} failed ({reason}) but has no {id}, so it cannot be \
-         listed in batchItemFailures; failing the invocation so that Lambda retries the batch \
-         (idempotency makes the retry safe)"
+         listed in batchItemFailures; failing the invocation so that Lambda retries the whole \
+         batch (idempotency makes the retry safe)"
     )]
     NoItemIdentifier {
         /// Its position in the batch.
