@@ -176,3 +176,48 @@ impl Ids {
         }
     }
 }
+
+/// How a source orders its records, and what a failure takes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Ordering {
+    /// SQS standard queues, SNS: every record is its own unit (all
+    /// concurrent); each fails alone, and every failed record is named in
+    /// the response.
+    #[default]
+    Unordered,
+    /// SQS FIFO ([`FifoFailureMode::SkipGroup`](crate::sqs::FifoFailureMode::SkipGroup)):
+    /// each lane (message group) is a unit; after a failure the lane's later
+    /// records fail without running, and every one of them is named in the
+    /// response (SQS must deliver each again).
+    SkipLane,
+    /// SQS FIFO ([`FifoFailureMode::StopBatch`](crate::sqs::FifoFailureMode::StopBatch)):
+    /// the whole batch is one unit.
+    StopBatch,
+    /// Kinesis, DynamoDB Streams, Kafka: each lane (shard,
+    /// topic-partition) is a unit, or, when its records order by key (a
+    /// Kinesis partition key, a DynamoDB item, a Kafka record key), each key
+    /// of the lane is; after a failure nothing later in that unit runs, and
+    /// the response names only the lane's first failed record in batch
+    /// order: the lowest among its keys' first failures (the stream
+    /// checkpoints before it and redelivers from there; what other keys
+    /// committed after it replays). Units run in parallel.
+    StopLane,
+}
+
+impl Ordering {
+    /// Whether records are kept in order within their lane.
+    pub fn is_ordered(self) -> bool {
+        !matches!(self, Self::Unordered)
+    }
+
+    /// A short name for logs.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Unordered => "unordered",
+            Self::SkipLane => "skip_lane",
+            Self::StopBatch => "stop_batch",
+            Self::StopLane => "stop_lane",
+        }
+    }
+}

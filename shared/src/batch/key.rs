@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::delivery::{Attribute, Delivery};
 use super::envelope::Envelope;
-use super::{Attribute, Delivery, Unit};
+use super::log::Unit;
+use super::report::json_type;
 use crate::engine::{Idempotency, panic_message};
 use crate::error::KeyError;
 use crate::key::IdempotencyKey;
@@ -309,16 +311,19 @@ fn is_missing(error: &KeyError) -> bool {
     )
 }
 
-/// The JSON type of `value`, for messages.
-pub(crate) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+/// What is hashed for payload validation (same key, other payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PayloadScope {
+    /// The parsed body: the one document the handler and the key read. For
+    /// an EventBridge event (invoking the function, or opened from an SQS
+    /// body), its `detail` (the envelope's `id` and `time` differ between
+    /// two publications of the same business event, which a business key
+    /// would otherwise flag); for an SNS notification, its parsed `Message`
+    /// (likewise its `MessageId`, `Timestamp`, `Signature`).
+    #[default]
+    Body,
+    /// Nothing: no payload validation for this processor.
+    None,
 }
 
 #[cfg(test)]

@@ -195,3 +195,27 @@ pub(crate) fn log_outcome<T, F: Failure>(
         _ => line!(error),
     }
 }
+
+impl<T> Outcome<T> {
+    /// The handler's response, run now or replayed.
+    pub fn response(&self) -> Option<&T> {
+        match self {
+            Self::Executed(t) | Self::Unprotected(t) | Self::Replayed(Some(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A short name for logs: `executed`, `replayed`, `rejected`,
+    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Executed(_) => "executed",
+            Self::Replayed(_) => "replayed",
+            Self::Rejected { .. } => "rejected",
+            Self::Unprotected(_) => "unprotected",
+            Self::InProgress { .. } => "in_progress",
+            Self::PayloadMismatch => "payload_mismatch",
+            Self::Parked { .. } => "parked",
+        }
+    }
+}

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::delivery::{Delivery, Ids, SourceNames, Within};
 use super::parking::Ticket;
-use super::pipeline::{Pipeline, Slot};
-use super::{BatchError, FailureReason, json_type};
+use super::pipeline::Pipeline;
+use super::report::{BatchError, FailureReason, json_type};
+use super::slot::Slot;
 
 /// A record of a stream event that does not parse as its source's record.
 /// What of it could be read is kept, so that the partial batch response can

@@ -20,13 +20,14 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
-use super::delivery::{Ids, SourceNames};
-use super::lanes::{self, Ordering};
-use super::parking::{Parking, Ticket};
+use super::delivery::{Ordering, SourceNames};
+use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
+use super::lanes;
+use super::log::{Unit, log_outcome};
+use super::parking::Parking;
 use super::report::{BatchReport, FailureReason, RecordResult};
-use super::settings::{DEFAULT_CONCURRENCY, PreRead, margin};
-use super::source::Prepared;
-use super::{KeyFailure, KeyInput, KeySelector, MissingKey, Unit, key_for, log_outcome, millis};
+use super::settings::{DEFAULT_CONCURRENCY, PreRead, Settings, margin, millis};
+use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Idempotency, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
@@ -56,88 +57,6 @@ pub struct Pipeline<'a> {
     pub(crate) parking: Option<&'a dyn Parking>,
 }
 
-/// One record on its way through the pipeline: `Rec` is what the handler
-/// gets (an `SqsRecord<M>`, a `KinesisRecord<M>`).
-pub(crate) struct Slot<Rec> {
-    pub(crate) index: usize,
-    /// The id, or a description of the record when it has none.
-    pub(crate) ident: String,
-    pub(crate) ids: Ids,
-    pub(crate) state: State<Rec>,
-    pub(crate) role: Role,
-    /// What the record is parked as when it fails terminally (only when its
-    /// processor parks: [`Pipeline::parks`]).
-    pub(crate) ticket: Option<Ticket>,
-}
-
-impl<Rec> Slot<Rec> {
-    /// The slot of the record at `index`, with its identifiers and what its
-    /// preparation (parse, key) gave.
-    pub(crate) fn new(
-        index: usize,
-        ident: String,
-        ids: Ids,
-        prepared: Result<Prepared<Rec>, FailureReason>,
-    ) -> Self {
-        let state = match prepared {
-            Ok(Prepared {
-                record,
-                key,
-                payload,
-            }) => State::Ready {
-                record: Box::new(record),
-                key,
-                payload,
-            },
-            Err(reason) => State::Failed(reason),
-        };
-        Self {
-            index,
-            ident,
-            ids,
-            state,
-            role: Role::Solo,
-            ticket: None,
-        }
-    }
-
-    /// This slot, parked as `ticket` gives if it fails terminally.
-    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
-        self.ticket = ticket;
-        self
-    }
-}
-
-pub(crate) enum State<Rec> {
-    Ready {
-        record: Box<Rec>,
-        /// `None`: run unprotected.
-        key: Option<IdempotencyKey>,
-        payload: Option<Value>,
-    },
-    Failed(FailureReason),
-}
-
-/// A record's part in in-batch deduplication.
-pub(crate) enum Role {
-    Solo,
-    /// The first record of its key, with later copies waiting for its outcome.
-    Leader(watch::Sender<Option<Shared>>),
-    /// A later copy: waits for the first one and takes its outcome.
-    Follower {
-        first: String,
-        outcome: watch::Receiver<Option<Shared>>,
-    },
-}
-
-/// A first copy's outcome as its in-batch duplicates receive it.
-#[derive(Clone)]
-pub(crate) enum Shared {
-    Done(Option<Value>),
-    Rejected(String),
-    Failed(FailureReason),
-}
-
 /// What every record of one batch shares.
 struct Run<'a, H> {
     handler: &'a H,
@@ -155,14 +74,29 @@ struct Run<'a, H> {
 /// A record's outcome: done, or why it failed.
 type RecordOutcome<T> = Result<Outcome<T>, FailureReason>;
 
-/// Runs `f`, turning a panic into its message.
-pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| panic_message(&*panic))
-}
+impl<'a> Pipeline<'a> {
+    /// The pipeline for one batch of a source ordered by `ordering`, with
+    /// `settings`.
+    pub(crate) fn new(
+        settings: &'a Settings,
+        ordering: Ordering,
+        names: &'static SourceNames,
+    ) -> Self {
+        Pipeline {
+            engine: &settings.engine,
+            key: &settings.key,
+            missing_key: settings.missing_key,
+            pre_read: settings.pre_read,
+            concurrency: settings.concurrency,
+            deadline_margin: settings.deadline_margin,
+            ordering,
+            names,
+            parking: settings.parking.as_deref(),
+        }
+    }
 
-impl Pipeline<'_> {
     /// Whether records that can never succeed are parked: each record then
-    /// gets its [`Ticket`] ([`Source::ticket`](super::Source::ticket)).
+    /// gets its [`Ticket`](super::parking::Ticket) ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
         self.parking.is_some()
     }

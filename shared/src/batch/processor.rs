@@ -15,13 +15,14 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::delivery::Ids;
+use super::key::{KeySelector, MissingKey};
 use super::lanes::fail_after_missing_lane;
 use super::parking::Parking;
-use super::pipeline::{Slot, guard};
+use super::pipeline::Pipeline;
 use super::report::{BatchReport, FailureReason};
 use super::settings::{PreRead, Settings};
+use super::slot::{Slot, guard};
 use super::source::{Prepare, Source};
-use super::{KeySelector, MissingKey};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
@@ -135,7 +136,7 @@ impl<S: Source> Processor<S> {
         let (payload, ctx) = event.into_parts();
         let event = S::parse(payload)?;
         let report = self
-            .process(event, super::remaining_now(&ctx), handler)
+            .process(event, super::settings::remaining_now(&ctx), handler)
             .await;
         Ok(self.response(&report)?)
     }
@@ -164,7 +165,7 @@ impl<S: Source> Processor<S> {
         let started = Instant::now();
         let event = event.into();
         let ordering = self.source.ordering(&event);
-        let pipeline = self.settings.pipeline(ordering, S::NAMES);
+        let pipeline = Pipeline::new(&self.settings, ordering, S::NAMES);
         let mut slots: Vec<Slot<Rec>> = self
             .source
             .records(event)

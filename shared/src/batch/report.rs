@@ -4,12 +4,14 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use serde_json::Value;
+
+use super::delivery::Ordering;
 use super::delivery::{Delivery, SourceNames};
-use super::lanes::Ordering;
-use crate::batch::{EngineFailure, Failure};
+use super::log::Failure;
 use crate::engine::Outcome;
 use crate::error::ErrorType;
-use crate::error::{Error, ErrorKind, KeyError, report};
+use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
 use crate::signature::SignatureError;
 
 /// Why a record failed. Every failure puts the record in `batchItemFailures`.
@@ -301,7 +303,7 @@ impl<T> BatchReport<T> {
     pub fn counts(&self) -> crate::metrics::Counts {
         let mut counts = crate::metrics::Counts::default();
         for r in &self.records {
-            crate::batch::count(&mut counts, r.outcome.as_ref());
+            super::log::count(&mut counts, r.outcome.as_ref());
         }
         counts
     }
@@ -462,5 +464,45 @@ impl ErrorType for BatchError {
             Self::WrongEvent { .. } => "InvalidEvent",
             Self::NoItemIdentifier { .. } => "UnreportableRecordFailure",
         }
+    }
+}
+
+/// An engine answer that is not a done outcome.
+#[derive(Debug)]
+pub(crate) enum EngineFailure {
+    /// Another invocation holds the key.
+    InProgress { lease_expires_at_ms: Option<u64> },
+    /// The key was used before with a different payload.
+    PayloadMismatch,
+    /// The handler failed (retryable, or terminal and not recorded).
+    Handler(HandlerError),
+    /// The engine failed (store, lease lost, response too large...).
+    Engine(Error),
+}
+
+/// Splits the engine's answer into a done outcome or a failure.
+pub(crate) fn split<T>(result: Result<Outcome<T>, Error>) -> Result<Outcome<T>, EngineFailure> {
+    match result {
+        Ok(Outcome::InProgress {
+            lease_expires_at_ms,
+        }) => Err(EngineFailure::InProgress {
+            lease_expires_at_ms,
+        }),
+        Ok(Outcome::PayloadMismatch) => Err(EngineFailure::PayloadMismatch),
+        Ok(done) => Ok(done),
+        Err(Error::Handler(e)) => Err(EngineFailure::Handler(e)),
+        Err(e) => Err(EngineFailure::Engine(e)),
+    }
+}
+
+/// The JSON type of `value`, for messages.
+pub(crate) fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }

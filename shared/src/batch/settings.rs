@@ -1,18 +1,15 @@
 //! What every batch processor holds for the pipeline: the engine and the
 //! settings its builders set ([`Processor`](super::Processor)),
 //! with their defaults ([`DEFAULT_CONCURRENCY`], [`DEFAULT_DEADLINE_MARGIN`],
-//! [`PreRead`]); [`Settings::pipeline`] makes the pipeline of one batch.
+//! [`PreRead`]); [`Pipeline::new`](super::Pipeline::new) makes the pipeline of one batch.
 //! The ordered streams (Kinesis, DynamoDB Streams, Kafka) add one more,
 //! their parking ([`Processor::parking`](super::Processor::parking)).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::delivery::SourceNames;
-use super::lanes::Ordering;
+use super::key::{KeySelector, MissingKey};
 use super::parking::Parking;
-use super::pipeline::Pipeline;
-use super::{KeySelector, MissingKey};
 use crate::engine::Idempotency;
 
 /// When to read a batch's idempotency records ahead, in one `BatchGetItem`
@@ -84,25 +81,25 @@ impl Settings {
             parking: None,
         }
     }
+}
 
-    /// The pipeline for one batch of a source ordered by `ordering`.
-    pub(crate) fn pipeline<'a>(
-        &'a self,
-        ordering: Ordering,
-        names: &'static SourceNames,
-    ) -> Pipeline<'a> {
-        Pipeline {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-            pre_read: self.pre_read,
-            concurrency: self.concurrency,
-            deadline_margin: self.deadline_margin,
-            ordering,
-            names,
-            parking: self.parking.as_deref(),
-        }
-    }
+/// The invocation's remaining time at `now_ms` (epoch ms): `None` when the
+/// context has no deadline (`deadline == 0`), otherwise the time left, zero
+/// when the deadline has passed (a real zero, not "unknown": the engine then
+/// takes leases that lapse at once).
+#[cfg(feature = "lambda")]
+pub(crate) fn remaining_time(ctx: &lambda_runtime::Context, now_ms: u64) -> Option<Duration> {
+    (ctx.deadline != 0).then(|| Duration::from_millis(ctx.deadline.saturating_sub(now_ms)))
+}
+
+/// The invocation's remaining time now.
+#[cfg(feature = "lambda")]
+pub(crate) fn remaining_now(ctx: &lambda_runtime::Context) -> Option<Duration> {
+    remaining_time(ctx, crate::clock::Clock::now_ms(&crate::clock::SystemClock))
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -118,5 +115,18 @@ mod tests {
         assert_eq!(margin(None, None), s(1));
         // A margin set is kept as it is.
         assert_eq!(margin(Some(s(2)), Some(s(1))), s(2));
+    }
+
+    #[cfg(feature = "lambda")]
+    #[test]
+    fn remaining_time_from_the_context() {
+        const T0: u64 = 1_795_946_400_000;
+        let mut ctx = lambda_runtime::Context::default();
+        assert_eq!(remaining_time(&ctx, T0), None, "no deadline is unknown");
+        ctx.deadline = T0 + 2_500;
+        assert_eq!(remaining_time(&ctx, T0), Some(Duration::from_millis(2_500)));
+        // cargo lambda watch sends 600000: long past, a real zero.
+        ctx.deadline = 600_000;
+        assert_eq!(remaining_time(&ctx, T0), Some(Duration::ZERO));
     }
 }

@@ -11,13 +11,12 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::delivery::{Delivery, SourceNames, Within};
-use super::lanes::Ordering;
+use super::delivery::{Delivery, Ordering, SourceNames, Within};
 use super::malformed::MalformedRecord;
 use super::parking::Ticket;
 use super::pipeline::Pipeline;
 use super::report::{BatchError, BatchReport, FailureReason};
-use crate::key::IdempotencyKey;
+use super::slot::Prepared;
 
 /// One event source of the batch pipeline (SQS, Kinesis, DynamoDB Streams,
 /// Kafka, SNS). Its value holds the source's own settings (the body size
@@ -87,28 +86,4 @@ pub trait Prepare<Rec>: Source {
         ident: &str,
         record: Self::Raw,
     ) -> Result<Prepared<Rec>, FailureReason>;
-}
-
-/// A record ready to run: what the handler takes, its key and the payload
-/// validation hashes.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Prepared<Rec> {
-    /// What the handler takes.
-    pub record: Rec,
-    /// Its idempotency key (`None`: it runs unprotected).
-    pub key: Option<IdempotencyKey>,
-    /// What payload validation hashes (`None`: nothing).
-    pub payload: Option<Value>,
-}
-
-impl<Rec> Prepared<Rec> {
-    /// `record` with its `key` and `payload`.
-    pub fn new(record: Rec, key: Option<IdempotencyKey>, payload: Option<Value>) -> Self {
-        Self {
-            record,
-            key,
-            payload,
-        }
-    }
 }

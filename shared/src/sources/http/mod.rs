@@ -37,8 +37,8 @@ mod tests;
 
 pub use problem::{PROBLEM_JSON, Problem};
 use request::Identity;
-pub use request::{Caller, EventFormat, HttpRequest};
-pub use response::{HttpEventResponse, HttpResponse};
+pub use request::{Caller, HttpRequest};
+pub use response::{EventFormat, HttpEventResponse, HttpResponse};
 
 use std::future::Future;
 use std::sync::Mutex;

@@ -7,18 +7,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::problem::Problem;
+use super::response::EventFormat;
 use crate::batch::json_type;
-
-/// The payload format of the event a request came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EventFormat {
-    /// API Gateway HTTP API, payload format 2.0, and Lambda function URLs
-    /// (the same shape).
-    HttpApi,
-    /// API Gateway REST API (payload format 1.0).
-    RestApi,
-}
 
 /// Where the caller's identity comes from: it scopes idempotency keys, so
 /// two callers never share a key space or read each other's responses.

@@ -7,7 +7,16 @@ use aws_lambda_events::http::{HeaderMap, HeaderName, HeaderValue};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::request::EventFormat;
+/// The payload format of the event a request came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventFormat {
+    /// API Gateway HTTP API, payload format 2.0, and Lambda function URLs
+    /// (the same shape).
+    HttpApi,
+    /// API Gateway REST API (payload format 1.0).
+    RestApi,
+}
 
 /// An HTTP response: status, headers (names in lowercase, in order) and body
 /// (text, or base64 of binary content with `base64` set).

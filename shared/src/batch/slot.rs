@@ -1,0 +1,125 @@
+//! One record on its way through the pipeline ([`Slot`]): ready to run
+//! ([`Prepared`]: what the handler takes, its key, its payload) or failed,
+//! alone or linked to the first copy of an in-batch duplicate.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::delivery::Ids;
+use super::parking::Ticket;
+use super::report::FailureReason;
+use crate::engine::panic_message;
+use crate::key::IdempotencyKey;
+
+/// A record ready to run: what the handler takes, its key and the payload
+/// validation hashes.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Prepared<Rec> {
+    /// What the handler takes.
+    pub record: Rec,
+    /// Its idempotency key (`None`: it runs unprotected).
+    pub key: Option<IdempotencyKey>,
+    /// What payload validation hashes (`None`: nothing).
+    pub payload: Option<Value>,
+}
+
+impl<Rec> Prepared<Rec> {
+    /// `record` with its `key` and `payload`.
+    pub fn new(record: Rec, key: Option<IdempotencyKey>, payload: Option<Value>) -> Self {
+        Self {
+            record,
+            key,
+            payload,
+        }
+    }
+}
+
+/// One record on its way through the pipeline: `Rec` is what the handler
+/// gets (an `SqsRecord<M>`, a `KinesisRecord<M>`).
+pub(crate) struct Slot<Rec> {
+    pub(crate) index: usize,
+    /// The id, or a description of the record when it has none.
+    pub(crate) ident: String,
+    pub(crate) ids: Ids,
+    pub(crate) state: State<Rec>,
+    pub(crate) role: Role,
+    /// What the record is parked as when it fails terminally (only when its
+    /// processor parks: [`Pipeline::parks`]).
+    pub(crate) ticket: Option<Ticket>,
+}
+
+impl<Rec> Slot<Rec> {
+    /// The slot of the record at `index`, with its identifiers and what its
+    /// preparation (parse, key) gave.
+    pub(crate) fn new(
+        index: usize,
+        ident: String,
+        ids: Ids,
+        prepared: Result<Prepared<Rec>, FailureReason>,
+    ) -> Self {
+        let state = match prepared {
+            Ok(Prepared {
+                record,
+                key,
+                payload,
+            }) => State::Ready {
+                record: Box::new(record),
+                key,
+                payload,
+            },
+            Err(reason) => State::Failed(reason),
+        };
+        Self {
+            index,
+            ident,
+            ids,
+            state,
+            role: Role::Solo,
+            ticket: None,
+        }
+    }
+
+    /// This slot, parked as `ticket` gives if it fails terminally.
+    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
+        self.ticket = ticket;
+        self
+    }
+}
+
+pub(crate) enum State<Rec> {
+    Ready {
+        record: Box<Rec>,
+        /// `None`: run unprotected.
+        key: Option<IdempotencyKey>,
+        payload: Option<Value>,
+    },
+    Failed(FailureReason),
+}
+
+/// A record's part in in-batch deduplication.
+pub(crate) enum Role {
+    Solo,
+    /// The first record of its key, with later copies waiting for its outcome.
+    Leader(watch::Sender<Option<Shared>>),
+    /// A later copy: waits for the first one and takes its outcome.
+    Follower {
+        first: String,
+        outcome: watch::Receiver<Option<Shared>>,
+    },
+}
+
+/// A first copy's outcome as its in-batch duplicates receive it.
+#[derive(Clone)]
+pub(crate) enum Shared {
+    Done(Option<Value>),
+    Rejected(String),
+    Failed(FailureReason),
+}
+
+/// Runs `f`, turning a panic into its message.
+pub(crate) fn guard<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| panic_message(&*panic))
+}
