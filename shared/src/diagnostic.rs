@@ -34,6 +34,8 @@ static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &
     classify::<crate::adapter::eventbridge::EventError>,
     classify::<crate::adapter::sns::SnsError>,
     classify::<crate::adapter::kafka::KafkaError>,
+    #[cfg(feature = "lambda")]
+    classify::<crate::layer::LayerError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<InvalidEvent>,

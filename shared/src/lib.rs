@@ -57,6 +57,9 @@ pub mod diagnostic;
 mod engine;
 mod error;
 mod key;
+#[cfg(feature = "lambda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lambda")))]
+pub mod layer;
 pub mod metrics;
 pub mod outbox;
 mod record;
