@@ -36,16 +36,22 @@
 //! # }
 //! ```
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// The handler-writing guide (`docs/writing-a-handler.md`), compiled and run
-/// as doctests.
+/// The workspace's Markdown pages (`README.md`, `docs/**/*.md`), compiled
+/// and run as doctests of this crate: one item per page, written by
+/// `build.rs`. Only in the workspace (`build.rs` sets `workspace_docs`
+/// there): the published package holds none of these pages.
+/// The package README's examples, compiled as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../../docs/writing-a-handler.md")]
-struct GuideDoctests;
+#[doc = include_str!("../README.md")]
+struct PackageReadme;
+
+#[cfg(all(doctest, workspace_docs))]
+#[allow(non_camel_case_types)]
+mod workspace_docs {
+    include!(concat!(env!("OUT_DIR"), "/workspace_docs.rs"));
+}
 
 mod adapter;
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]

@@ -9,5 +9,6 @@ mod diagnostic;
 mod local_run;
 mod moto_launcher;
 mod observability;
+mod outside;
 mod template;
 mod test_table;
