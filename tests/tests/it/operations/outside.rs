@@ -15,9 +15,24 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The tiny crate: the package README's quick start (the layer around a
-/// handler, the engine from the environment), with `shared` as a path
-/// dependency.
+/// The package README's quick start: its first `rust` block (the layer
+/// around a handler, the engine from the environment).
+fn readme_quick_start() -> String {
+    let readme =
+        std::fs::read_to_string(root().join("shared/README.md")).expect("shared/README.md");
+    let start = readme
+        .find("```rust")
+        .and_then(|i| readme[i..].find('\n').map(|n| i + n + 1))
+        .expect("a rust block in shared/README.md");
+    let end = start
+        + readme[start..]
+            .find("```")
+            .expect("the end of the rust block");
+    readme[start..end].to_owned()
+}
+
+/// The tiny crate: the package README's quick start, with `shared` as a
+/// path dependency.
 fn write_crate(dir: &Path, shared: &Path) {
     let manifest = format!(
         r#"[package]
@@ -44,27 +59,7 @@ debug = false
 "#,
         shared = shared.display().to_string()
     );
-    let main = r#"use lambda_runtime::tower::ServiceBuilder;
-use lambda_runtime::{LambdaEvent, Runtime, layers::TracingLayer, service_fn};
-use serde_json::{Value, json};
-use shared::layer::IdempotencyLayer;
-use shared::{Backend, Config, KeySelector};
-
-async fn charge(event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
-    Ok(json!({"charged": event.payload["payment_id"]}))
-}
-
-#[tokio::main]
-async fn main() -> Result<(), lambda_runtime::Error> {
-    let (engine, []) = Backend::from_env(Config::with_prefix("payments.charge"), [])
-        .await?
-        .into_parts();
-    let service = ServiceBuilder::new()
-        .layer(IdempotencyLayer::new(engine, KeySelector::pointer("/payment_id")))
-        .service(service_fn(charge));
-    Runtime::new(service).layer(TracingLayer::new()).run().await
-}
-"#;
+    let main = readme_quick_start();
     std::fs::create_dir_all(dir.join("src")).expect("create the crate's src");
     std::fs::write(dir.join("Cargo.toml"), manifest).expect("write Cargo.toml");
     std::fs::write(dir.join("src/main.rs"), main).expect("write main.rs");
