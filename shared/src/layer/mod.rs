@@ -34,7 +34,13 @@
 //! use their processors. For HTTP APIs, [`crate::http`] answers with HTTP
 //! semantics (`409`, `422`, the `Idempotency-Key` header).
 //!
-//! Under Lambda, the layer goes inside the runtime's own layers:
+//! Under Lambda, the layer goes inside the runtime's own layers. The
+//! layer's failures reach the runtime as the inner service's error type
+//! (`S::Error: From<LayerError>`; `lambda_runtime::Error` is); mapped with
+//! [`diagnostic`](crate::diagnostic::diagnostic), a failed invocation's
+//! `errorType` says what failed (`PayloadMismatch`, `InProgress`,
+//! `InvalidKey`, `HandlerFailed`), as [`runtime::run`](crate::runtime::run)
+//! answers:
 //!
 //! ```no_run
 //! use lambda_runtime::tower::ServiceBuilder;
@@ -51,6 +57,7 @@
 //! async fn main() -> Result<(), lambda_runtime::Error> {
 //!     let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("payments.charge"));
 //!     let service = ServiceBuilder::new()
+//!         .map_err(|e: lambda_runtime::Error| shared::diagnostic::diagnostic(&*e))
 //!         .layer(IdempotencyLayer::new(engine, KeySelector::pointer("/payment_id")))
 //!         .service(service_fn(charge));
 //!     Runtime::new(service).layer(TracingLayer::new()).run().await
