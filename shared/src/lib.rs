@@ -6,6 +6,19 @@
 //! handler runs only for the claimant; its response is recorded with a TTL and
 //! replayed to duplicates.
 //!
+//! Any single-event handler served by `lambda_runtime` gains idempotency
+//! with one line in its `ServiceBuilder`: the tower layer `layer::IdempotencyLayer`
+//! (feature `lambda`).
+//!
+//! Another repository depends on the crate by git (or by path, from a
+//! checkout) until it is published:
+//!
+//! ```toml
+//! [dependencies]
+//! shared = { git = "https://github.com/lambda-idempotency/lambda-idempotency" }
+//! # shared = { path = "../lambda-idempotency/shared" }
+//! ```
+//!
 //! # Quick start (in-memory store)
 //!
 //! ```
