@@ -34,6 +34,8 @@ static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &
     classify::<crate::sources::eventbridge::EventError>,
     classify::<crate::sources::sns::SnsError>,
     classify::<crate::sources::kafka::KafkaError>,
+    #[cfg(feature = "lambda")]
+    classify::<crate::layer::LayerError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<InvalidEvent>,

@@ -6,6 +6,19 @@
 //! handler runs only for the claimant; its response is recorded with a TTL and
 //! replayed to duplicates.
 //!
+//! Any single-event handler served by `lambda_runtime` gains idempotency
+//! with one line in its `ServiceBuilder`: the tower layer `layer::IdempotencyLayer`
+//! (feature `lambda`).
+//!
+//! Another repository depends on the crate by git (or by path, from a
+//! checkout) until it is published:
+//!
+//! ```toml
+//! [dependencies]
+//! shared = { git = "https://github.com/lambda-idempotency/lambda-idempotency" }
+//! # shared = { path = "../lambda-idempotency/shared" }
+//! ```
+//!
 //! # Quick start (in-memory store)
 //!
 //! ```
@@ -36,49 +49,21 @@
 //! # }
 //! ```
 
-/// The documentation's pages (README.md, CONTRIBUTING.md and every page of
-/// `docs/`), each compiled and run as doctests: every Rust block of them
-/// builds with the current API. A new page gets its line here.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The workspace's Markdown pages (`README.md`, `docs/**/*.md`), compiled
+/// and run as doctests of this crate: one item per page, written by
+/// `build.rs`. Only in the workspace (`build.rs` sets `workspace_docs`
+/// there): the published package holds none of these pages.
+/// The package README's examples, compiled as doctests.
 #[cfg(doctest)]
-mod doc_pages {
-    #[doc = include_str!("../../README.md")]
-    struct Readme;
-    #[doc = include_str!("../../CONTRIBUTING.md")]
-    struct Contributing;
-    #[doc = include_str!("../../docs/handlers.md")]
-    struct Handlers;
-    #[doc = include_str!("../../docs/guarantees.md")]
-    struct Guarantees;
-    #[doc = include_str!("../../docs/operations.md")]
-    struct Operations;
-    #[doc = include_str!("../../docs/cost.md")]
-    struct Cost;
-    #[doc = include_str!("../../docs/benchmarks.md")]
-    struct Benchmarks;
-    #[doc = include_str!("../../docs/sources/sqs.md")]
-    struct SqsPage;
-    #[doc = include_str!("../../docs/sources/eventbridge.md")]
-    struct EventBridgePage;
-    #[doc = include_str!("../../docs/sources/http.md")]
-    struct HttpPage;
-    #[doc = include_str!("../../docs/sources/kinesis.md")]
-    struct KinesisPage;
-    #[doc = include_str!("../../docs/sources/dynamodb-streams.md")]
-    struct DynamoDbStreamsPage;
-    #[doc = include_str!("../../docs/sources/kafka.md")]
-    struct KafkaPage;
-    #[doc = include_str!("../../docs/sources/sns.md")]
-    struct SnsPage;
-    #[doc = include_str!("../../docs/sources/envelopes.md")]
-    struct EnvelopesPage;
-    #[doc = include_str!("../../docs/stores/dynamodb.md")]
-    struct DynamoDbStorePage;
-    #[doc = include_str!("../../docs/stores/memory.md")]
-    struct MemoryStorePage;
-    #[doc = include_str!("../../docs/stores/valkey.md")]
-    struct ValkeyStorePage;
-    #[doc = include_str!("../../docs/stores/custom-store.md")]
-    struct CustomStorePage;
+#[doc = include_str!("../README.md")]
+struct PackageReadme;
+
+#[cfg(all(doctest, workspace_docs))]
+#[allow(non_camel_case_types)]
+mod workspace_docs {
+    include!(concat!(env!("OUT_DIR"), "/workspace_docs.rs"));
 }
 
 #[cfg(any(feature = "dynamodb", feature = "ssm", feature = "parking-sqs"))]
@@ -92,6 +77,9 @@ mod engine;
 pub mod env;
 mod error;
 pub mod key;
+#[cfg(feature = "lambda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "lambda")))]
+pub mod layer;
 pub mod metrics;
 pub mod outbox;
 mod record;

@@ -315,7 +315,7 @@ impl EventPayload {
     /// The event, checked ([`parse_event`]'s errors), and the key material:
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
-    fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
+    pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
         match &self.0 {
             Payload::Text(raw) => {
                 let text = raw.get();

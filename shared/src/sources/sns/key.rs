@@ -27,7 +27,7 @@ use crate::key::IdempotencyKey;
 /// The key material of a notification invoking the function:
 /// `notification` (its JSON) with its `Message` replaced by the parsed
 /// `message`.
-fn material(mut notification: Value, message: &Value) -> Value {
+pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
     if let Some(slot) = notification.get_mut("Message") {
         *slot = message.clone();
     }

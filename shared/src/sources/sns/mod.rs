@@ -64,7 +64,7 @@
 //! # }
 //! ```
 
-mod key;
+pub(crate) mod key;
 mod parse;
 mod record;
 mod response;

@@ -16,6 +16,7 @@ mod batch;
 mod batch_commits;
 mod dynamodb_streams;
 mod inventory;
+mod layer;
 pub(crate) mod ledger;
 pub(crate) mod orders;
 mod payments;

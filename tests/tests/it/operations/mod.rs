@@ -10,5 +10,6 @@ mod links;
 mod local_run;
 mod moto_launcher;
 mod observability;
+mod outside;
 mod template;
 mod test_table;

@@ -1,0 +1,370 @@
+//! The layer (its settings) and the service it wraps around a handler.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Instant;
+
+use lambda_runtime::tower::{Layer, Service};
+use lambda_runtime::{BoxFuture, LambdaEvent};
+use serde::de::DeserializeOwned;
+use serde::{Serialize, Serializer};
+
+use crate::batch::{
+    Delivery, EngineFailure, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope, Unit,
+    key_for, millis, remaining_now,
+};
+use crate::engine::{Idempotency, Outcome};
+use crate::error::HandlerError;
+use crate::key::IdempotencyKey;
+
+use super::LayerError;
+use super::shape::{EventBridge, Json, Shape, Sns};
+
+/// What a layer and its services share.
+#[derive(Debug)]
+struct Settings<V> {
+    engine: Idempotency,
+    key: KeySelector,
+    missing_key: MissingKey,
+    payload: PayloadScope,
+    shape: V,
+}
+
+/// A [`tower::Layer`](lambda_runtime::tower::Layer) that makes a Lambda
+/// handler idempotent: see the [module docs](crate::layer).
+///
+/// Build it once per execution environment (it holds the engine, cheap to
+/// clone) and add it to a `ServiceBuilder`, inside `lambda_runtime`'s own
+/// layers.
+#[derive(Debug)]
+pub struct IdempotencyLayer<V = Json> {
+    settings: Arc<Settings<V>>,
+}
+
+impl<V> Clone for IdempotencyLayer<V> {
+    fn clone(&self) -> Self {
+        Self {
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+impl IdempotencyLayer<Json> {
+    /// A layer for a plain JSON invocation ([`Json`]): `key` reads the
+    /// payload as JSON (`KeySelector::pointer("/order_id")`).
+    pub fn new(engine: Idempotency, key: KeySelector) -> Self {
+        Self::with_shape(engine, key, Json)
+    }
+}
+
+impl IdempotencyLayer<EventBridge> {
+    /// A layer for an EventBridge event invoking the function
+    /// ([`EventBridge`]): `key` reads the envelope ([`KeySelector::Id`]:
+    /// the event `id`; `pointer("/detail/order_id")`).
+    pub fn eventbridge(engine: Idempotency, key: KeySelector) -> Self {
+        Self::with_shape(engine, key, EventBridge)
+    }
+}
+
+impl IdempotencyLayer<Sns> {
+    /// A layer for an SNS event invoking the function ([`Sns`]): `key`
+    /// reads the notification with its `Message` parsed
+    /// (`pointer("/Message/order_id")`; [`KeySelector::Id`]: the
+    /// `MessageId`).
+    pub fn sns(engine: Idempotency, key: KeySelector) -> Self {
+        Self::with_shape(engine, key, Sns)
+    }
+}
+
+impl<V> IdempotencyLayer<V> {
+    /// A layer reading invocations with `shape` (one of the crate's, or a
+    /// [`Shape`] of your own).
+    pub fn with_shape(engine: Idempotency, key: KeySelector, shape: V) -> Self {
+        Self {
+            settings: Arc::new(Settings {
+                engine,
+                key,
+                missing_key: MissingKey::default(),
+                payload: PayloadScope::default(),
+                shape,
+            }),
+        }
+    }
+
+    fn edit(self, f: impl FnOnce(&mut Settings<V>)) -> Self
+    where
+        V: Clone,
+    {
+        let mut settings = Arc::unwrap_or_clone(self.settings);
+        f(&mut settings);
+        Self {
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// What to do without a key. Default [`MissingKey::Fail`]
+    /// ([`LayerError::Key`]).
+    pub fn missing_key(self, policy: MissingKey) -> Self
+    where
+        V: Clone,
+    {
+        self.edit(|s| s.missing_key = policy)
+    }
+
+    /// What payload validation hashes. Default [`PayloadScope::Body`]
+    /// (the shape's body: the whole JSON, the EventBridge `detail`, the
+    /// parsed SNS `Message`).
+    pub fn payload(self, scope: PayloadScope) -> Self
+    where
+        V: Clone,
+    {
+        self.edit(|s| s.payload = scope)
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Idempotency {
+        &self.settings.engine
+    }
+}
+
+impl<V: Clone> Clone for Settings<V> {
+    fn clone(&self) -> Self {
+        Self {
+            engine: self.engine.clone(),
+            key: self.key.clone(),
+            missing_key: self.missing_key,
+            payload: self.payload,
+            shape: self.shape.clone(),
+        }
+    }
+}
+
+impl<S, V> Layer<S> for IdempotencyLayer<V> {
+    type Service = IdempotencyService<S, V>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyService {
+            inner,
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+/// The service [`IdempotencyLayer`] wraps around `S`.
+#[derive(Debug)]
+pub struct IdempotencyService<S, V = Json> {
+    inner: S,
+    settings: Arc<Settings<V>>,
+}
+
+impl<S: Clone, V> Clone for IdempotencyService<S, V> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+/// What an [`IdempotencyService`] answers for an invocation that is done:
+/// the [`Outcome`], as the processors report it.
+///
+/// It serializes as the function's response, so the runtime returns what
+/// the handler returned, now or replayed:
+///
+/// * [`Outcome::Executed`], [`Outcome::Replayed`]`(Some(r))`,
+///   [`Outcome::Unprotected`]: the response `r` itself;
+/// * [`Outcome::Replayed`]`(None)` (a duplicate whose response was not
+///   kept): `{"duplicate": true}`;
+/// * [`Outcome::Rejected`] (a terminal error recorded for the key by a
+///   processor sharing the engine's prefix): `{"rejected": "..."}`.
+///
+/// An outer layer or a test reads the outcome with [`outcome`](Self::outcome).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotent<T> {
+    pub(super) outcome: Outcome<T>,
+}
+
+impl<T> Idempotent<T> {
+    /// The outcome: executed, replayed or unprotected.
+    pub fn outcome(&self) -> &Outcome<T> {
+        &self.outcome
+    }
+
+    /// Takes the outcome.
+    pub fn into_outcome(self) -> Outcome<T> {
+        self.outcome
+    }
+
+    /// The handler's response, run now or replayed (`None` for a duplicate
+    /// whose response was not kept).
+    pub fn response(&self) -> Option<&T> {
+        self.outcome.response()
+    }
+
+    /// Whether the inner service ran for this invocation
+    /// ([`Outcome::Executed`] or [`Outcome::Unprotected`]).
+    pub fn executed(&self) -> bool {
+        matches!(self.outcome, Outcome::Executed(_) | Outcome::Unprotected(_))
+    }
+}
+
+impl<T: Serialize> Serialize for Idempotent<T> {
+    fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        #[derive(Serialize)]
+        struct Duplicate {
+            duplicate: bool,
+        }
+        #[derive(Serialize)]
+        struct Rejected<'a> {
+            rejected: &'a str,
+        }
+        match &self.outcome {
+            Outcome::Executed(t) | Outcome::Replayed(Some(t)) | Outcome::Unprotected(t) => {
+                t.serialize(serializer)
+            }
+            Outcome::Replayed(None) => Duplicate { duplicate: true }.serialize(serializer),
+            Outcome::Rejected { error, .. } => Rejected { rejected: error }.serialize(serializer),
+            other => Err(serde::ser::Error::custom(format!(
+                "outcome {} is not a response",
+                other.label()
+            ))),
+        }
+    }
+}
+
+impl<S, V, P> Service<LambdaEvent<P>> for IdempotencyService<S, V>
+where
+    S: Service<LambdaEvent<P>> + Clone + Send + 'static,
+    S::Response: Serialize + DeserializeOwned + Send,
+    S::Error: From<LayerError> + fmt::Display + Send,
+    S::Future: Send,
+    P: Send + 'static,
+    V: Shape<P>,
+{
+    type Response = Idempotent<S::Response>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, event: LambdaEvent<P>) -> Self::Future {
+        // The clone that was driven to readiness serves this call.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        Box::pin(async move { settings.call(inner, event).await })
+    }
+}
+
+impl<V> Settings<V> {
+    /// One invocation: read, key, run `inner` through the engine, log and
+    /// count; the inner service's own error comes back unchanged.
+    async fn call<S, P>(
+        &self,
+        inner: S,
+        event: LambdaEvent<P>,
+    ) -> Result<Idempotent<S::Response>, S::Error>
+    where
+        S: Service<LambdaEvent<P>>,
+        S::Response: Serialize + DeserializeOwned,
+        S::Error: From<LayerError> + fmt::Display,
+        V: Shape<P>,
+    {
+        let start = Instant::now();
+        let mut inner_error = None;
+        let mut key = None;
+        let mut unit_id = (event.context.request_id.clone(), Default::default());
+        let result = self
+            .run(inner, event, &mut key, &mut unit_id, &mut inner_error)
+            .await;
+        let (id, id_field) = unit_id;
+        let unit = Unit {
+            noun: "event",
+            id: Some(&id),
+            id_field,
+            key: key.as_ref().map(IdempotencyKey::hash),
+            ..Unit::default()
+        };
+        crate::batch::finish_one(
+            &self.engine,
+            &unit,
+            result.as_ref(),
+            millis(start.elapsed()),
+        );
+        match result {
+            Ok(outcome) => Ok(Idempotent { outcome }),
+            Err(LayerError::Handler { error, .. }) => match inner_error {
+                Some(e) => Err(e),
+                None => Err(LayerError::Handler { id, error }.into()),
+            },
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn run<S, P>(
+        &self,
+        mut inner: S,
+        event: LambdaEvent<P>,
+        key: &mut Option<IdempotencyKey>,
+        unit_id: &mut (String, crate::batch::IdField),
+        inner_error: &mut Option<S::Error>,
+    ) -> Result<Outcome<S::Response>, LayerError>
+    where
+        S: Service<LambdaEvent<P>>,
+        S::Response: Serialize + DeserializeOwned,
+        S::Error: fmt::Display,
+        V: Shape<P>,
+    {
+        let reading = self.shape.read(&event.payload)?;
+        if let Some(id) = reading.id.clone().filter(|id| !id.is_empty()) {
+            *unit_id = (id, reading.id_field);
+        }
+        let id = || unit_id.0.clone();
+        let input = KeyInput::new(
+            &reading.document,
+            reading.delivery.as_deref().map(|d| d as &dyn Delivery),
+        );
+        let unit = Unit {
+            noun: "event",
+            id: Some(&unit_id.0),
+            id_field: unit_id.1,
+            ..Unit::default()
+        };
+        *key = key_for(&self.engine, &self.key, self.missing_key, input, &unit).map_err(
+            |e| match e {
+                KeyFailure::Bad(error) => LayerError::Key { id: id(), error },
+                KeyFailure::Panic(message) => LayerError::KeyPanicked { id: id(), message },
+            },
+        )?;
+        let payload = match self.payload {
+            PayloadScope::Body => Some(&reading.body),
+            PayloadScope::None => None,
+        };
+        let remaining = remaining_now(&event.context);
+        let result = self
+            .engine
+            .run(key.as_ref(), payload, remaining, || async move {
+                inner.call(event).await.map_err(|e| {
+                    let error = HandlerError::retryable(e.to_string());
+                    *inner_error = Some(e);
+                    error
+                })
+            })
+            .await;
+        crate::batch::split(result).map_err(|failure| match failure {
+            EngineFailure::InProgress {
+                lease_expires_at_ms,
+            } => LayerError::InProgress {
+                id: id(),
+                lease_expires_at_ms,
+            },
+            EngineFailure::PayloadMismatch => LayerError::PayloadMismatch { id: id() },
+            EngineFailure::Handler(error) => LayerError::Handler { id: id(), error },
+            EngineFailure::Engine(error) => LayerError::Idempotency { id: id(), error },
+        })
+    }
+}
