@@ -1,8 +1,6 @@
 //! Helpers shared by the unit tests of the sources.
 
-use crate::sqs::{
-    BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage, parse_sqs_event,
-};
+use crate::sqs::{BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
 use crate::{Config, Idempotency, MemoryStore, clock::ManualClock};
 use serde_json::Value;
 
@@ -20,7 +18,7 @@ pub(crate) fn event_json(name: &str) -> Value {
 
 /// A file of `events/` as an SQS event.
 pub(crate) fn sqs_event(name: &str) -> SqsEvent {
-    parse_sqs_event(event_json(name)).unwrap()
+    serde_json::from_value(event_json(name)).unwrap()
 }
 
 /// An engine on a memory store and a manual clock.

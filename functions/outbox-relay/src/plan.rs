@@ -132,7 +132,7 @@ pub struct RecordPlan {
 /// record skipped as poison, named by its sequence number when it has one.
 pub fn plan_malformed(record: &MalformedRecord) -> RecordPlan {
     RecordPlan {
-        sequence_number: record.sequence_number.clone(),
+        sequence_number: record.id.clone(),
         key: None,
         entries: Vec::new(),
         poison: vec![(None, record.error.clone())],

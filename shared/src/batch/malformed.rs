@@ -1,7 +1,8 @@
 //! Stream events parsed record by record: a record that is not a record of
 //! its source (a missing field, `data` that is not base64, a malformed
 //! image...) is kept as a [`MalformedRecord`] and fails alone; the event
-//! and its other records stand. Kinesis and DynamoDB Streams parse so.
+//! and its other records stand. Every source with a `Records` array (SQS,
+//! SNS, Kinesis, DynamoDB Streams) parses so.
 
 use std::any::Any;
 
@@ -23,8 +24,9 @@ use super::slot::Slot;
 pub struct MalformedRecord {
     /// Its position in the batch.
     pub index: usize,
-    /// Its sequence number, when that much could be read.
-    pub sequence_number: Option<String>,
+    /// Its id (a `messageId`, a sequence number), when that much could be
+    /// read.
+    pub id: Option<String>,
     /// Its `eventSourceARN`, when that much could be read.
     pub event_source_arn: Option<String>,
     /// Its ordering lane, when that much could be read: the shard of a
@@ -85,13 +87,15 @@ pub(crate) struct Salvage {
     pub(crate) expected: &'static str,
     /// The records' `eventSource`.
     pub(crate) event_source: &'static str,
+    /// The fields that may hold it (`eventSource`; SNS's `EventSource`).
+    pub(crate) event_source_fields: &'static [&'static str],
     /// Whether a record without `eventSource` is read as one of the source
     /// (the field is optional in DynamoDB's record type).
     pub(crate) event_source_optional: bool,
     /// `a Kinesis record`, `a DynamoDB stream record`.
     pub(crate) noun: &'static str,
-    /// The JSON pointer of its sequence number.
-    pub(crate) sequence_number: &'static str,
+    /// The JSON pointer of its id (what the partial batch response names).
+    pub(crate) id: &'static str,
     /// Its lane, from the raw record.
     pub(crate) lane: fn(&Value) -> Option<String>,
     /// The source's names.
@@ -122,7 +126,12 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
     };
     let expected = salvage.event_source;
     for (i, record) in records.iter().enumerate() {
-        match record.get("eventSource").and_then(Value::as_str) {
+        let source = salvage
+            .event_source_fields
+            .iter()
+            .find_map(|field| record.get(*field))
+            .and_then(Value::as_str);
+        match source {
             Some(source) if source == expected => {}
             None if salvage.event_source_optional => {}
             Some(other) => {
@@ -132,7 +141,8 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
             }
             None => {
                 return wrong(format!(
-                    "record {i} has no eventSource (expected {expected})"
+                    "record {i} has no {} (expected {expected})",
+                    salvage.event_source_fields[0]
                 ));
             }
         }
@@ -164,7 +174,7 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
         };
         parsed.push(Err(MalformedRecord {
             index,
-            sequence_number: text(salvage.sequence_number),
+            id: text(salvage.id),
             event_source_arn: text("/eventSourceARN"),
             lane: (salvage.lane)(&raw),
             error: format!("record {index} is not {}: {error}", salvage.noun),
@@ -206,7 +216,7 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
 impl Delivery for MalformedRecord {
     /// The sequence number, when it could be read.
     fn id(&self) -> Option<&str> {
-        non_empty(self.sequence_number.as_deref())
+        non_empty(self.id.as_deref())
     }
 
     /// The lane, when it could be read.

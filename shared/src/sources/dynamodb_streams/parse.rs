@@ -15,9 +15,10 @@ use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 static SALVAGE: Salvage = Salvage {
     expected: "a DynamoDB Streams",
     event_source: "aws:dynamodb",
+    event_source_fields: &["eventSource"],
     event_source_optional: true,
     noun: "a DynamoDB stream record",
-    sequence_number: "/dynamodb/SequenceNumber",
+    id: "/dynamodb/SequenceNumber",
     lane: |raw| {
         raw.get("eventSourceARN")
             .and_then(Value::as_str)

@@ -17,9 +17,10 @@ use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 static SALVAGE: Salvage = Salvage {
     expected: "a Kinesis",
     event_source: "aws:kinesis",
+    event_source_fields: &["eventSource"],
     event_source_optional: false,
     noun: "a Kinesis record",
-    sequence_number: "/kinesis/sequenceNumber",
+    id: "/kinesis/sequenceNumber",
     lane: |raw| {
         raw.get("eventID")
             .and_then(Value::as_str)

@@ -342,7 +342,7 @@ async fn a_record_whose_data_is_not_base64_fails_alone() {
     ]}))
     .expect("one bad record does not fail the event");
     assert!(
-        matches!(&event.records[2], Err(m) if m.sequence_number.as_deref() == Some("101")
+        matches!(&event.records[2], Err(m) if m.id.as_deref() == Some("101")
         && m.lane.as_deref() == Some("shardId-000000000000"))
     );
     let report = processor().process(event, None, |r| sink.handle(r)).await;

@@ -75,7 +75,7 @@ pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsReco
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use parse::{SNS_EVENT_SOURCE, parse_sns_event};
+pub use parse::{SNS_EVENT_SOURCE, SnsStreamEvent, parse_sns_event};
 pub use record::Notification;
 pub use response::{SnsError, answer};
 
@@ -102,22 +102,22 @@ pub struct Sns {
 }
 
 impl Source for Sns {
-    type Event = SnsEvent;
+    type Event = SnsStreamEvent;
     type Raw = SnsRecord;
     type Response = ();
     type Error = SnsError;
     const NAMES: &'static SourceNames = &SNS;
 
-    fn parse(payload: Value) -> Result<SnsEvent, BatchError> {
+    fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
     }
 
-    fn ordering(&self, _: &SnsEvent) -> Ordering {
+    fn ordering(&self, _: &SnsStreamEvent) -> Ordering {
         Ordering::Unordered
     }
 
-    fn records(&self, event: SnsEvent) -> Vec<Result<SnsRecord, MalformedRecord>> {
-        event.records.into_iter().map(Ok).collect()
+    fn records(&self, event: SnsStreamEvent) -> Vec<Result<SnsRecord, MalformedRecord>> {
+        event.records
     }
 
     /// SNS has no partial response: a failure fails the invocation

@@ -2,18 +2,20 @@
 //! failure takes down are the core's ordering policies
 //! ([`Ordering::SkipLane`], [`Ordering::StopBatch`]).
 
-use super::{FifoFailureMode, QueueKind, SqsEvent};
+use super::{FifoFailureMode, QueueKind, SqsStreamEvent};
 use crate::batch::Ordering;
 
 /// Whether the batch is processed as FIFO.
-pub(super) fn is_fifo(kind: QueueKind, event: &SqsEvent) -> bool {
+pub(super) fn is_fifo(kind: QueueKind, event: &SqsStreamEvent) -> bool {
     match kind {
         QueueKind::Standard => false,
         QueueKind::Fifo => true,
         QueueKind::Auto => event.records.iter().any(|r| {
-            r.event_source_arn
-                .as_deref()
-                .is_some_and(|arn| arn.ends_with(".fifo"))
+            let arn = match r {
+                Ok(message) => message.event_source_arn.as_deref(),
+                Err(malformed) => malformed.event_source_arn.as_deref(),
+            };
+            arn.is_some_and(|arn| arn.ends_with(".fifo"))
         }),
     }
 }

@@ -87,7 +87,7 @@ pub use crate::batch::envelope::{Envelope, EnvelopeMode, Envelopes};
 pub use crate::batch::{
     BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
 };
-pub use parse::parse_sqs_event;
+pub use parse::{SqsStreamEvent, parse_sqs_event};
 pub use policy::{FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
 
@@ -140,25 +140,25 @@ impl Default for Sqs {
 }
 
 impl Source for Sqs {
-    type Event = SqsEvent;
+    type Event = SqsStreamEvent;
     type Raw = SqsMessage;
     type Response = SqsBatchResponse;
     type Error = BatchError;
     const NAMES: &'static SourceNames = &SQS;
 
-    fn parse(payload: Value) -> Result<SqsEvent, BatchError> {
+    fn parse(payload: Value) -> Result<SqsStreamEvent, BatchError> {
         parse_sqs_event(payload)
     }
 
-    fn ordering(&self, event: &SqsEvent) -> Ordering {
+    fn ordering(&self, event: &SqsStreamEvent) -> Ordering {
         fifo::ordering(
             fifo::is_fifo(self.queue_kind, event),
             self.fifo_failure_mode,
         )
     }
 
-    fn records(&self, event: SqsEvent) -> Vec<Result<SqsMessage, MalformedRecord>> {
-        event.records.into_iter().map(Ok).collect()
+    fn records(&self, event: SqsStreamEvent) -> Vec<Result<SqsMessage, MalformedRecord>> {
+        event.records
     }
 
     fn no_lane(&self) -> FailureReason {

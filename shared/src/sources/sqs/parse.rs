@@ -1,55 +1,61 @@
-//! Telling an SQS event from other invocation payloads.
+//! Telling an SQS event from other invocation payloads, record by record: a
+//! message that is not an SQS message (a field of the wrong type) fails
+//! alone ([`MalformedRecord`]), never the batch.
 
-use aws_lambda_events::sqs::SqsEvent;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use serde_json::Value;
 
-use super::BatchError;
+#[cfg(doc)]
+use super::MalformedRecord;
+use super::record::SQS;
+use super::{BatchError, MESSAGE_GROUP_ID};
 use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::json_type;
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 
-/// Parses an invocation payload as an SQS event, rejecting other shapes.
-///
-/// `SqsEvent` itself would accept an EventBridge event or `{"Records": []}`
-/// from any source as zero or more empty records; this requires a `Records`
-/// array whose items all have `eventSource` `aws:sqs`. An empty `Records`
-/// array is an empty batch.
-pub fn parse_sqs_event(value: Value) -> Result<SqsEvent, BatchError> {
-    let wrong = |message: String| {
-        Err(BatchError::WrongEvent {
+/// How an SQS message that does not parse is read: its `messageId`, and its
+/// lane (a FIFO queue's message group).
+static SALVAGE: Salvage = Salvage {
+    expected: "an SQS",
+    event_source: "aws:sqs",
+    event_source_fields: &["eventSource", "EventSource"],
+    event_source_optional: false,
+    noun: "an SQS message",
+    id: "/messageId",
+    lane: |raw| {
+        raw.get("attributes")
+            .and_then(|a| a.get(MESSAGE_GROUP_ID))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    },
+    names: &SQS,
+};
+
+/// An SQS event as parsed: its messages in batch order, each an SQS message
+/// or, when it does not parse, a [`MalformedRecord`] (which fails on its own
+/// in [`process`](super::SqsProcessor::process)).
+pub type SqsStreamEvent = StreamEvent<SqsMessage>;
+
+impl From<SqsEvent> for SqsStreamEvent {
+    fn from(event: SqsEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as an SQS event, rejecting other shapes: a
+/// `Records` array whose items all have `eventSource` `aws:sqs` (an
+/// EventBridge event is named as such: the function is wired to the wrong
+/// trigger). Each message is parsed on its own. An empty `Records` array is
+/// an empty batch.
+pub fn parse_sqs_event(value: Value) -> Result<SqsStreamEvent, BatchError> {
+    if value.get("Records").is_none() && looks_like_eventbridge(&value) {
+        return Err(BatchError::WrongEvent {
             expected: "an SQS",
-            message,
-        })
-    };
-    let Some(object) = value.as_object() else {
-        return wrong(format!(
-            "expected an object with a Records array, got {}",
-            json_type(&value)
-        ));
-    };
-    let records = match object.get("Records") {
-        Some(Value::Array(records)) => records,
-        Some(other) => return wrong(format!("Records is {}, not an array", json_type(other))),
-        None if looks_like_eventbridge(&value) => {
-            return wrong(format!(
+            message: format!(
                 "this is an EventBridge event (detail-type {}), not an SQS batch; is the \
                  function wired to the right trigger?",
-                object.get("detail-type").unwrap_or(&Value::Null)
-            ));
-        }
-        None => return wrong("no Records array".to_owned()),
-    };
-    for (i, record) in records.iter().enumerate() {
-        let source = record
-            .get("eventSource")
-            .or_else(|| record.get("EventSource"))
-            .and_then(Value::as_str);
-        match source {
-            Some("aws:sqs") => {}
-            Some(other) => {
-                return wrong(format!("record {i} comes from {other}, expected aws:sqs"));
-            }
-            None => return wrong(format!("record {i} has no eventSource (expected aws:sqs)")),
-        }
+                value.get("detail-type").unwrap_or(&Value::Null)
+            ),
+        });
     }
-    serde_json::from_value(value).or_else(|e| wrong(format!("an SQS record is malformed: {e}")))
+    parse_stream(value, &SALVAGE)
 }

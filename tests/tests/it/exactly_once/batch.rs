@@ -47,7 +47,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
     let ids: Vec<String> = event
         .records
         .iter()
-        .map(|r| r.message_id.clone().unwrap())
+        .map(|r| r.as_ref().unwrap().message_id.clone().unwrap())
         .collect();
     let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"));
     let handler = |r: SqsRecord<Value>| {

@@ -83,13 +83,13 @@ fn outcomes<T: Clone>(
 
 #[test]
 fn fifo_is_recognised_from_the_arn_or_forced() {
-    let fifo = sqs_event("payments-fifo.json");
-    let standard = sqs_event("orders-standard.json");
+    let fifo = sqs_event("payments-fifo.json").into();
+    let standard = sqs_event("orders-standard.json").into();
     assert!(is_fifo(QueueKind::Auto, &fifo));
     assert!(!is_fifo(QueueKind::Auto, &standard));
     assert!(!is_fifo(QueueKind::Standard, &fifo));
     assert!(is_fifo(QueueKind::Fifo, &standard));
-    assert!(!is_fifo(QueueKind::Auto, &batch(vec![])));
+    assert!(!is_fifo(QueueKind::Auto, &batch(vec![]).into()));
 }
 
 #[tokio::test]
