@@ -802,10 +802,10 @@ async fn events_of_the_wrong_kind_fail_the_invocation_clearly() {
         (json!({"Records": "x"}), "Records is a string, not an array"),
         (
             json!([1, 2]),
-            "expected an object with a Records array, got an array",
+            "no Records array in an array",
         ),
-        (json!(42), "got a number"),
-        (Value::Null, "got null"),
+        (json!(42), "no Records array in a number"),
+        (Value::Null, "no Records array in null"),
     ];
     for (event, why) in not_sqs {
         for err in [
