@@ -31,11 +31,9 @@ pub use crate::error::{ErrorType, UNCLASSIFIED};
 /// names them all.
 static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
     classify::<crate::batch::BatchError>,
-    classify::<crate::sources::eventbridge::EventError>,
+    classify::<crate::batch::EventError>,
     classify::<crate::sources::sns::SnsError>,
     classify::<crate::sources::kafka::KafkaError>,
-    #[cfg(feature = "lambda")]
-    classify::<crate::layer::LayerError>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<InvalidEvent>,
@@ -109,7 +107,10 @@ mod tests {
             "InvalidEvent"
         );
         assert_eq!(
-            of(EventError::NotAnEventBridgeEvent("a Records array".into())),
+            of(EventError::InvalidEvent {
+                expected: "an EventBridge",
+                message: "a Records array".into()
+            }),
             "InvalidEvent"
         );
         assert_eq!(

@@ -462,7 +462,7 @@ mod tests {
         assert!(
             matches!(
                 err.downcast_ref::<EventError>(),
-                Some(EventError::NotAnEventBridgeEvent(_))
+                Some(EventError::InvalidEvent { .. })
             ),
             "{err}"
         );

@@ -51,6 +51,7 @@
 
 pub(crate) mod delivery;
 pub mod envelope;
+mod event;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;
@@ -64,16 +65,17 @@ mod slot;
 mod source;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
-pub(crate) use key::{KeyFailure, key_for};
+pub use event::EventError;
+pub(crate) use event::{EventKeys, finish_event};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, StreamEvent};
 pub use pipeline::Pipeline;
 pub use processor::{Parks, Processor};
+pub(crate) use report::json_type;
 pub use report::{
     BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
 };
-pub(crate) use report::{EngineFailure, json_type, split};
 pub(crate) use settings::millis;
 #[cfg(feature = "lambda")]
 pub(crate) use settings::remaining_now;

@@ -475,7 +475,7 @@ impl<'a> Pipeline<'a> {
         if let Some(known) = key.as_ref().and_then(|k| run.known.get(k))
             && let Some(settled) = self.engine.settle(known, payload.as_ref())
         {
-            return super::split(Ok(settled)).map_err(FailureReason::from);
+            return super::report::split(Ok(settled)).map_err(FailureReason::from);
         }
         // The semaphore is never closed; without a permit, run anyway. The
         // batch's commit does not wait for a record waiting for a permit
@@ -513,7 +513,7 @@ impl<'a> Pipeline<'a> {
             || (run.handler)(record),
         ))
         .await;
-        super::split(result).map_err(FailureReason::from)
+        super::report::split(result).map_err(FailureReason::from)
     }
 }
 

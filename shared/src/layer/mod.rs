@@ -11,9 +11,9 @@
 //!   kept;
 //! * a duplicate is answered from the kept response, and the handler is
 //!   not called;
-//! * the same key with another payload fails ([`LayerError::PayloadMismatch`],
+//! * the same key with another payload fails ([`EventError::PayloadMismatch`],
 //!   permanent), and a key held by a running invocation fails
-//!   ([`LayerError::InProgress`]) so that it is delivered again;
+//!   ([`EventError::InProgress`]) so that it is delivered again;
 //! * a handler error or panic releases the claim: the retry runs it again.
 //!   The handler's own error comes back unchanged.
 //!
@@ -36,7 +36,7 @@
 //!
 //! Under Lambda, the layer goes inside the runtime's own layers. The
 //! layer's failures reach the runtime as the inner service's error type
-//! (`S::Error: From<LayerError>`; `lambda_runtime::Error` is); mapped with
+//! (`S::Error: From<EventError>`; `lambda_runtime::Error` is); mapped with
 //! [`diagnostic`](crate::diagnostic::diagnostic), a failed invocation's
 //! `errorType` says what failed (`PayloadMismatch`, `InProgress`,
 //! `InvalidKey`, `HandlerFailed`), as [`runtime::run`](crate::runtime::run)
@@ -149,7 +149,8 @@
 //! use lambda_runtime::tower::{Service, ServiceBuilder, ServiceExt};
 //! use lambda_runtime::{Context, LambdaEvent, service_fn};
 //! use serde_json::json;
-//! use shared::layer::{IdempotencyLayer, LayerError};
+//! use shared::batch::EventError;
+//! use shared::layer::IdempotencyLayer;
 //! use shared::sns::SnsEvent;
 //! use shared::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
 //!
@@ -187,17 +188,17 @@
 //! // Another message under the same order id: a mismatch, not a replay.
 //! let other = service.ready().await?.call(notification("m-2", r#"{"order_id":"ord-1","total":99}"#)).await;
 //! let error = other.expect_err("a payload mismatch");
-//! assert!(matches!(error.downcast_ref::<LayerError>(), Some(LayerError::PayloadMismatch { .. })));
+//! assert!(matches!(error.downcast_ref::<EventError>(), Some(EventError::PayloadMismatch { .. })));
 //! # Ok(())
 //! # }
 //! ```
 
-mod error;
 mod service;
 mod shape;
 #[cfg(test)]
 mod tests;
 
-pub use error::LayerError;
+#[cfg(doc)]
+use crate::batch::EventError;
 pub use service::{IdempotencyLayer, IdempotencyService, Idempotent};
 pub use shape::{EventBridge, Json, Reading, Shape, Sns};

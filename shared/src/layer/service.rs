@@ -11,14 +11,13 @@ use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 
 use crate::batch::{
-    Delivery, EngineFailure, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope, Unit,
-    key_for, millis, remaining_now,
+    Delivery, EventError, EventKeys, IdField, KeyInput, KeySelector, MissingKey, PayloadScope,
+    finish_event, remaining_now,
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
 use crate::key::IdempotencyKey;
 
-use super::LayerError;
 use super::shape::{EventBridge, Json, Shape, Sns};
 
 /// What a layer and its services share.
@@ -104,7 +103,7 @@ impl<V> IdempotencyLayer<V> {
     }
 
     /// What to do without a key. Default [`MissingKey::Fail`]
-    /// ([`LayerError::Key`]).
+    /// ([`EventError::Key`]).
     pub fn missing_key(self, policy: MissingKey) -> Self
     where
         V: Clone,
@@ -238,7 +237,7 @@ impl<S, V, P> Service<LambdaEvent<P>> for IdempotencyService<S, V>
 where
     S: Service<LambdaEvent<P>> + Clone + Send + 'static,
     S::Response: Serialize + DeserializeOwned + Send,
-    S::Error: From<LayerError> + fmt::Display + Send,
+    S::Error: From<EventError> + fmt::Display + Send,
     S::Future: Send,
     P: Send + 'static,
     V: Shape<P>,
@@ -271,37 +270,29 @@ impl<V> Settings<V> {
     where
         S: Service<LambdaEvent<P>>,
         S::Response: Serialize + DeserializeOwned,
-        S::Error: From<LayerError> + fmt::Display,
+        S::Error: From<EventError> + fmt::Display,
         V: Shape<P>,
     {
         let start = Instant::now();
         let mut inner_error = None;
         let mut key = None;
-        let mut unit_id = (event.context.request_id.clone(), Default::default());
+        let mut unit_id = (event.context.request_id.clone(), IdField::default());
         let result = self
             .run(inner, event, &mut key, &mut unit_id, &mut inner_error)
             .await;
         let (id, id_field) = unit_id;
-        let unit = Unit {
-            noun: "event",
-            id: Some(&id),
-            id_field,
-            key: key.as_ref().map(IdempotencyKey::hash),
-            ..Unit::default()
-        };
-        crate::batch::finish_one(
+        finish_event(
             &self.engine,
-            &unit,
+            &id,
+            id_field,
+            key.as_ref(),
             result.as_ref(),
-            millis(start.elapsed()),
+            start,
         );
-        match result {
-            Ok(outcome) => Ok(Idempotent { outcome }),
-            Err(LayerError::Handler { error, .. }) => match inner_error {
-                Some(e) => Err(e),
-                None => Err(LayerError::Handler { id, error }.into()),
-            },
-            Err(e) => Err(e.into()),
+        match (result, inner_error) {
+            (Ok(outcome), _) => Ok(Idempotent { outcome }),
+            (Err(EventError::Handler { .. }), Some(own)) => Err(own),
+            (Err(e), _) => Err(e.into()),
         }
     }
 
@@ -310,9 +301,9 @@ impl<V> Settings<V> {
         mut inner: S,
         event: LambdaEvent<P>,
         key: &mut Option<IdempotencyKey>,
-        unit_id: &mut (String, crate::batch::IdField),
+        unit_id: &mut (String, IdField),
         inner_error: &mut Option<S::Error>,
-    ) -> Result<Outcome<S::Response>, LayerError>
+    ) -> Result<Outcome<S::Response>, EventError>
     where
         S: Service<LambdaEvent<P>>,
         S::Response: Serialize + DeserializeOwned,
@@ -323,48 +314,29 @@ impl<V> Settings<V> {
         if let Some(id) = reading.id.clone().filter(|id| !id.is_empty()) {
             *unit_id = (id, reading.id_field);
         }
-        let id = || unit_id.0.clone();
+        let keys = EventKeys {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+        };
+        let (id, id_field) = (unit_id.0.as_str(), unit_id.1);
         let input = KeyInput::new(
             &reading.document,
             reading.delivery.as_deref().map(|d| d as &dyn Delivery),
         );
-        let unit = Unit {
-            noun: "event",
-            id: Some(&unit_id.0),
-            id_field: unit_id.1,
-            ..Unit::default()
-        };
-        *key = key_for(&self.engine, &self.key, self.missing_key, input, &unit).map_err(
-            |e| match e {
-                KeyFailure::Bad(error) => LayerError::Key { id: id(), error },
-                KeyFailure::Panic(message) => LayerError::KeyPanicked { id: id(), message },
-            },
-        )?;
+        *key = keys.key(id, id_field, input)?;
         let payload = match self.payload {
             PayloadScope::Body => Some(&reading.body),
             PayloadScope::None => None,
         };
         let remaining = remaining_now(&event.context);
-        let result = self
-            .engine
-            .run(key.as_ref(), payload, remaining, || async move {
-                inner.call(event).await.map_err(|e| {
-                    let error = HandlerError::retryable(e.to_string());
-                    *inner_error = Some(e);
-                    error
-                })
+        keys.run(id, key.as_ref(), payload, remaining, || async move {
+            inner.call(event).await.map_err(|e| {
+                let error = HandlerError::retryable(e.to_string());
+                *inner_error = Some(e);
+                error
             })
-            .await;
-        crate::batch::split(result).map_err(|failure| match failure {
-            EngineFailure::InProgress {
-                lease_expires_at_ms,
-            } => LayerError::InProgress {
-                id: id(),
-                lease_expires_at_ms,
-            },
-            EngineFailure::PayloadMismatch => LayerError::PayloadMismatch { id: id() },
-            EngineFailure::Handler(error) => LayerError::Handler { id: id(), error },
-            EngineFailure::Engine(error) => LayerError::Idempotency { id: id(), error },
         })
+        .await
     }
 }

@@ -18,7 +18,7 @@ use crate::batch::envelope::open_message;
 use crate::sources::eventbridge::{EventPayload, parse_event};
 use crate::sources::sns::key::material;
 
-use super::LayerError;
+use crate::batch::EventError;
 
 /// What the layer read from one invocation's payload.
 #[non_exhaustive]
@@ -70,9 +70,9 @@ impl std::fmt::Debug for Reading {
 /// (an EventBridge event invoking the function) and [`Sns`] (an SNS event
 /// invoking the function). Implement it for a payload of your own.
 pub trait Shape<P>: Clone + Send + Sync + 'static {
-    /// Reads `payload`; an `Err` ([`LayerError::InvalidEvent`]) fails the
+    /// Reads `payload`; an `Err` ([`EventError::InvalidEvent`]) fails the
     /// invocation before any key is claimed.
-    fn read(&self, payload: &P) -> Result<Reading, LayerError>;
+    fn read(&self, payload: &P) -> Result<Reading, EventError>;
 }
 
 /// A plain JSON invocation (a direct `Invoke`, a Step Functions task, any
@@ -83,9 +83,9 @@ pub trait Shape<P>: Clone + Send + Sync + 'static {
 pub struct Json;
 
 impl<P: Serialize> Shape<P> for Json {
-    fn read(&self, payload: &P) -> Result<Reading, LayerError> {
+    fn read(&self, payload: &P) -> Result<Reading, EventError> {
         let document = serde_json::to_value(payload)
-            .map_err(|e| LayerError::InvalidEvent(format!("the payload is not JSON: {e}")))?;
+            .map_err(|e| invalid("a JSON", format!("the payload is not JSON: {e}")))?;
         Ok(Reading::new(document.clone(), document))
     }
 }
@@ -114,26 +114,31 @@ fn eventbridge_reading(material: Value) -> Reading {
     }
 }
 
-fn not_eventbridge(error: impl std::fmt::Display) -> LayerError {
-    LayerError::InvalidEvent(error.to_string())
+fn not_eventbridge(error: impl std::fmt::Display) -> EventError {
+    invalid("an EventBridge", error.to_string())
+}
+
+/// A payload that is not the `expected` event.
+fn invalid(expected: &'static str, message: String) -> EventError {
+    EventError::InvalidEvent { expected, message }
 }
 
 impl Shape<EventPayload> for EventBridge {
-    fn read(&self, payload: &EventPayload) -> Result<Reading, LayerError> {
+    fn read(&self, payload: &EventPayload) -> Result<Reading, EventError> {
         let (_, material) = payload.parse().map_err(not_eventbridge)?;
         Ok(eventbridge_reading(material))
     }
 }
 
 impl<D: Serialize + DeserializeOwned> Shape<EventBridgeEvent<D>> for EventBridge {
-    fn read(&self, payload: &EventBridgeEvent<D>) -> Result<Reading, LayerError> {
+    fn read(&self, payload: &EventBridgeEvent<D>) -> Result<Reading, EventError> {
         let material = serde_json::to_value(payload).map_err(not_eventbridge)?;
         Ok(eventbridge_reading(material))
     }
 }
 
 impl Shape<Value> for EventBridge {
-    fn read(&self, payload: &Value) -> Result<Reading, LayerError> {
+    fn read(&self, payload: &Value) -> Result<Reading, EventError> {
         parse_event(payload.clone()).map_err(not_eventbridge)?;
         Ok(eventbridge_reading(payload.clone()))
     }
@@ -148,23 +153,26 @@ impl Shape<Value> for EventBridge {
 pub struct Sns;
 
 impl Shape<SnsEvent> for Sns {
-    fn read(&self, payload: &SnsEvent) -> Result<Reading, LayerError> {
+    fn read(&self, payload: &SnsEvent) -> Result<Reading, EventError> {
         let [record] = payload.records.as_slice() else {
-            return Err(LayerError::InvalidEvent(format!(
-                "an SNS event invoking a function holds one notification; this one holds {}",
-                payload.records.len()
-            )));
+            return Err(invalid(
+                "an SNS",
+                format!(
+                    "an SNS event invoking a function holds one notification; this one holds {}",
+                    payload.records.len()
+                ),
+            ));
         };
         sns_reading(record)
     }
 }
 
-fn sns_reading(record: &SnsRecord) -> Result<Reading, LayerError> {
+fn sns_reading(record: &SnsRecord) -> Result<Reading, EventError> {
     let id = record.sns.message_id.clone();
     let opened = open_message::<Value>(&format!("notification {id}"), &record.sns.message)
-        .map_err(|e| LayerError::InvalidEvent(e.to_string()))?;
+        .map_err(|e| invalid("an SNS", e.to_string()))?;
     let notification = serde_json::to_value(&record.sns)
-        .map_err(|e| LayerError::InvalidEvent(format!("the SNS notification {id}: {e}")))?;
+        .map_err(|e| invalid("an SNS", format!("the SNS notification {id}: {e}")))?;
     Ok(Reading {
         delivery: Some(Box::new(record.clone())),
         id: Some(id),

@@ -8,7 +8,8 @@ use lambda_runtime::tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use lambda_runtime::{Context, LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
-use super::{IdempotencyLayer, Idempotent, LayerError};
+use super::{IdempotencyLayer, Idempotent};
+use crate::batch::EventError;
 use crate::eventbridge::EventPayload;
 use crate::{Config, Idempotency, KeySelector, MemoryStore, MissingKey, Outcome};
 
@@ -56,10 +57,10 @@ where
         .await
 }
 
-fn layer_error(error: &BoxError) -> &LayerError {
+fn layer_error(error: &BoxError) -> &EventError {
     error
-        .downcast_ref::<LayerError>()
-        .unwrap_or_else(|| panic!("not a LayerError: {error}"))
+        .downcast_ref::<EventError>()
+        .unwrap_or_else(|| panic!("not a EventError: {error}"))
 }
 
 #[tokio::test]
@@ -105,7 +106,7 @@ async fn the_same_key_with_another_payload_is_a_mismatch() {
         .await
         .expect_err("a mismatch");
     assert!(
-        matches!(layer_error(&error), LayerError::PayloadMismatch { .. }),
+        matches!(layer_error(&error), EventError::PayloadMismatch { .. }),
         "{error}"
     );
     assert!(!layer_error(&error).is_retryable());
@@ -123,7 +124,7 @@ async fn a_handler_error_comes_back_unchanged_and_releases_the_claim() {
         .await
         .expect_err("the handler's error");
     assert!(
-        error.downcast_ref::<LayerError>().is_none(),
+        error.downcast_ref::<EventError>().is_none(),
         "not wrapped: {error:?}"
     );
     assert_eq!(error.to_string(), "the handler failed on purpose");
@@ -141,7 +142,7 @@ async fn a_panic_releases_the_claim() {
         .await
         .expect_err("the panic");
     assert!(
-        matches!(layer_error(&error), LayerError::Handler { .. }),
+        matches!(layer_error(&error), EventError::Handler { .. }),
         "{error}"
     );
     assert!(error.to_string().contains("panicked on purpose"), "{error}");
@@ -163,7 +164,7 @@ async fn a_missing_key_fails_or_runs_unprotected() {
         .await
         .expect_err("no key");
     assert!(
-        matches!(layer_error(&error), LayerError::Key { .. }),
+        matches!(layer_error(&error), EventError::Key { .. }),
         "{error}"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -225,7 +226,7 @@ async fn eventbridge_keys_exact_numbers_and_validates_the_detail() {
         .await
         .expect_err("not an EventBridge event");
     assert!(
-        matches!(layer_error(&error), LayerError::InvalidEvent(_)),
+        matches!(layer_error(&error), EventError::InvalidEvent { .. }),
         "{error}"
     );
     assert_eq!(crate::diagnostic::error_type(&*error), "InvalidEvent");
@@ -273,7 +274,7 @@ async fn sns_keys_on_the_message_id() {
     assert!(send(event("m-2", 1)).await.unwrap().executed());
     let error = send(event("m-3", 2)).await.expect_err("two notifications");
     assert!(
-        matches!(layer_error(&error), LayerError::InvalidEvent(_)),
+        matches!(layer_error(&error), EventError::InvalidEvent { .. }),
         "{error}"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);

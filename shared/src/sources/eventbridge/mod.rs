@@ -39,13 +39,13 @@ use serde_json::value::RawValue;
 
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
+pub use crate::batch::EventError;
 use crate::batch::envelope::looks_like_eventbridge;
 use crate::batch::{
-    EngineFailure, Failure, IdField, KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope,
-    Unit, json_type, key_for, millis,
+    EventKeys, IdField, KeyInput, KeySelector, MissingKey, PayloadScope, finish_event, json_type,
 };
 use crate::engine::{Idempotency, Outcome};
-use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
+use crate::error::HandlerError;
 use crate::key::IdempotencyKey;
 use crate::write::IntoStaged;
 
@@ -71,182 +71,6 @@ pub enum EventResponse<T> {
     },
 }
 
-/// Why an event was not handled. Return it from the function (it is
-/// `Send + Sync + 'static`; use [`crate::error::report`] for the whole chain)
-/// so that Lambda retries the event, then sends it to the DLQ.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EventError {
-    /// The payload is not an EventBridge event (permanent).
-    #[error("not an EventBridge event: {0}")]
-    NotAnEventBridgeEvent(String),
-    /// Not the `source` and `detail-type` the processor accepts
-    /// ([`EventBridgeProcessor::accept`]; permanent).
-    #[error(
-        "event {event_id}: expected detail-type {expected_detail_type:?} from source \
-         {expected_source:?}, got detail-type {found_detail_type:?} from source {found_source:?}: is the \
-         EventBridge rule's pattern right? (permanent)"
-    )]
-    WrongEvent {
-        /// The event id.
-        event_id: String,
-        /// The event's `source`.
-        found_source: String,
-        /// The event's `detail-type`.
-        found_detail_type: String,
-        /// The accepted `source`.
-        expected_source: String,
-        /// The accepted `detail-type`.
-        expected_detail_type: String,
-    },
-    /// The `detail` does not parse into the handler's type (permanent).
-    #[error(
-        "event {event_id}: detail does not parse as {expected}: {error}; this is permanent \
-         (retries fail the same way until the event reaches the DLQ or on-failure destination)"
-    )]
-    BadDetail {
-        /// The event id.
-        event_id: String,
-        /// The type the handler expects.
-        expected: &'static str,
-        /// The deserialization error.
-        error: String,
-    },
-    /// No usable idempotency key (permanent).
-    #[error("event {event_id}: no usable idempotency key: {error} (permanent)")]
-    Key {
-        /// The event id.
-        event_id: String,
-        /// What is wrong with the key.
-        error: KeyError,
-    },
-    /// The key function panicked (permanent).
-    #[error("event {event_id}: the key function panicked: {message} (permanent)")]
-    KeyPanicked {
-        /// The event id.
-        event_id: String,
-        /// The panic message.
-        message: String,
-    },
-    /// Another invocation is processing the same key: the function fails so
-    /// that Lambda's asynchronous retry delivers the event again.
-    #[error(
-        "event {event_id} is being processed by another invocation; failing so that Lambda \
-         delivers it again"
-    )]
-    InProgress {
-        /// The event id.
-        event_id: String,
-        /// When that claim lapses (epoch ms), if known.
-        lease_expires_at_ms: Option<u64>,
-    },
-    /// The key was used before with a different payload (permanent).
-    #[error(
-        "event {event_id}: its idempotency key was already used with a different detail (permanent)"
-    )]
-    PayloadMismatch {
-        /// The event id.
-        event_id: String,
-    },
-    /// The handler failed (retryable, or terminal and not recorded).
-    #[error("event {event_id}: handler failed ({}): {error}", kind_name(error.kind()))]
-    Handler {
-        /// The event id.
-        event_id: String,
-        /// The handler's error.
-        error: HandlerError,
-    },
-    /// The engine failed: store unavailable, lease lost, response too large...
-    #[error("event {event_id}: idempotency failed")]
-    Idempotency {
-        /// The event id.
-        event_id: String,
-        /// The engine's error.
-        #[source]
-        error: Error,
-    },
-}
-
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Retryable => "retryable",
-        ErrorKind::Terminal => "terminal",
-    }
-}
-
-impl EventError {
-    /// Whether a redelivery can succeed.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Self::InProgress { .. } => true,
-            Self::Handler { error, .. } => error.kind() == ErrorKind::Retryable,
-            Self::Idempotency { error, .. } => error.is_retryable(),
-            Self::NotAnEventBridgeEvent(_)
-            | Self::WrongEvent { .. }
-            | Self::BadDetail { .. }
-            | Self::Key { .. }
-            | Self::KeyPanicked { .. }
-            | Self::PayloadMismatch { .. } => false,
-        }
-    }
-
-    /// The error for an engine answer that is not a done outcome.
-    fn from_engine(event_id: String, failure: EngineFailure) -> Self {
-        match failure {
-            EngineFailure::InProgress {
-                lease_expires_at_ms,
-            } => Self::InProgress {
-                event_id,
-                lease_expires_at_ms,
-            },
-            EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
-            EngineFailure::Handler(error) => Self::Handler { event_id, error },
-            EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
-        }
-    }
-}
-
-impl crate::error::ErrorType for EventError {
-    fn error_type(&self) -> &'static str {
-        match self {
-            Self::NotAnEventBridgeEvent(_) | Self::WrongEvent { .. } | Self::BadDetail { .. } => {
-                "InvalidEvent"
-            }
-            Self::Key { .. } | Self::KeyPanicked { .. } => "InvalidKey",
-            Self::InProgress { .. } => "InProgress",
-            Self::PayloadMismatch { .. } => "PayloadMismatch",
-            Self::Handler { error, .. } => error.error_type(),
-            Self::Idempotency { error, .. } => error.error_type(),
-        }
-    }
-}
-
-impl Failure for EventError {
-    fn in_progress(&self) -> bool {
-        matches!(self, Self::InProgress { .. })
-    }
-
-    fn expected(&self) -> bool {
-        self.is_retryable()
-    }
-
-    fn retryable(&self) -> Option<bool> {
-        Some(self.is_retryable())
-    }
-
-    fn next(&self) -> &'static str {
-        if self.is_retryable() {
-            "Lambda will deliver it again"
-        } else {
-            "permanent: after Lambda's retries it goes to the DLQ or on-failure destination"
-        }
-    }
-
-    fn describe(&self) -> String {
-        report(self)
-    }
-}
-
 /// Parses an invocation payload as an EventBridge event, rejecting other
 /// shapes (an SQS batch, garbage) with a clear error.
 pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> {
@@ -255,7 +79,7 @@ pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> 
 
 /// The EventBridge event `value` holds, or why it holds none.
 fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
-    let wrong = |m: String| Err(EventError::NotAnEventBridgeEvent(m));
+    let wrong = |m: String| Err(not_eventbridge(m));
     let Some(object) = value.as_object() else {
         return wrong(format!("expected a JSON object, got {}", json_type(value)));
     };
@@ -319,8 +143,8 @@ impl EventPayload {
         match &self.0 {
             Payload::Text(raw) => {
                 let text = raw.get();
-                let value: Value = serde_json::from_str(text)
-                    .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+                let value: Value =
+                    serde_json::from_str(text).map_err(|e| not_eventbridge(e.to_string()))?;
                 let event = envelope_of(&value)?;
                 let material = crate::key::exact_material(text, &value).unwrap_or(value);
                 Ok((event, material))
@@ -471,8 +295,7 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let material = serde_json::to_value(&event)
-            .map_err(|e| EventError::NotAnEventBridgeEvent(e.to_string()))?;
+        let material = serde_json::to_value(&event).map_err(|e| not_eventbridge(e.to_string()))?;
         let invocation = Invocation {
             event,
             material,
@@ -533,24 +356,20 @@ impl EventBridgeProcessor {
         let result = self
             .run(&event_id, invocation, remaining, handler, &mut key)
             .await;
-        let unit = Unit {
-            noun: "event",
-            id: Some(&event_id),
-            id_field: IdField::EventId,
-            key: key.as_ref().map(IdempotencyKey::hash),
-            ..Unit::default()
-        };
-        crate::batch::finish_one(
+        let (id_field, key) = (IdField::EventId, key.as_ref());
+        finish_event(
             &self.engine,
-            &unit,
+            &event_id,
+            id_field,
+            key,
             result.as_ref(),
-            millis(start.elapsed()),
+            start,
         );
         result
     }
 
-    /// Checks, parses and keys the event, and runs it; `key` is set once
-    /// selected (for the log line).
+    /// Checks and parses the event, then keys and runs it; `key` is set
+    /// once selected (for the log line).
     async fn run<D, T, R, H, Fut>(
         &self,
         event_id: &str,
@@ -592,34 +411,28 @@ impl EventBridgeProcessor {
             expected: std::any::type_name::<D>(),
             error: e.to_string(),
         })?;
-        let input = KeyInput::new(&material, None);
-        let unit = Unit {
-            noun: "event",
-            id: Some(event_id),
-            id_field: IdField::EventId,
-            ..Unit::default()
-        };
-        *key = key_for(&self.engine, &self.key, self.missing_key, input, &unit).map_err(
-            |e| match e {
-                KeyFailure::Bad(error) => EventError::Key {
-                    event_id: id(),
-                    error,
-                },
-                KeyFailure::Panic(message) => EventError::KeyPanicked {
-                    event_id: id(),
-                    message,
-                },
-            },
-        )?;
         let payload = match self.payload {
             PayloadScope::Body => material.get("detail").cloned(),
             PayloadScope::None => None,
         };
-        let result = self
-            .engine
-            .run(key.as_ref(), payload.as_ref(), remaining, || handler(typed))
-            .await;
-        crate::batch::split(result).map_err(|failure| EventError::from_engine(id(), failure))
+        let keys = EventKeys {
+            engine: &self.engine,
+            key: &self.key,
+            missing_key: self.missing_key,
+        };
+        *key = keys.key(event_id, IdField::EventId, KeyInput::new(&material, None))?;
+        keys.run(event_id, key.as_ref(), payload.as_ref(), remaining, || {
+            handler(typed)
+        })
+        .await
+    }
+}
+
+/// A payload that is not an EventBridge event.
+fn not_eventbridge(message: impl Into<String>) -> EventError {
+    EventError::InvalidEvent {
+        expected: "an EventBridge",
+        message: message.into(),
     }
 }
 

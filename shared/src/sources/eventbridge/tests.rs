@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::KeyError;
 use crate::record::{Record, Status};
 use crate::testkit::{T0, engine_with, event_json, memory_engine};
 use crate::{Config, config::TerminalErrors};
@@ -306,10 +307,7 @@ fn wrong_shapes_are_not_eventbridge_events() {
     ];
     for (value, expected) in cases {
         let err = parse_event(value.clone()).unwrap_err();
-        assert!(
-            matches!(err, EventError::NotAnEventBridgeEvent(_)),
-            "{value}"
-        );
+        assert!(matches!(err, EventError::InvalidEvent { .. }), "{value}");
         assert!(!err.is_retryable());
         assert!(err.to_string().contains(expected), "{value}: {err}");
     }

@@ -800,10 +800,7 @@ async fn events_of_the_wrong_kind_fail_the_invocation_clearly() {
         (s3, "record 0 comes from aws:s3, expected aws:sqs"),
         (json!({"hello": "world"}), "no Records array"),
         (json!({"Records": "x"}), "Records is a string, not an array"),
-        (
-            json!([1, 2]),
-            "no Records array in an array",
-        ),
+        (json!([1, 2]), "no Records array in an array"),
         (json!(42), "no Records array in a number"),
         (Value::Null, "no Records array in null"),
     ];

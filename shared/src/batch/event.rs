@@ -1,0 +1,271 @@
+//! One event per invocation (EventBridge invoking the function, the tower
+//! layer): its failures ([`EventError`]), and its one path through the
+//! engine: keyed, run, logged and counted ([`run_event`], [`finish_event`]).
+
+use std::future::Future;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::delivery::IdField;
+use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
+use super::log::{Failure, Unit, finish_one};
+use super::report::{EngineFailure, split};
+use super::settings::millis;
+use crate::engine::{Idempotency, Outcome};
+use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
+use crate::key::IdempotencyKey;
+use crate::write::IntoStaged;
+
+/// Why an event was not handled. Return it from the function (it is
+/// `Send + Sync + 'static`; use [`crate::error::report`] for the whole chain)
+/// so that Lambda retries the event, then sends it to the DLQ.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// The payload is not the event expected: not an EventBridge event, not
+    /// what a layer's [`Shape`](crate::layer::Shape) reads (permanent).
+    #[error("not {expected} event: {message}")]
+    InvalidEvent {
+        /// The expected event, with its article (`an EventBridge`).
+        expected: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Not the `source` and `detail-type` the processor accepts
+    /// ([`EventBridgeProcessor::accept`](crate::eventbridge::EventBridgeProcessor::accept); permanent).
+    #[error(
+        "event {event_id}: expected detail-type {expected_detail_type:?} from source \
+         {expected_source:?}, got detail-type {found_detail_type:?} from source {found_source:?}: is the \
+         EventBridge rule's pattern right? (permanent)"
+    )]
+    WrongEvent {
+        /// The event id.
+        event_id: String,
+        /// The event's `source`.
+        found_source: String,
+        /// The event's `detail-type`.
+        found_detail_type: String,
+        /// The accepted `source`.
+        expected_source: String,
+        /// The accepted `detail-type`.
+        expected_detail_type: String,
+    },
+    /// The `detail` does not parse into the handler's type (permanent).
+    #[error(
+        "event {event_id}: detail does not parse as {expected}: {error}; this is permanent \
+         (retries fail the same way until the event reaches the DLQ or on-failure destination)"
+    )]
+    BadDetail {
+        /// The event id.
+        event_id: String,
+        /// The type the handler expects.
+        expected: &'static str,
+        /// The deserialization error.
+        error: String,
+    },
+    /// No usable idempotency key (permanent).
+    #[error("event {event_id}: no usable idempotency key: {error} (permanent)")]
+    Key {
+        /// The event id.
+        event_id: String,
+        /// What is wrong with the key.
+        error: KeyError,
+    },
+    /// The key function panicked (permanent).
+    #[error("event {event_id}: the key function panicked: {message} (permanent)")]
+    KeyPanicked {
+        /// The event id.
+        event_id: String,
+        /// The panic message.
+        message: String,
+    },
+    /// Another invocation is processing the same key: the function fails so
+    /// that Lambda's asynchronous retry delivers the event again.
+    #[error(
+        "event {event_id} is being processed by another invocation; failing so that Lambda \
+         delivers it again"
+    )]
+    InProgress {
+        /// The event id.
+        event_id: String,
+        /// When that claim lapses (epoch ms), if known.
+        lease_expires_at_ms: Option<u64>,
+    },
+    /// The key was used before with a different payload (permanent).
+    #[error(
+        "event {event_id}: its idempotency key was already used with a different detail (permanent)"
+    )]
+    PayloadMismatch {
+        /// The event id.
+        event_id: String,
+    },
+    /// The handler failed (retryable, or terminal and not recorded).
+    #[error("event {event_id}: handler failed ({}): {error}", kind_name(error.kind()))]
+    Handler {
+        /// The event id.
+        event_id: String,
+        /// The handler's error.
+        error: HandlerError,
+    },
+    /// The engine failed: store unavailable, lease lost, response too large...
+    #[error("event {event_id}: idempotency failed")]
+    Idempotency {
+        /// The event id.
+        event_id: String,
+        /// The engine's error.
+        #[source]
+        error: Error,
+    },
+}
+
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Retryable => "retryable",
+        ErrorKind::Terminal => "terminal",
+    }
+}
+
+impl EventError {
+    /// Whether a redelivery can succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::InProgress { .. } => true,
+            Self::Handler { error, .. } => error.kind() == ErrorKind::Retryable,
+            Self::Idempotency { error, .. } => error.is_retryable(),
+            Self::InvalidEvent { .. }
+            | Self::WrongEvent { .. }
+            | Self::BadDetail { .. }
+            | Self::Key { .. }
+            | Self::KeyPanicked { .. }
+            | Self::PayloadMismatch { .. } => false,
+        }
+    }
+
+    /// The error for an engine answer that is not a done outcome.
+    pub(crate) fn from_engine(event_id: String, failure: EngineFailure) -> Self {
+        match failure {
+            EngineFailure::InProgress {
+                lease_expires_at_ms,
+            } => Self::InProgress {
+                event_id,
+                lease_expires_at_ms,
+            },
+            EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
+            EngineFailure::Handler(error) => Self::Handler { event_id, error },
+            EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
+        }
+    }
+}
+
+impl crate::error::ErrorType for EventError {
+    fn error_type(&self) -> &'static str {
+        match self {
+            Self::InvalidEvent { .. } | Self::WrongEvent { .. } | Self::BadDetail { .. } => {
+                "InvalidEvent"
+            }
+            Self::Key { .. } | Self::KeyPanicked { .. } => "InvalidKey",
+            Self::InProgress { .. } => "InProgress",
+            Self::PayloadMismatch { .. } => "PayloadMismatch",
+            Self::Handler { error, .. } => error.error_type(),
+            Self::Idempotency { error, .. } => error.error_type(),
+        }
+    }
+}
+
+impl Failure for EventError {
+    fn in_progress(&self) -> bool {
+        matches!(self, Self::InProgress { .. })
+    }
+
+    fn expected(&self) -> bool {
+        self.is_retryable()
+    }
+
+    fn retryable(&self) -> Option<bool> {
+        Some(self.is_retryable())
+    }
+
+    fn next(&self) -> &'static str {
+        if self.is_retryable() {
+            "Lambda will deliver it again"
+        } else {
+            "permanent: after Lambda's retries it goes to the DLQ or on-failure destination"
+        }
+    }
+
+    fn describe(&self) -> String {
+        report(self)
+    }
+}
+
+/// How one event is keyed: the engine, the key selector and the policy for
+/// an event without a key.
+pub(crate) struct EventKeys<'a> {
+    pub(crate) engine: &'a Idempotency,
+    pub(crate) key: &'a KeySelector,
+    pub(crate) missing_key: MissingKey,
+}
+
+impl EventKeys<'_> {
+    /// The key of the event `event_id` from `input` (`None`: it runs
+    /// unprotected).
+    pub(crate) fn key(
+        &self,
+        event_id: &str,
+        id_field: IdField,
+        input: KeyInput<'_>,
+    ) -> Result<Option<IdempotencyKey>, EventError> {
+        let unit = Unit {
+            noun: "event",
+            id: Some(event_id),
+            id_field,
+            ..Unit::default()
+        };
+        let event_id = event_id.to_owned();
+        key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
+            KeyFailure::Bad(error) => EventError::Key { event_id, error },
+            KeyFailure::Panic(message) => EventError::KeyPanicked { event_id, message },
+        })
+    }
+
+    /// Runs `handler` through the engine under `key`, validating `payload`.
+    pub(crate) async fn run<T, R, H, Fut>(
+        &self,
+        event_id: &str,
+        key: Option<&IdempotencyKey>,
+        payload: Option<&Value>,
+        remaining: Option<std::time::Duration>,
+        handler: H,
+    ) -> Result<Outcome<T>, EventError>
+    where
+        T: Serialize + DeserializeOwned,
+        R: IntoStaged<T>,
+        H: FnOnce() -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let result = self.engine.run(key, payload, remaining, handler).await;
+        split(result).map_err(|failure| EventError::from_engine(event_id.to_owned(), failure))
+    }
+}
+
+/// The event's log line and metric counts, once it is answered.
+pub(crate) fn finish_event<T>(
+    engine: &Idempotency,
+    event_id: &str,
+    id_field: IdField,
+    key: Option<&IdempotencyKey>,
+    result: Result<&Outcome<T>, &EventError>,
+    started: Instant,
+) {
+    let unit = Unit {
+        noun: "event",
+        id: Some(event_id),
+        id_field,
+        key: key.map(IdempotencyKey::hash),
+        ..Unit::default()
+    };
+    finish_one(engine, &unit, result, millis(started.elapsed()));
+}
