@@ -4,13 +4,13 @@
 //! `version`.
 //!
 //! ```sh
-//! cargo run -p shared --example dynamodb_streams -- events/dynamodb-stream-subscriptions.json
+//! cargo run -p lambda-idempotency --example dynamodb_streams -- events/dynamodb-stream-subscriptions.json
 //! ```
 
+use lambda_idempotency::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
+use lambda_idempotency::{Config, HandlerError, Idempotency, MemoryStore};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
-use shared::{Config, HandlerError, Idempotency, MemoryStore};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {

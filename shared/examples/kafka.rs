@@ -2,13 +2,13 @@
 //! in-memory store, twice each: the second delivery replays.
 //!
 //! ```sh
-//! cargo run -p shared --example kafka -- events/kafka-msk-orders.json events/kafka-self-managed-orders.json
+//! cargo run -p lambda-idempotency --example kafka -- events/kafka-msk-orders.json events/kafka-self-managed-orders.json
 //! ```
 
+use lambda_idempotency::kafka::{KafkaMessage, KafkaProcessor};
+use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::kafka::{KafkaMessage, KafkaProcessor};
-use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {

@@ -5,14 +5,14 @@
 //! by the SNS `MessageId` (`KeySelector::event_id()`).
 //!
 //! ```sh
-//! cargo run -p shared --example sns -- events/sns-notification.json events/sns-via-sqs.json
+//! cargo run -p lambda-idempotency --example sns -- events/sns-notification.json events/sns-via-sqs.json
 //! ```
 
+use lambda_idempotency::sns::{Notification, SnsProcessor};
+use lambda_idempotency::sqs::{EnvelopeMode, Envelopes, SqsProcessor, SqsRecord};
+use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::sns::{Notification, SnsProcessor};
-use shared::sqs::{EnvelopeMode, Envelopes, SqsProcessor, SqsRecord};
-use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_runtime::Error> {

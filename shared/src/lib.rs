@@ -15,18 +15,18 @@
 //!
 //! ```toml
 //! [dependencies]
-//! shared = { git = "https://github.com/lambda-idempotency/lambda-idempotency" }
-//! # shared = { path = "../lambda-idempotency/shared" }
+//! lambda-idempotency = { git = "https://github.com/lambda-idempotency/lambda-idempotency" }
+//! # lambda-idempotency = { path = "../lambda-idempotency/shared" }
 //! ```
 //!
 //! # Quick start (in-memory store)
 //!
 //! ```
 //! use serde_json::json;
-//! use shared::{Config, HandlerError, Idempotency, MemoryStore, Outcome};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, MemoryStore, Outcome};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), shared::Error> {
+//! # async fn main() -> Result<(), lambda_idempotency::Error> {
 //! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("payments.charge"));
 //! let body = json!({"payment_id": "pay-1", "amount_cents": 1250});
 //! let key = engine.key(&body["payment_id"]).expect("a payment id");

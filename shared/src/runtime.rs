@@ -204,7 +204,7 @@ pub fn init_telemetry() {
 /// }
 ///
 /// fn main() -> Result<(), lambda_runtime::Error> {
-///     shared::runtime::serve(App::from_env, App::handle)
+///     lambda_idempotency::runtime::serve(App::from_env, App::handle)
 /// }
 /// ```
 ///

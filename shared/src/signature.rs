@@ -38,7 +38,7 @@
 //! and are not verified.
 //!
 //! ```
-//! use shared::Verifier;
+//! use lambda_idempotency::Verifier;
 //!
 //! let verifier = Verifier::new(b"shared secret".to_vec()).expect("a non-empty secret");
 //! let body = r#"{"payment_id":"pay-1"}"#;

@@ -25,13 +25,15 @@
 
 pub mod stock;
 
+use lambda_idempotency::eventbridge::{
+    EventBridgeEvent, EventBridgeProcessor, EventPayload, EventResponse,
+};
+use lambda_idempotency::{
+    CommitMode, Config, HandlerError, Idempotency, config::TerminalErrors, write::Staged,
+};
 use lambda_runtime::LambdaEvent;
 use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
-use shared::eventbridge::{EventBridgeEvent, EventBridgeProcessor, EventPayload, EventResponse};
-use shared::{
-    CommitMode, Config, HandlerError, Idempotency, config::TerminalErrors, write::Staged,
-};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -45,9 +47,9 @@ pub const RECORD_LIFETIME: Duration = Duration::from_secs(15 * 24 * 60 * 60);
 
 /// Environment variable naming the stock table.
 pub const STOCK_TABLE_ENV: &str = "STOCK_TABLE";
-/// The stock table, as [`shared::Backend::from_env`] reads it.
-pub const STOCK: shared::backend::TableEnv =
-    shared::backend::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
+/// The stock table, as [`lambda_idempotency::Backend::from_env`] reads it.
+pub const STOCK: lambda_idempotency::backend::TableEnv =
+    lambda_idempotency::backend::TableEnv::new(STOCK_TABLE_ENV, LOCAL_STOCK_TABLE);
 /// The `source` of the events this function handles.
 pub const SOURCE: &str = "shop.orders";
 /// The `detail-type` of the events this function handles.
@@ -170,7 +172,7 @@ impl App {
     /// The function over the given engine and stock table, keyed by the
     /// event id, committing in the engine's mode ([`App::config`]:
     /// [`COMMIT_MODE`]). The engine's store must reach the stock table (the
-    /// same DynamoDB account, or the same [`MemoryStore`](shared::MemoryStore)).
+    /// same DynamoDB account, or the same [`MemoryStore`](lambda_idempotency::MemoryStore)).
     pub fn new(engine: Idempotency, stock: StockTable) -> Self {
         Self {
             processor: Self::processor(engine),
@@ -215,9 +217,9 @@ impl App {
         let config = Self::config().prefix_from_env()?.expires_after_from_env()?;
         // Records in Valkey are accepted, committing in VALKEY_COMMIT_MODE.
         let config = config.accept_store_without_transactions(VALKEY_COMMIT_MODE);
-        let backend = shared::Backend::from_env(config, [STOCK])
+        let backend = lambda_idempotency::Backend::from_env(config, [STOCK])
             .await
-            .map_err(|e| shared::report(&e))?;
+            .map_err(|e| lambda_idempotency::report(&e))?;
         let local = backend.local_store().cloned();
         let (engine, [stock]) = backend.into_parts();
         let stock = match local {
@@ -244,7 +246,7 @@ impl App {
     /// replayed, or a recorded refusal); `Err` to have Lambda deliver it
     /// again (a retryable failure, an event in progress elsewhere) or, for
     /// a malformed event, to send it to the on-failure destination after the
-    /// retries. The error is a [`shared::eventbridge::EventError`].
+    /// retries. The error is a [`lambda_idempotency::eventbridge::EventError`].
     ///
     /// The payload is the invocation's text ([`EventPayload`]), so a number
     /// in the `detail` is hashed for payload validation as written.
@@ -265,13 +267,13 @@ impl App {
 mod tests {
     use super::*;
     use async_trait::async_trait;
-    use serde_json::{Value, json};
-    use shared::MemoryStore;
-    use shared::eventbridge::EventError;
-    use shared::{
+    use lambda_idempotency::MemoryStore;
+    use lambda_idempotency::eventbridge::EventError;
+    use lambda_idempotency::{
         ErrorKind, Store, StoreError, Write, store::Claim, store::Record, store::RecordWrite,
         store::Status, store::TransactError,
     };
+    use serde_json::{Value, json};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use tokio::sync::Notify;
@@ -307,7 +309,7 @@ mod tests {
     }
 
     async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
-        let ctx = shared::runtime::local_context(1, Duration::from_secs(30));
+        let ctx = lambda_idempotency::runtime::local_context(1, Duration::from_secs(30));
         // As Lambda delivers it: the payload's text.
         let payload = EventPayload::from_text(event.to_string()).unwrap();
         app.handle(LambdaEvent::new(payload, ctx)).await
@@ -556,7 +558,7 @@ mod tests {
                 &expected.condition
             )
         );
-        let message = |w: &shared::Write| w.rejection.as_ref().map(|r| r.message(None));
+        let message = |w: &lambda_idempotency::Write| w.rejection.as_ref().map(|r| r.message(None));
         assert_eq!(message(write), message(&expected));
     }
 
@@ -699,9 +701,9 @@ mod tests {
                 other => panic!("{mode:?}: {other:?}"),
             }
             assert!(
-                shared::report(&*err).contains("throttled"),
+                lambda_idempotency::report(&*err).contains("throttled"),
                 "{}",
-                shared::report(&*err)
+                lambda_idempotency::report(&*err)
             );
             assert_eq!(
                 level(&app, "SKU-RED-MUG").await,

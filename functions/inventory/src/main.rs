@@ -1,5 +1,5 @@
 //! The `inventory` Lambda function (EventBridge rule trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(inventory::App::from_env, inventory::App::handle)
+    lambda_idempotency::runtime::serve(inventory::App::from_env, inventory::App::handle)
 }

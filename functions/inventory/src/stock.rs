@@ -6,7 +6,9 @@
 //! the event's idempotency record. The function itself never reads the table
 //! ([`StockTable::level`] is for tests and tooling).
 
-use shared::{HandlerError, Item, MemoryStore, Table, Write, value::AttrValue, write::Cond};
+use lambda_idempotency::{
+    HandlerError, Item, MemoryStore, Table, Write, value::AttrValue, write::Cond,
+};
 
 /// The attribute holding the level.
 pub const STOCK_ATTRIBUTE: &str = "stock";
@@ -56,8 +58,8 @@ fn stock_of(sku: &str, item: Option<&Item>) -> Result<Option<i64>, HandlerError>
 }
 
 impl StockTable {
-    /// Stock in `table` (as [`shared::Backend`] wires it). In DynamoDB the
-    /// engine's store must be a [`shared::DynamoDbStore`] in the same
+    /// Stock in `table` (as [`lambda_idempotency::Backend`] wires it). In DynamoDB the
+    /// engine's store must be a [`lambda_idempotency::DynamoDbStore`] in the same
     /// account and Region, so that one transaction spans both tables.
     pub fn from_table(table: Table) -> Self {
         Self { table }
@@ -134,7 +136,7 @@ pub fn refusal(sku: &str, quantity: i64, order_id: &str, item: Option<&Item>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::{ErrorKind, write::Change, write::CmpOp, write::WriteOp};
+    use lambda_idempotency::{ErrorKind, write::Change, write::CmpOp, write::WriteOp};
 
     #[test]
     fn the_reservation_is_a_guarded_decrement_with_a_precise_rejection() {

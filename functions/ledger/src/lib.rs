@@ -24,18 +24,22 @@
 //!
 //! A record that can never succeed (data that is not a payment, no
 //! `payment_id`, a payment refused for good) is parked in the SQS queue
-//! `PARKING_QUEUE_URL` names ([`shared::parking`]): the shard goes on past
+//! `PARKING_QUEUE_URL` names ([`lambda_idempotency::parking`]): the shard goes on past
 //! it, and only retryable failures stop it. Without that variable, parking
 //! is off: such a record fails and holds back its shard, as any other.
 
 use std::time::Duration;
 
+use lambda_idempotency::batch::PreRead;
+use lambda_idempotency::kinesis::{
+    KinesisEventResponse, KinesisOrder, KinesisProcessor, KinesisRecord,
+};
+use lambda_idempotency::parking::{PARKING_QUEUE_ENV, Parking, SqsParking};
+use lambda_idempotency::{
+    CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged,
+};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::batch::PreRead;
-use shared::kinesis::{KinesisEventResponse, KinesisOrder, KinesisProcessor, KinesisRecord};
-use shared::parking::{PARKING_QUEUE_ENV, Parking, SqsParking};
-use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged};
 
 pub use payments::{Accounts, Applied, Payment};
 
@@ -69,7 +73,7 @@ impl App {
     /// The function over the given engine and accounts table, committing in
     /// the engine's [`CommitMode`]. The engine's store must reach the
     /// accounts table (the same DynamoDB account, or the same
-    /// [`MemoryStore`](shared::MemoryStore)).
+    /// [`MemoryStore`](lambda_idempotency::MemoryStore)).
     pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
         let processor = KinesisProcessor::new(engine, KeySelector::pointer("/payment_id"))
             .order(KinesisOrder::PartitionKey)
@@ -101,10 +105,11 @@ impl App {
             .prefix_from_env()?
             .expires_after_from_env()?
             .commit_mode_from_env(payments::MODE_ENV)?;
-        let (engine, [accounts]) = shared::Backend::from_env(config, [payments::ACCOUNTS])
-            .await
-            .map_err(|e| shared::report(&e))?
-            .into_parts();
+        let (engine, [accounts]) =
+            lambda_idempotency::Backend::from_env(config, [payments::ACCOUNTS])
+                .await
+                .map_err(|e| lambda_idempotency::report(&e))?
+                .into_parts();
         let accounts = payments::Accounts::from_table(accounts);
         let app = Self::new(engine, accounts);
         Ok(match SqsParking::from_env().await {
@@ -158,7 +163,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests: a failed step is a failed test")]
 
     use super::*;
-    use shared::MemoryStore;
+    use lambda_idempotency::MemoryStore;
     use std::collections::{BTreeMap, BTreeSet};
 
     fn sample(name: &str) -> Value {
@@ -199,7 +204,7 @@ mod tests {
     #[tokio::test]
     async fn with_parking_the_poison_record_is_parked_and_the_rest_of_its_shard_credited() {
         let event = sample("1");
-        let parking = shared::parking::MemoryParking::new();
+        let parking = lambda_idempotency::parking::MemoryParking::new();
         let app = app(CommitMode::Optimistic).parking(parking.clone());
         let response = app
             .handle(LambdaEvent::new(event.clone(), Default::default()))
@@ -230,7 +235,7 @@ mod tests {
             amount_cents: 1,
         };
         let err = stage_credit(&accounts, &empty).unwrap_err();
-        assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+        assert_eq!(err.kind(), lambda_idempotency::ErrorKind::Terminal);
     }
 
     /// Shard 0's sample: `pay-2001` twice (a producer retry under a new
@@ -313,7 +318,7 @@ mod tests {
     }
 
     impl Watched {
-        fn touches_held(&self, writes: &[shared::Write]) -> bool {
+        fn touches_held(&self, writes: &[lambda_idempotency::Write]) -> bool {
             writes
                 .iter()
                 .any(|w| w.key.get("account_id").and_then(|a| a.as_s()) == Some(&self.held))
@@ -321,14 +326,14 @@ mod tests {
 
         /// Whether to fail: `writes` touch the held account and failures
         /// are left.
-        fn faulty(&self, writes: &[shared::Write]) -> bool {
+        fn faulty(&self, writes: &[lambda_idempotency::Write]) -> bool {
             use std::sync::atomic::Ordering::SeqCst;
             let take = |n: usize| n.checked_sub(1);
             self.touches_held(writes) && self.failures.fetch_update(SeqCst, SeqCst, take).is_ok()
         }
 
         /// Reads the balance of every account `writes` touch.
-        fn watch(&self, writes: &[shared::Write]) {
+        fn watch(&self, writes: &[lambda_idempotency::Write]) {
             for w in writes {
                 let Some(account) = w.key.get("account_id").and_then(|a| a.as_s()) else {
                     continue;
@@ -346,27 +351,27 @@ mod tests {
         }
     }
 
-    fn throttled() -> shared::store::TransactError {
-        shared::store::TransactError::Store(shared::StoreError::Backend {
+    fn throttled() -> lambda_idempotency::store::TransactError {
+        lambda_idempotency::store::TransactError::Store(lambda_idempotency::StoreError::Backend {
             operation: "TransactWriteItems",
             source: "throttled".into(),
         })
     }
 
     #[async_trait::async_trait]
-    impl shared::Store for Watched {
+    impl lambda_idempotency::Store for Watched {
         async fn claim(
             &self,
-            record: &shared::store::Record,
+            record: &lambda_idempotency::store::Record,
             now_ms: u64,
-        ) -> Result<shared::store::Claim, shared::StoreError> {
+        ) -> Result<lambda_idempotency::store::Claim, lambda_idempotency::StoreError> {
             self.inner.claim(record, now_ms).await
         }
         async fn commit(
             &self,
-            record: shared::store::RecordWrite<'_>,
-            writes: &[shared::Write],
-        ) -> Result<(), shared::store::TransactError> {
+            record: lambda_idempotency::store::RecordWrite<'_>,
+            writes: &[lambda_idempotency::Write],
+        ) -> Result<(), lambda_idempotency::store::TransactError> {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if self.faulty(writes) {
@@ -376,32 +381,39 @@ mod tests {
             self.watch(writes);
             Ok(())
         }
-        async fn release(&self, id: &str, owner: &str) -> Result<(), shared::StoreError> {
+        async fn release(
+            &self,
+            id: &str,
+            owner: &str,
+        ) -> Result<(), lambda_idempotency::StoreError> {
             self.inner.release(id, owner).await
         }
         async fn get_many(
             &self,
             ids: &[String],
-        ) -> Result<Vec<shared::store::Record>, shared::StoreError> {
+        ) -> Result<Vec<lambda_idempotency::store::Record>, lambda_idempotency::StoreError>
+        {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             self.inner.get_many(ids).await
         }
-        fn item_size(&self, record: &shared::store::Record) -> usize {
+        fn item_size(&self, record: &lambda_idempotency::store::Record) -> usize {
             self.inner.item_size(record)
         }
         async fn commit_many(
             &self,
-            commits: &[shared::store::Commit<'_>],
-        ) -> Result<(), shared::store::CommitsError> {
+            commits: &[lambda_idempotency::store::Commit<'_>],
+        ) -> Result<(), lambda_idempotency::store::CommitsError> {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let writes: Vec<shared::Write> = commits
+            let writes: Vec<lambda_idempotency::Write> = commits
                 .iter()
                 .flat_map(|c| c.writes.iter().cloned())
                 .collect();
             if self.faulty(&writes) {
-                return Err(shared::store::CommitsError::Transaction(throttled()));
+                return Err(lambda_idempotency::store::CommitsError::Transaction(
+                    throttled(),
+                ));
             }
             self.inner.commit_many(commits).await?;
             self.watch(&writes);

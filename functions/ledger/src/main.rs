@@ -1,5 +1,5 @@
 //! The `ledger` Lambda function (Kinesis Data Streams trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(ledger::App::from_env, ledger::App::handle)
+    lambda_idempotency::runtime::serve(ledger::App::from_env, ledger::App::handle)
 }

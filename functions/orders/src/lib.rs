@@ -30,15 +30,15 @@
 
 pub mod table;
 
-use lambda_runtime::LambdaEvent;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use shared::outbox::Message;
-use shared::sqs::{EnvelopeMode, SqsProcessor, SqsRecord};
-use shared::{
+use lambda_idempotency::outbox::Message;
+use lambda_idempotency::sqs::{EnvelopeMode, SqsProcessor, SqsRecord};
+use lambda_idempotency::{
     CommitMode, Config, HandlerError, Idempotency, IdempotencyKey, KeySelector, Table,
     write::Staged,
 };
+use lambda_runtime::LambdaEvent;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// How long an order event's record lives by default: the queue's retention
 /// (4 days) plus its DLQ's (14 days), so no redelivery, DLQ redrive or
@@ -52,9 +52,9 @@ pub const RECORD_PREFIX: &str = "orders.record";
 pub const ORDERS_TABLE_ENV: &str = "ORDERS_TABLE";
 /// Environment variable holding the notifications (FIFO) queue URL.
 pub const NOTIFICATIONS_QUEUE_URL_ENV: &str = "NOTIFICATIONS_QUEUE_URL";
-/// The orders table, as [`shared::Backend::from_env`] reads it.
-pub const ORDERS: shared::backend::TableEnv =
-    shared::backend::TableEnv::new(ORDERS_TABLE_ENV, LOCAL_ORDERS_TABLE);
+/// The orders table, as [`lambda_idempotency::Backend::from_env`] reads it.
+pub const ORDERS: lambda_idempotency::backend::TableEnv =
+    lambda_idempotency::backend::TableEnv::new(ORDERS_TABLE_ENV, LOCAL_ORDERS_TABLE);
 /// The orders table's name in local runs.
 pub const LOCAL_ORDERS_TABLE: &str = "orders";
 /// The notifications queue in local runs: nothing is published, the memory
@@ -125,7 +125,7 @@ pub struct Recorded {
 pub fn notification_id(event_id: &str) -> Result<String, HandlerError> {
     let key = IdempotencyKey::new(RECORD_PREFIX, &Value::String(event_id.to_owned()))
         .map_err(|e| HandlerError::terminal(format!("event_id: {e}")))?;
-    Ok(shared::outbox::stable_id(key.as_str(), 0))
+    Ok(lambda_idempotency::outbox::stable_id(key.as_str(), 0))
 }
 
 /// The FIFO `MessageGroupId` of an order's notifications: the `order_id`
@@ -135,10 +135,13 @@ pub fn notification_id(event_id: &str) -> Result<String, HandlerError> {
 /// characters). Any order id the function accepts gets a valid group, and
 /// one order's notifications always share it.
 pub fn group_id(order_id: &str) -> String {
-    if shared::outbox::check_group_id(order_id).is_ok() {
+    if lambda_idempotency::outbox::check_group_id(order_id).is_ok() {
         order_id.to_owned()
     } else {
-        format!("sha256-{}", shared::key::sha256_hex(order_id.as_bytes()))
+        format!(
+            "sha256-{}",
+            lambda_idempotency::key::sha256_hex(order_id.as_bytes())
+        )
     }
 }
 
@@ -193,7 +196,7 @@ pub struct App {
 impl App {
     /// The function over the given engine, orders table and notifications
     /// queue URL. The engine's store must reach the orders table (the same
-    /// DynamoDB account, or the same [`MemoryStore`](shared::MemoryStore)), and its
+    /// DynamoDB account, or the same [`MemoryStore`](lambda_idempotency::MemoryStore)), and its
     /// configuration's prefix must be [`RECORD_PREFIX`] (see
     /// [`App::config`]) for [`Recorded::notification_id`] to hold.
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
@@ -232,8 +235,8 @@ impl App {
             .prefix_from_env()?
             .require_prefix(RECORD_PREFIX)?
             .expires_after_from_env()?;
-        let wiring = shared::backend::Wiring::from_env(RECORD_PREFIX, [ORDERS])
-            .map_err(|e| shared::report(&e))?;
+        let wiring = lambda_idempotency::backend::Wiring::from_env(RECORD_PREFIX, [ORDERS])
+            .map_err(|e| lambda_idempotency::report(&e))?;
         let queue_url = std::env::var(NOTIFICATIONS_QUEUE_URL_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty());
@@ -255,18 +258,20 @@ impl App {
         let (engine, [orders]) = wiring
             .connect(config)
             .await
-            .map_err(|e| shared::report(&e))?
+            .map_err(|e| lambda_idempotency::report(&e))?
             .into_parts();
         let app = Self::new(engine, orders, queue_url);
-        Ok(match shared::Verifier::from_lambda_env().await? {
-            Some(verifier) => app.verify_signatures(verifier),
-            None => app,
-        })
+        Ok(
+            match lambda_idempotency::Verifier::from_lambda_env().await? {
+                Some(verifier) => app.verify_signatures(verifier),
+                None => app,
+            },
+        )
     }
 
     /// Checks each record's HMAC-SHA256 body signature (a record without a
     /// valid one fails permanently, logged without its payload).
-    pub fn verify_signatures(mut self, verifier: shared::Verifier) -> Self {
+    pub fn verify_signatures(mut self, verifier: lambda_idempotency::Verifier) -> Self {
         self.processor = self.processor.verify_signatures(verifier);
         self
     }
@@ -304,9 +309,9 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lambda_idempotency::MemoryStore;
+    use lambda_idempotency::{ErrorKind, Store};
     use serde_json::json;
-    use shared::MemoryStore;
-    use shared::{ErrorKind, Store};
     use std::collections::BTreeMap;
 
     const QUEUE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
@@ -356,13 +361,13 @@ mod tests {
 
     impl Local {
         /// The outbox entries of `event_id`'s record (none without a record).
-        async fn outbox(&self, event_id: &str) -> Vec<shared::outbox::Entry> {
+        async fn outbox(&self, event_id: &str) -> Vec<lambda_idempotency::outbox::Entry> {
             let key = self.app.engine().key(&json!(event_id)).unwrap();
             match Store::get(&self.store, key.as_str()).await.unwrap() {
                 Some(record) => record
                     .outbox
                     .as_deref()
-                    .map(|o| shared::outbox::decode(o).unwrap())
+                    .map(|o| lambda_idempotency::outbox::decode(o).unwrap())
                     .unwrap_or_default(),
                 None => Vec::new(),
             }
@@ -393,7 +398,7 @@ mod tests {
     }
 
     async fn invoke(app: &App, event: Value) -> Vec<String> {
-        let ctx = shared::runtime::local_context(1, std::time::Duration::from_secs(30));
+        let ctx = lambda_idempotency::runtime::local_context(1, std::time::Duration::from_secs(30));
         app.handle(LambdaEvent::new(event, ctx))
             .await
             .unwrap()
@@ -419,7 +424,7 @@ mod tests {
                 event_id: "evt-1".into(),
                 order_id: "ord-1".into(),
                 status: "PLACED".into(),
-                notification_id: shared::outbox::stable_id(key.as_str(), 0),
+                notification_id: lambda_idempotency::outbox::stable_id(key.as_str(), 0),
             }
         );
         assert_eq!(staged.writes, vec![table::put(&orders, &o)]);
@@ -428,7 +433,7 @@ mod tests {
         let message = &staged.messages[0];
         assert_eq!(
             message.destination,
-            shared::outbox::Destination::Sqs {
+            lambda_idempotency::outbox::Destination::Sqs {
                 queue_url: QUEUE.into()
             }
         );
@@ -449,15 +454,21 @@ mod tests {
             ("ord-1", "ord-1".to_owned()),
             (
                 "order 1",
-                format!("sha256-{}", shared::key::sha256_hex(b"order 1")),
+                format!("sha256-{}", lambda_idempotency::key::sha256_hex(b"order 1")),
             ),
             (
                 "ordér-1",
-                format!("sha256-{}", shared::key::sha256_hex("ordér-1".as_bytes())),
+                format!(
+                    "sha256-{}",
+                    lambda_idempotency::key::sha256_hex("ordér-1".as_bytes())
+                ),
             ),
             (
                 long.as_str(),
-                format!("sha256-{}", shared::key::sha256_hex(long.as_bytes())),
+                format!(
+                    "sha256-{}",
+                    lambda_idempotency::key::sha256_hex(long.as_bytes())
+                ),
             ),
         ];
         for (order_id, group) in cases {
@@ -653,7 +664,7 @@ mod tests {
         let Local { app, .. } = local();
         let eventbridge = json!({"id": "x", "detail-type": "OrderPlaced", "source": "shop.orders",
                                  "detail": {}});
-        let ctx = shared::runtime::local_context(1, std::time::Duration::from_secs(30));
+        let ctx = lambda_idempotency::runtime::local_context(1, std::time::Duration::from_secs(30));
         let err = app
             .handle(LambdaEvent::new(eventbridge, ctx))
             .await

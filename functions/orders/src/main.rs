@@ -1,5 +1,5 @@
 //! The `orders` Lambda function (SQS standard trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(orders::App::from_env, orders::App::handle)
+    lambda_idempotency::runtime::serve(orders::App::from_env, orders::App::handle)
 }

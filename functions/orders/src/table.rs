@@ -3,7 +3,7 @@
 //! and `status`, written by a staged [`Write::put`] that commits with the
 //! idempotency record.
 
-use shared::{HandlerError, Item, Table, Write, value::AttrValue};
+use lambda_idempotency::{HandlerError, Item, Table, Write, value::AttrValue};
 
 use crate::OrderEvent;
 

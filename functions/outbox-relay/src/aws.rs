@@ -29,7 +29,7 @@ impl AwsPublisher {
     /// Clients from the environment (the crate's retries and timeouts;
     /// `AWS_ENDPOINT_URL` honoured).
     pub async fn from_env() -> Self {
-        Self::new(&shared::aws::aws_sdk_config().await)
+        Self::new(&lambda_idempotency::aws::aws_sdk_config().await)
     }
 }
 

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
+use lambda_idempotency::batch::{BatchError, FailureReason, Ordering};
+use lambda_idempotency::dynamodb_streams::{
+    DynamoDbEventResponse, parse_dynamodb_event, partial_response,
+};
+use lambda_idempotency::{ErrorKind, batch::Delivery as StreamDelivery};
 use serde_json::Value;
-use shared::batch::{BatchError, FailureReason, Ordering};
-use shared::dynamodb_streams::{DynamoDbEventResponse, parse_dynamodb_event, partial_response};
-use shared::{ErrorKind, batch::Delivery as StreamDelivery};
 
 use crate::publish::{Slot, Target, publish_target};
 use crate::{Delivery, Destination, Policy, Publisher, plan_malformed, plan_record};

@@ -7,10 +7,10 @@ use crate::{EventPut, OutboxEntry};
 pub const MAX_BATCH_ENTRIES: usize = 10;
 /// Payload bytes per `SendMessageBatch`: the sum of its messages' sizes is
 /// at most what one message may be (1 MiB).
-pub const MAX_SQS_BATCH_BYTES: usize = shared::outbox::MAX_SQS_MESSAGE_BYTES;
+pub const MAX_SQS_BATCH_BYTES: usize = lambda_idempotency::outbox::MAX_SQS_MESSAGE_BYTES;
 /// Payload bytes per `PutEvents`: the sum of its entries' sizes is at most
 /// what one entry may be (1 MB).
-pub const MAX_EVENTS_BATCH_BYTES: usize = shared::outbox::MAX_EVENT_ENTRY_BYTES;
+pub const MAX_EVENTS_BATCH_BYTES: usize = lambda_idempotency::outbox::MAX_EVENT_ENTRY_BYTES;
 
 /// Cuts `sizes` (in order) into runs of ≤ [`MAX_BATCH_ENTRIES`] entries and
 /// ≤ `max_bytes` (an entry larger than that goes alone).
@@ -34,7 +34,7 @@ pub fn chunks(sizes: &[usize], max_bytes: usize) -> Vec<std::ops::Range<usize>> 
 
 /// The size SQS counts for `entry`'s message (body and attributes).
 pub(crate) fn sqs_size(entry: &OutboxEntry) -> usize {
-    shared::outbox::sqs_message_size(&entry.message.body, &entry.message.attributes)
+    lambda_idempotency::outbox::sqs_message_size(&entry.message.body, &entry.message.attributes)
 }
 
 /// The size EventBridge counts for a `PutEvents` entry.

@@ -16,7 +16,7 @@ pub fn emf_line(report: &Report, service: String) -> String {
         "_aws": {
             "Timestamp": ms,
             "CloudWatchMetrics": [{
-                "Namespace": shared::metrics::NAMESPACE,
+                "Namespace": lambda_idempotency::metrics::NAMESPACE,
                 "Dimensions": [["service"]],
                 "Metrics": [
                     metric("OutboxPublished"),

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use lambda_idempotency::dynamodb_streams::DynamoDbEventResponse;
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::dynamodb_streams::DynamoDbEventResponse;
 
 use crate::{
     ALLOWLIST_ENV, Allowlist, AllowlistError, Policy, PrintPublisher, Publisher, args, aws,
@@ -95,8 +95,11 @@ impl Relay {
             requests = report.requests,
             "relayed"
         );
-        if shared::metrics::enabled() {
-            eprintln!("{}", emf::emf_line(&report, shared::metrics::service()));
+        if lambda_idempotency::metrics::enabled() {
+            eprintln!(
+                "{}",
+                emf::emf_line(&report, lambda_idempotency::metrics::service())
+            );
         }
         Ok(report.response)
     }

@@ -13,7 +13,7 @@
 //! - EventBridge, one `PutEvents` per ≤ 10 events: the detail (the entry's
 //!   body, a JSON object) gets `"outbox_id"`.
 //!
-//! The attribute names are the library's [`shared::store::Attributes`] ([`Policy`]).
+//! The attribute names are the library's [`lambda_idempotency::store::Attributes`] ([`Policy`]).
 //!
 //! # Delivery
 //! At least once, under the stable id. The relay answers with the DynamoDB
@@ -38,7 +38,7 @@
 //! # Poison entries: skipped, logged, counted
 //! An entry that can never be published as written (an `outbox` that is not
 //! a JSON array of entries, an unknown destination, an id that is not a
-//! stable id, a message that breaks [`shared::outbox::Message::check`] —
+//! stable id, a message that breaks [`lambda_idempotency::outbox::Message::check`] —
 //! the library's own check when a handler stages it, so only entries staged
 //! by an older version or by another writer get here —, a message SQS
 //! refuses as the sender's fault, ...) is **skipped**: an `ERROR` log line
@@ -60,12 +60,12 @@
 //! alarm) rather than silently dropped.
 //!
 //! # On the library's DynamoDB Streams adapter
-//! The stream parsing ([`shared::dynamodb_streams::parse_dynamodb_event`]:
+//! The stream parsing ([`lambda_idempotency::dynamodb_streams::parse_dynamodb_event`]:
 //! the wrong-trigger check, each record parsed on its own, a record that is
 //! not a stream record kept with its sequence number and skipped here as
-//! poison), the records' ids and lane ([`shared::batch::Delivery`] on the stream
+//! poison), the records' ids and lane ([`lambda_idempotency::batch::Delivery`] on the stream
 //! record: the `SequenceNumber`; a batch is one shard) and the partial batch
-//! response ([`shared::dynamodb_streams::partial_response`] under
+//! response ([`lambda_idempotency::dynamodb_streams::partial_response`] under
 //! stop-the-lane: the first record with a message not published) come from
 //! the library. The relay keeps what is its own: planning (`plan.rs`), the
 //! allowlist, and publishing across records, ten messages per request, per
@@ -103,13 +103,13 @@ pub use chunk::{MAX_BATCH_ENTRIES, MAX_EVENTS_BATCH_BYTES, MAX_SQS_BATCH_BYTES, 
 pub use deadline::{REQUEST_BUDGET, request_window};
 pub use emf::emf_line;
 pub use handler::Relay;
+pub use lambda_idempotency::outbox::{Destination, Entry as OutboxEntry, OUTBOX_ID, stable_id};
 pub use plan::{
     EventPut, RecordPlan, SqsSend, event_put, is_fifo, plan_malformed, plan_record, sqs_send,
     validate,
 };
 pub use policy::Policy;
 pub use publisher::{Delivery, PrintPublisher, Publisher};
-pub use shared::outbox::{Destination, Entry as OutboxEntry, OUTBOX_ID, stable_id};
 
 #[cfg(test)]
 mod tests;

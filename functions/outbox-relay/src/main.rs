@@ -2,5 +2,5 @@
 //! `--event FILE` it runs locally and prints what it would publish.
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(outbox_relay::Relay::from_env, outbox_relay::Relay::handle)
+    lambda_idempotency::runtime::serve(outbox_relay::Relay::from_env, outbox_relay::Relay::handle)
 }

@@ -3,14 +3,14 @@
 //! entry rendered as a `SendMessageBatch` or `PutEvents` entry.
 
 use aws_lambda_events::dynamodb::EventRecord;
+use lambda_idempotency::dynamodb_streams::MalformedRecord;
 use serde::Serialize;
 use serde_dynamo::AttributeValue;
 use serde_json::Value;
-use shared::dynamodb_streams::MalformedRecord;
 use std::collections::{BTreeMap, HashSet};
 
 use crate::{Destination, OUTBOX_ID, OutboxEntry, Policy};
-pub use shared::outbox::is_fifo;
+pub use lambda_idempotency::outbox::is_fifo;
 
 /// One `SendMessageBatch` entry, as the relay sends it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,7 +90,7 @@ pub fn event_put(entry: &OutboxEntry) -> Result<EventPut, String> {
 
 /// Why an entry can never be published as written (`None`: it can): its id
 /// is not a stable id, or its message breaks a rule of
-/// [`shared::outbox::Message::check`], the same check the library makes when
+/// [`lambda_idempotency::outbox::Message::check`], the same check the library makes when
 /// a handler stages it (so only entries written by an older version or by
 /// another writer fail here).
 pub fn validate(entry: &OutboxEntry) -> Option<String> {
@@ -151,14 +151,14 @@ fn string_attr<'a>(image: &'a serde_dynamo::Item, name: &str) -> Option<&'a str>
 /// Reads one stream record: the entries to publish, the poison, the
 /// refused, or why it is ignored. Only `INSERT` and `MODIFY` records whose
 /// `NewImage` has the status `COMPLETED` and an outbox count (attribute
-/// names from `policy`'s [`shared::store::Attributes`]); a `MODIFY` whose
+/// names from `policy`'s [`lambda_idempotency::store::Attributes`]); a `MODIFY` whose
 /// `OldImage` (with `NEW_AND_OLD_IMAGES`) was already completed with the
 /// same outbox is ignored (its messages went out with the earlier record).
 /// An entry whose destination the allowlist does not give the record key's
 /// prefix is refused.
 pub fn plan_record(record: &EventRecord, policy: &Policy) -> RecordPlan {
     let names = &policy.attributes;
-    let completed = shared::store::Status::Completed.as_str();
+    let completed = lambda_idempotency::store::Status::Completed.as_str();
     let image = &record.change.new_image;
     let mut plan = RecordPlan {
         sequence_number: record.change.sequence_number.clone(),

@@ -694,6 +694,9 @@ async fn another_trigger_fails_the_invocation_instead_of_being_skipped() {
     }]});
     let fake = Fake::default();
     let err = relay(&kinesis, &fake, &open()).await.unwrap_err();
-    assert_eq!(shared::diagnostic::error_type(&err), "InvalidEvent");
+    assert_eq!(
+        lambda_idempotency::diagnostic::error_type(&err),
+        "InvalidEvent"
+    );
     assert!(fake.calls().is_empty());
 }

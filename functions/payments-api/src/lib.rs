@@ -4,7 +4,7 @@
 //! The credit is the `payments` function's: the same validation, the same
 //! staged `ADD balance_cents`, committed in one `TransactWriteItems` with
 //! the key's record ([`payments::stage_payment`]). The HTTP side is the
-//! library's adapter ([`shared::http`]): the key scoped to the caller (a
+//! library's adapter ([`lambda_idempotency::http`]): the key scoped to the caller (a
 //! request without one is refused 401), the first answer replayed to
 //! retries, 409 while in flight, 422 for a key reused with another body.
 //!
@@ -15,12 +15,14 @@
 //! | a payment `payments` refuses (empty `account_id`, amount too large) | 422 | yes (a 4xx answer, never a success) |
 //! | another method or path | 405 / 404 | no |
 
+use lambda_idempotency::http::{
+    HttpEventResponse, HttpProcessor, HttpRequest, HttpResponse, Problem,
+};
+use lambda_idempotency::{CommitMode, Config, HandlerError, Idempotency, write::Staged};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, Applied, Payment, stage_payment};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::http::{HttpEventResponse, HttpProcessor, HttpRequest, HttpResponse, Problem};
-use shared::{CommitMode, Config, HandlerError, Idempotency, write::Staged};
 
 /// The route: `POST /payments` (under any stage prefix).
 pub const PATH: &str = "/payments";
@@ -110,7 +112,7 @@ impl App {
     /// commits (a claim, then one `TransactWriteItems` with the credit and
     /// the answer), so a retry while the first is in flight gets a 409.
     pub fn config() -> Config {
-        shared::http::config("payments-api.create").commit_mode(CommitMode::Fenced)
+        lambda_idempotency::http::config("payments-api.create").commit_mode(CommitMode::Fenced)
     }
 
     /// From the environment, as `payments` does: DynamoDB when
@@ -124,10 +126,11 @@ impl App {
             .prefix_from_env()?
             .expires_after_from_env()?
             .commit_mode_from_env(payments::MODE_ENV)?;
-        let (engine, [accounts]) = shared::Backend::from_env(config, [payments::ACCOUNTS])
-            .await
-            .map_err(|e| shared::report(&e))?
-            .into_parts();
+        let (engine, [accounts]) =
+            lambda_idempotency::Backend::from_env(config, [payments::ACCOUNTS])
+                .await
+                .map_err(|e| lambda_idempotency::report(&e))?
+                .into_parts();
         let accounts = payments::Accounts::from_table(accounts);
         let http = HttpProcessor::new(engine).callers_from_env()?;
         Ok(Self::with_http(http, accounts))

@@ -1,6 +1,6 @@
 use super::*;
-use shared::MemoryStore;
-use shared::http::Problem;
+use lambda_idempotency::MemoryStore;
+use lambda_idempotency::http::Problem;
 use std::time::Duration;
 
 fn app() -> App {
@@ -27,7 +27,7 @@ fn problem_type(response: &Value) -> String {
 }
 
 async fn invoke(app: &App, event: &Value) -> Value {
-    let ctx = shared::runtime::local_context(1, Duration::from_secs(30));
+    let ctx = lambda_idempotency::runtime::local_context(1, Duration::from_secs(30));
     let response = app
         .handle(LambdaEvent::new(event.clone(), ctx))
         .await
@@ -124,7 +124,7 @@ async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
     let r = invoke(&app(), &event).await;
     assert_eq!(r["statusCode"], 401, "{r}");
     assert_eq!(problem_type(&r), Problem::NO_CALLER);
-    let app = configured(|http| http.anonymous(shared::http::Anonymous::ShareOneScope));
+    let app = configured(|http| http.anonymous(lambda_idempotency::http::Anonymous::ShareOneScope));
     assert_eq!(invoke(&app, &event).await["statusCode"], 201);
     assert_eq!(
         invoke(&app, &event).await["headers"]["idempotent-replayed"],

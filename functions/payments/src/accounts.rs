@@ -1,7 +1,7 @@
 //! Account balances: the business table (`ACCOUNTS_TABLE`, partition key
 //! `account_id`, number attribute `balance_cents`).
 
-use shared::{HandlerError, Item, MemoryStore, Table, Write, value::AttrValue};
+use lambda_idempotency::{HandlerError, Item, MemoryStore, Table, Write, value::AttrValue};
 
 /// The accounts table, in DynamoDB or in the embedded memory store: a thin
 /// domain wrapper over [`Table`].
@@ -28,7 +28,7 @@ fn balance_of(item: Option<&Item>) -> Result<Option<i64>, HandlerError> {
 }
 
 impl Accounts {
-    /// Balances in `table` (as [`shared::Backend::from_env`] wires it: in
+    /// Balances in `table` (as [`lambda_idempotency::Backend::from_env`] wires it: in
     /// DynamoDB, the engine's store must be in the same account and Region,
     /// so that one transaction spans both tables).
     pub fn from_table(table: Table) -> Self {

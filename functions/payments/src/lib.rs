@@ -12,11 +12,13 @@
 
 pub mod accounts;
 
+use lambda_idempotency::sqs::{EnvelopeMode, SqsBatchResponse, SqsProcessor, SqsRecord};
+use lambda_idempotency::{
+    CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged,
+};
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::sqs::{EnvelopeMode, SqsBatchResponse, SqsProcessor, SqsRecord};
-use shared::{CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged};
 
 pub use accounts::Accounts;
 
@@ -31,9 +33,9 @@ pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
 pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
-/// The accounts table, as [`shared::Backend::from_env`] reads it.
-pub const ACCOUNTS: shared::backend::TableEnv =
-    shared::backend::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
+/// The accounts table, as [`lambda_idempotency::Backend::from_env`] reads it.
+pub const ACCOUNTS: lambda_idempotency::backend::TableEnv =
+    lambda_idempotency::backend::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
 
 /// A payment message body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +110,7 @@ impl App {
     /// The function over the given engine and accounts table, committing
     /// in the engine's [`CommitMode`]. The engine's store must reach the
     /// accounts table (the same DynamoDB account, or the same
-    /// [`MemoryStore`](shared::MemoryStore)).
+    /// [`MemoryStore`](lambda_idempotency::MemoryStore)).
     pub fn new(engine: Idempotency, accounts: Accounts) -> Self {
         // The queue carries payments, never envelopes: a body is the payment
         // its key and its credit are read from.
@@ -140,20 +142,22 @@ impl App {
             .prefix_from_env()?
             .expires_after_from_env()?
             .commit_mode_from_env(MODE_ENV)?;
-        let (engine, [accounts]) = shared::Backend::from_env(config, [ACCOUNTS])
+        let (engine, [accounts]) = lambda_idempotency::Backend::from_env(config, [ACCOUNTS])
             .await
-            .map_err(|e| shared::report(&e))?
+            .map_err(|e| lambda_idempotency::report(&e))?
             .into_parts();
         let app = Self::new(engine, Accounts::from_table(accounts));
-        Ok(match shared::Verifier::from_lambda_env().await? {
-            Some(verifier) => app.verify_signatures(verifier),
-            None => app,
-        })
+        Ok(
+            match lambda_idempotency::Verifier::from_lambda_env().await? {
+                Some(verifier) => app.verify_signatures(verifier),
+                None => app,
+            },
+        )
     }
 
     /// Checks each record's HMAC-SHA256 body signature (a record without a
     /// valid one fails permanently, logged without its payload).
-    pub fn verify_signatures(mut self, verifier: shared::Verifier) -> Self {
+    pub fn verify_signatures(mut self, verifier: lambda_idempotency::Verifier) -> Self {
         self.processor = self.processor.verify_signatures(verifier);
         self
     }
@@ -181,7 +185,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::MemoryStore;
+    use lambda_idempotency::MemoryStore;
 
     fn payment(id: &str, account: &str, amount: u64) -> Payment {
         Payment {
@@ -201,7 +205,7 @@ mod tests {
             (payment("p", "a1", u64::MAX), None, "too large"),
         ] {
             let err = stage_payment(&accounts, &p, group).unwrap_err();
-            assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+            assert_eq!(err.kind(), lambda_idempotency::ErrorKind::Terminal);
             assert!(err.to_string().contains(why), "{err}");
         }
     }

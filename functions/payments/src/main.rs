@@ -1,5 +1,5 @@
 //! The `payments` Lambda function (SQS FIFO trigger).
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(payments::App::from_env, payments::App::handle)
+    lambda_idempotency::runtime::serve(payments::App::from_env, payments::App::handle)
 }

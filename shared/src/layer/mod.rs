@@ -46,8 +46,8 @@
 //! use lambda_runtime::tower::ServiceBuilder;
 //! use lambda_runtime::{LambdaEvent, Runtime, layers::TracingLayer, service_fn};
 //! use serde_json::{Value, json};
-//! use shared::layer::IdempotencyLayer;
-//! use shared::{Config, Idempotency, KeySelector, MemoryStore};
+//! use lambda_idempotency::layer::IdempotencyLayer;
+//! use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore};
 //!
 //! async fn charge(event: LambdaEvent<Value>) -> Result<Value, lambda_runtime::Error> {
 //!     Ok(json!({"charged": event.payload["payment_id"]}))
@@ -57,7 +57,7 @@
 //! async fn main() -> Result<(), lambda_runtime::Error> {
 //!     let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("payments.charge"));
 //!     let service = ServiceBuilder::new()
-//!         .map_err(|e: lambda_runtime::Error| shared::diagnostic::diagnostic(&*e))
+//!         .map_err(|e: lambda_runtime::Error| lambda_idempotency::diagnostic::diagnostic(&*e))
 //!         .layer(IdempotencyLayer::new(engine, KeySelector::pointer("/payment_id")))
 //!         .service(service_fn(charge));
 //!     Runtime::new(service).layer(TracingLayer::new()).run().await
@@ -70,8 +70,8 @@
 //! use lambda_runtime::tower::{Service, ServiceBuilder, ServiceExt};
 //! use lambda_runtime::{Context, LambdaEvent, service_fn};
 //! use serde_json::{Value, json};
-//! use shared::layer::IdempotencyLayer;
-//! use shared::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
+//! use lambda_idempotency::layer::IdempotencyLayer;
+//! use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //!
@@ -109,9 +109,9 @@
 //! use lambda_runtime::tower::{Service, ServiceBuilder, ServiceExt};
 //! use lambda_runtime::{Context, LambdaEvent, service_fn};
 //! use serde_json::{Value, json};
-//! use shared::eventbridge::EventBridgeEvent;
-//! use shared::layer::IdempotencyLayer;
-//! use shared::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
+//! use lambda_idempotency::eventbridge::EventBridgeEvent;
+//! use lambda_idempotency::layer::IdempotencyLayer;
+//! use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lambda_runtime::Error> {
@@ -149,10 +149,10 @@
 //! use lambda_runtime::tower::{Service, ServiceBuilder, ServiceExt};
 //! use lambda_runtime::{Context, LambdaEvent, service_fn};
 //! use serde_json::json;
-//! use shared::batch::EventError;
-//! use shared::layer::IdempotencyLayer;
-//! use shared::sns::SnsEvent;
-//! use shared::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
+//! use lambda_idempotency::batch::EventError;
+//! use lambda_idempotency::layer::IdempotencyLayer;
+//! use lambda_idempotency::sns::SnsEvent;
+//! use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lambda_runtime::Error> {

@@ -3,9 +3,9 @@
 //! and concurrently (concurrency 10), interleaved round by round so both see
 //! the same machine load; with and without a simulated network round trip.
 
+use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use serde_json::{Value, json};
-use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto};

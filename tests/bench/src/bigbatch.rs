@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use serde_json::Value;
-use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{Config, DynamoDbStore, Idempotency, KeySelector, store::TableConfig};
 use test_kit::events::{MAX_INVOCATION_PAYLOAD, filled_to, orders_event};
 use test_kit::{create_idempotency_table, create_table, moto};
 

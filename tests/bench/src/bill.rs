@@ -10,9 +10,9 @@
 //! ([`test_kit::bill::lambda_gb_seconds`]). Then docs/cost.md's
 //! table: dollars per million messages at [`Prices::US_EAST_1`].
 
+use lambda_idempotency::{CommitMode, Config, DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
-use shared::{CommitMode, Config, DynamoDbStore, Idempotency, store::TableConfig};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use test_kit::bill::{Bill, Prices, lambda_gb_seconds};
@@ -124,7 +124,7 @@ fn no_failures<T: std::fmt::Debug>(failures: &[T]) -> Result<(), String> {
 }
 
 fn ctx() -> lambda_runtime::Context {
-    shared::runtime::local_context(0, Duration::from_secs(30))
+    lambda_idempotency::runtime::local_context(0, Duration::from_secs(30))
 }
 
 async fn payments(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
@@ -138,7 +138,10 @@ async fn payments(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::erro
         );
         let app = payments::App::new(
             engine,
-            payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+            payments::Accounts::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                accounts,
+            )),
         );
         let new: Vec<Payment> = (0..n).map(Payment::new).collect();
         let again: Vec<Payment> = new
@@ -232,7 +235,10 @@ async fn inventory(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::err
         );
         let app = inventory::App::new(
             engine,
-            inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), &stock)),
+            inventory::StockTable::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                &stock,
+            )),
         );
         for scenario in ["new", "redelivered"] {
             let app = &app;
@@ -244,9 +250,10 @@ async fn inventory(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::err
                     n,
                     &events,
                     |event| async move {
-                        let payload =
-                            shared::eventbridge::EventPayload::from_text(event.to_string())
-                                .map_err(|e| e.to_string())?;
+                        let payload = lambda_idempotency::eventbridge::EventPayload::from_text(
+                            event.to_string(),
+                        )
+                        .map_err(|e| e.to_string())?;
                         app.handle(LambdaEvent::new(payload, ctx()))
                             .await
                             .map(drop)
@@ -321,7 +328,10 @@ async fn ledger(n: usize, rows: &mut Vec<Row>) -> Result<(), Box<dyn std::error:
         );
         let app = ledger::App::new(
             engine,
-            ledger::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+            ledger::Accounts::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                accounts,
+            )),
         );
         for scenario in ["new", "redelivered"] {
             let app = &app;

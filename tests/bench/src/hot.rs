@@ -12,10 +12,10 @@
 //! units per second, and a transactional write costs 2 write units per KB,
 //! so at most 500 transactional credits per second of one item under 1 KB.
 
+use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{Fault, FaultPlan, moto, payment_tables};
@@ -60,7 +60,7 @@ async fn pass(payments: usize, conflict_rate: f64) -> Result<(), Box<dyn std::er
         );
         apps.push(App::new(
             engine,
-            Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+            Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, &t.accounts)),
         ));
     }
     let per_instance = payments / INSTANCES;
@@ -83,7 +83,7 @@ async fn pass(payments: usize, conflict_rate: f64) -> Result<(), Box<dyn std::er
                     Msg::new(id, body.to_string())
                 })
                 .collect();
-            let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+            let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
             let began = Instant::now();
             let response = app
                 .handle(LambdaEvent::new(sqs_event("payments", &messages), ctx))

@@ -6,11 +6,11 @@
 //! operation (counted by the moto launcher), calls/s, the function's CPU
 //! time per call, p50/p99 latency, and the CPU ratio to (c).
 
+use lambda_idempotency::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
 use serde_json::{Value, json};
-use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use test_kit::{create_idempotency_table, create_table, moto};
@@ -66,7 +66,7 @@ pub(crate) async fn app(mode: CommitMode, disabled: bool) -> App {
     );
     App::new(
         engine,
-        Accounts::from_table(shared::Table::dynamodb(ddb, accounts)),
+        Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, accounts)),
     )
 }
 
@@ -82,7 +82,7 @@ async fn measure(
     let mut latencies = Vec::with_capacity(events.len());
     for event in events {
         let t = Instant::now();
-        let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+        let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
         let response = app
             .handle(LambdaEvent::new(event.clone(), ctx))
             .await

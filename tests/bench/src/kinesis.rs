@@ -113,8 +113,8 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
             let mut command = lambda_command(&variant.binary, "ledger", &api);
             moto.apply_env(&mut command);
             // `IDEMPOTENCY_BATCH_COMMITS=false bench kinesis` compares per-record commits.
-            if let Ok(v) = std::env::var(shared::env::BATCH_COMMITS_ENV) {
-                command.env(shared::env::BATCH_COMMITS_ENV, v);
+            if let Ok(v) = std::env::var(lambda_idempotency::env::BATCH_COMMITS_ENV) {
+                command.env(lambda_idempotency::env::BATCH_COMMITS_ENV, v);
             }
             let child = command
                 .env("IDEMPOTENCY_TABLE", &idempotency)
@@ -186,8 +186,10 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
             for id in (0..records).chain(records..records + half) {
                 *expected.entry(payment(id).0).or_default() += (100 + id % 7) as i64;
             }
-            let table =
-                Accounts::from_table(shared::Table::dynamodb(ddb.clone(), function.accounts));
+            let table = Accounts::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                function.accounts,
+            ));
             let label = &function.variant.label;
             for (account, sum) in &expected {
                 let balance = table.balance(account).await.map_err(|e| e.to_string())?;

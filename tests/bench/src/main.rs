@@ -97,7 +97,7 @@ pub async fn put_key(
     ddb: &aws_sdk_dynamodb::Client,
     table: &str,
     key: &str,
-) -> Result<(), shared::HandlerError> {
+) -> Result<(), lambda_idempotency::HandlerError> {
     ddb.put_item()
         .table_name(table)
         .item(
@@ -107,7 +107,7 @@ pub async fn put_key(
         .send()
         .await
         .map_err(|e| {
-            shared::HandlerError::retryable(
+            lambda_idempotency::HandlerError::retryable(
                 aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
             )
         })?;

@@ -90,7 +90,7 @@ pub async fn run(messages: usize) -> Result<(), Box<dyn std::error::Error>> {
             let mut latencies = Vec::with_capacity(events.len());
             for event in &events {
                 let t = std::time::Instant::now();
-                let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+                let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
                 let response = app
                     .handle(LambdaEvent::new(event.clone(), ctx))
                     .await

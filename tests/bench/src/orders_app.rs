@@ -1,7 +1,7 @@
 //! The orders function as `bench orders` and `bench bill` build it (on the
 //! outbox), with batch commits on or off.
 
-use shared::{DynamoDbStore, Idempotency, Table, store::TableConfig};
+use lambda_idempotency::{DynamoDbStore, Idempotency, Table, store::TableConfig};
 
 pub fn app(
     ddb: aws_sdk_dynamodb::Client,
@@ -28,7 +28,7 @@ pub fn app_with(
     idempotency: String,
     orders_table: String,
     queue_url: String,
-    config: shared::Config,
+    config: lambda_idempotency::Config,
 ) -> orders::App {
     let engine = Idempotency::new(
         DynamoDbStore::new(ddb.clone(), TableConfig::new(idempotency)),

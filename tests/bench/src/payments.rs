@@ -234,7 +234,10 @@ impl Function {
             variant: variant.clone(),
             api,
             child,
-            accounts: Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+            accounts: Accounts::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                accounts,
+            )),
         })
     }
 
@@ -255,7 +258,9 @@ impl Function {
             let mut pending = event.clone();
             let t = Instant::now();
             for round in 0..5 {
-                let deadline = shared::clock::Clock::now_ms(&shared::clock::SystemClock) + 30_000;
+                let deadline = lambda_idempotency::clock::Clock::now_ms(
+                    &lambda_idempotency::clock::SystemClock,
+                ) + 30_000;
                 let response = match self
                     .api
                     .invoke(pending, deadline, Duration::from_secs(30))
@@ -508,7 +513,9 @@ async fn cold_start(variant: &Variant) -> Result<(), Box<dyn std::error::Error>>
             .await
             .ok_or("no first poll")?;
         starts.push(polled.duration_since(t0));
-        let deadline = shared::clock::Clock::now_ms(&shared::clock::SystemClock) + 30_000;
+        let deadline =
+            lambda_idempotency::clock::Clock::now_ms(&lambda_idempotency::clock::SystemClock)
+                + 30_000;
         let mut event = event.clone();
         for r in event["Records"].as_array_mut().into_iter().flatten() {
             let body = r["body"]

@@ -8,7 +8,7 @@
 //! commits in one `TransactWriteItems` (what a batch-wide commit would cost).
 //! The floor under the function's CPU per message: what a function spends
 //! beyond it is its own work (event parsing, hashing, logs, the Runtime API). Client settings side by side, interleaved round by round:
-//! the functions' client (`shared::aws::aws_sdk_config_loader`), without
+//! the functions' client (`lambda_idempotency::aws::aws_sdk_config_loader`), without
 //! stalled-stream protection, without retries and timeouts, the SDK's
 //! defaults.
 
@@ -254,7 +254,7 @@ async fn batch_get(client: &Client, records: &str, keys: &[String]) {
 pub fn run(calls: usize) -> Result<(), String> {
     let calls = calls.clamp(ROUNDS * 10, 50_000) / ROUNDS * ROUNDS;
     let per_round = calls / ROUNDS;
-    // One current-thread runtime, as `shared::runtime::start` gives a function
+    // One current-thread runtime, as `lambda_idempotency::runtime::start` gives a function
     // below 1,769 MB: the thread's CPU is the client's whole cost.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

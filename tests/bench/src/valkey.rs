@@ -11,12 +11,12 @@
 //! redis-server run in their own), and latency per batch.
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
-use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{
+use lambda_idempotency::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Store, StoreError, Write,
     store::Claim, store::Record, store::RecordWrite, store::TableConfig, store::TransactError,
 };
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -43,15 +43,15 @@
 //!   so the stream mapping's requests are counted
 //!   ([`Bill::stream_requests`]), not priced.
 //!
-//! Item sizes use the library's one rule ([`shared::value::item_size`]).
+//! Item sizes use the library's one rule ([`lambda_idempotency::value::item_size`]).
 //!
 //! SQS: every action is a request, and "each 64 KB chunk of a payload is
 //! billed as 1 request" (<https://aws.amazon.com/sqs/pricing/>), FIFO and
 //! standard queues at their own prices; a message's size is the library's
-//! ([`shared::outbox::sqs_message_size`]). EventBridge `PutEvents`: billed
+//! ([`lambda_idempotency::outbox::sqs_message_size`]). EventBridge `PutEvents`: billed
 //! per event, "each 64 KB chunk of a payload is billed as 1 event"
 //! (<https://aws.amazon.com/eventbridge/pricing/>), an entry sized by
-//! [`shared::outbox::event_entry_size`].
+//! [`lambda_idempotency::outbox::event_entry_size`].
 //!
 //! Lambda ([`lambda_gb_seconds`]): a request per invocation and the
 //! invocation's duration, its wall time from start to return rounded up to
@@ -62,8 +62,8 @@
 //! at 128 MB a function gets 128/1769 of a vCPU, so each millisecond of CPU
 //! it needs takes ~13.8 ms of wall time.
 
+use lambda_idempotency::value::AttrValue;
 use serde_json::Value;
-use shared::value::AttrValue;
 use std::collections::{BTreeMap, HashMap};
 
 /// Bytes per write unit.
@@ -186,7 +186,7 @@ impl Bill {
                     .into_iter()
                     .flatten()
                     .map(|e| {
-                        let size = shared::outbox::event_entry_size(
+                        let size = lambda_idempotency::outbox::event_entry_size(
                             e["Source"].as_str().unwrap_or_default(),
                             e["DetailType"].as_str().unwrap_or_default(),
                             e["Detail"].as_str().unwrap_or_default(),
@@ -249,7 +249,7 @@ fn message_size(message: &Value) -> usize {
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(name, _)| name.as_str() != shared::outbox::OUTBOX_ID)
+        .filter(|(name, _)| name.as_str() != lambda_idempotency::outbox::OUTBOX_ID)
         .map(|(name, v)| {
             (
                 name.clone(),
@@ -257,14 +257,14 @@ fn message_size(message: &Value) -> usize {
             )
         })
         .collect();
-    shared::outbox::sqs_message_size(
+    lambda_idempotency::outbox::sqs_message_size(
         message["MessageBody"].as_str().unwrap_or_default(),
         &attributes,
     )
 }
 
 /// An item in DynamoDB JSON (`{"name": {"S": "..."}}`) as attribute
-/// values (parsing only; sizes come from [`shared::value::item_size`]).
+/// values (parsing only; sizes come from [`lambda_idempotency::value::item_size`]).
 pub fn parse_item(item: &Value) -> HashMap<String, AttrValue> {
     item.as_object()
         .into_iter()
@@ -312,7 +312,7 @@ fn size(item: &Value) -> usize {
     if item.is_null() {
         0
     } else {
-        shared::value::item_size(&parse_item(item))
+        lambda_idempotency::value::item_size(&parse_item(item))
     }
 }
 

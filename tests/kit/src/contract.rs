@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shared::{
+use lambda_idempotency::{
     CommitMode, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item, MemoryStore, Store,
     StoreError, Table, Write, clock::ManualClock, config::OversizedResponse,
     config::TerminalErrors, store::Claim, store::Record, store::RecordWrite, store::Status,
@@ -108,7 +108,7 @@ pub async fn dynamodb() -> Harness {
     let client = crate::moto().dynamodb().await;
     let table = crate::create_idempotency_table(&client).await;
     Harness::new(
-        Arc::new(shared::DynamoDbStore::new(
+        Arc::new(lambda_idempotency::DynamoDbStore::new(
             client.clone(),
             TableConfig::new(table),
         )),
@@ -162,7 +162,10 @@ pub async fn first_claim_executes(h: Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Executed(json!({"charged": 1})));
+    assert_eq!(
+        out,
+        lambda_idempotency::Outcome::Executed(json!({"charged": 1}))
+    );
     let rec = h.record(&key).await.expect("record written");
     assert_eq!(rec.status, Status::Completed);
     assert_eq!(rec.data.as_deref(), Some(r#"{"charged":1}"#));
@@ -186,9 +189,9 @@ pub async fn duplicate_replays(h: Harness) {
             .await
             .unwrap();
         let expected = if i == 0 {
-            shared::Outcome::Executed(json!({"receipt": "r-1"}))
+            lambda_idempotency::Outcome::Executed(json!({"receipt": "r-1"}))
         } else {
-            shared::Outcome::Replayed(Some(json!({"receipt": "r-1"})))
+            lambda_idempotency::Outcome::Replayed(Some(json!({"receipt": "r-1"})))
         };
         assert_eq!(out, expected, "delivery {i}");
     }
@@ -206,18 +209,18 @@ pub async fn expired_record_is_reclaimable(h: Harness) {
     };
     assert!(matches!(
         engine.run(&key, None, None, run).await.unwrap(),
-        shared::Outcome::Executed(_)
+        lambda_idempotency::Outcome::Executed(_)
     ));
     // At exactly the expiration second the record still stands.
     h.clock.advance(Duration::from_secs(10));
     assert_eq!(
         engine.run(&key, None, None, run).await.unwrap(),
-        shared::Outcome::Replayed(Some(json!(0)))
+        lambda_idempotency::Outcome::Replayed(Some(json!(0)))
     );
     h.clock.advance(Duration::from_secs(1));
     assert_eq!(
         engine.run(&key, None, None, run).await.unwrap(),
-        shared::Outcome::Executed(json!(1))
+        lambda_idempotency::Outcome::Executed(json!(1))
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
@@ -238,7 +241,7 @@ pub async fn live_claim_conflicts(h: Harness) {
                 .unwrap();
             assert_eq!(
                 inner,
-                shared::Outcome::InProgress {
+                lambda_idempotency::Outcome::InProgress {
                     lease_expires_at_ms: Some(START_MS + 30_000)
                 }
             );
@@ -246,7 +249,7 @@ pub async fn live_claim_conflicts(h: Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Executed(json!("first")));
+    assert_eq!(out, lambda_idempotency::Outcome::Executed(json!("first")));
 }
 
 /// A lapsed lease is taken over; the stale owner's completion is rejected
@@ -261,7 +264,10 @@ pub async fn lapsed_lease_is_taken_over(h: Harness) {
                 .run(&key, None, None, || async { ok(json!("second")) })
                 .await
                 .unwrap();
-            assert_eq!(takeover, shared::Outcome::Executed(json!("second")));
+            assert_eq!(
+                takeover,
+                lambda_idempotency::Outcome::Executed(json!("second"))
+            );
             ok(json!("first"))
         })
         .await;
@@ -305,7 +311,10 @@ pub async fn stale_owner_cannot_complete_or_release(h: Harness) {
                 })
                 .await
                 .unwrap();
-            assert_eq!(takeover, shared::Outcome::Executed(json!("new owner")));
+            assert_eq!(
+                takeover,
+                lambda_idempotency::Outcome::Executed(json!("new owner"))
+            );
             Err::<Value, _>(HandlerError::retryable("first owner failed late"))
         })
         .await;
@@ -326,11 +335,11 @@ pub async fn payload_mismatch(h: Harness) {
     engine.run(&key, Some(&first), None, run).await.unwrap();
     assert_eq!(
         engine.run(&key, Some(&reordered), None, run).await.unwrap(),
-        shared::Outcome::Replayed(Some(json!("done")))
+        lambda_idempotency::Outcome::Replayed(Some(json!("done")))
     );
     assert_eq!(
         engine.run(&key, Some(&other), None, run).await.unwrap(),
-        shared::Outcome::PayloadMismatch
+        lambda_idempotency::Outcome::PayloadMismatch
     );
 }
 
@@ -338,7 +347,7 @@ pub async fn payload_mismatch(h: Harness) {
 /// and through the engine.
 pub async fn concurrent_claims_one_winner(h: Harness) {
     let key = IdempotencyKey::new("contract.race", &json!("pay-8")).unwrap();
-    let now = shared::clock::Clock::now_ms(&h.clock);
+    let now = lambda_idempotency::clock::Clock::now_ms(&h.clock);
     let claims = (0..8).map(|i| {
         let store = h.store.clone();
         let record = Record {
@@ -383,8 +392,9 @@ pub async fn concurrent_claims_one_winner(h: Harness) {
     let mut executed = 0;
     for t in tasks {
         match t.await.unwrap() {
-            shared::Outcome::Executed(_) => executed += 1,
-            shared::Outcome::InProgress { .. } | shared::Outcome::Replayed(_) => {}
+            lambda_idempotency::Outcome::Executed(_) => executed += 1,
+            lambda_idempotency::Outcome::InProgress { .. }
+            | lambda_idempotency::Outcome::Replayed(_) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -402,7 +412,7 @@ pub async fn oversized_response_is_handled(h: Harness) {
         .run(&key, None, None, || async { ok(json!(big)) })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Executed(json!(big)));
+    assert_eq!(out, lambda_idempotency::Outcome::Executed(json!(big)));
     let rec = h.record(&key).await.unwrap();
     assert_eq!((rec.status, rec.data), (Status::Completed, None));
     assert_eq!(
@@ -410,7 +420,7 @@ pub async fn oversized_response_is_handled(h: Harness) {
             .run(&key, None, None, || async { ok(json!("again")) })
             .await
             .unwrap(),
-        shared::Outcome::Replayed(None)
+        lambda_idempotency::Outcome::Replayed(None)
     );
 
     // Fail: the oversized response is a terminal error decided before
@@ -426,7 +436,7 @@ pub async fn oversized_response_is_handled(h: Harness) {
         .await
         .unwrap();
     match &first {
-        shared::Outcome::Rejected {
+        lambda_idempotency::Outcome::Rejected {
             error,
             replayed: false,
         } => assert!(error.contains("exceeds"), "{error}"),
@@ -441,7 +451,10 @@ pub async fn oversized_response_is_handled(h: Harness) {
         .await
         .unwrap();
     assert!(
-        matches!(again, shared::Outcome::Rejected { replayed: true, .. }),
+        matches!(
+            again,
+            lambda_idempotency::Outcome::Rejected { replayed: true, .. }
+        ),
         "{again:?}"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -478,7 +491,10 @@ pub async fn oversized_response_commits_nothing(h: Harness) {
                     })
                     .await;
                 match (policy, out) {
-                    (TerminalErrors::Record, Ok(shared::Outcome::Rejected { replayed, .. })) => {
+                    (
+                        TerminalErrors::Record,
+                        Ok(lambda_idempotency::Outcome::Rejected { replayed, .. }),
+                    ) => {
                         assert_eq!(replayed, delivery > 0, "{mode:?}")
                     }
                     (TerminalErrors::Release, Err(Error::Handler(e))) => {
@@ -519,7 +535,7 @@ pub async fn expiration_units_and_lease_cap(h: Harness) {
                 .run(&key, None, None, || async { ok(json!("b")) })
                 .await
                 .unwrap();
-            assert_eq!(takeover, shared::Outcome::Executed(json!("b")));
+            assert_eq!(takeover, lambda_idempotency::Outcome::Executed(json!("b")));
             ok(json!("a"))
         })
         .await;
@@ -557,7 +573,7 @@ pub async fn retryable_failure_releases(h: Harness) {
             .run(&key, None, None, || async { ok(json!("fine")) })
             .await
             .unwrap(),
-        shared::Outcome::Executed(json!("fine"))
+        lambda_idempotency::Outcome::Executed(json!("fine"))
     );
 }
 
@@ -574,7 +590,7 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
     let first = recording.run(&key, None, None, reject).await.unwrap();
     assert_eq!(
         first,
-        shared::Outcome::Rejected {
+        lambda_idempotency::Outcome::Rejected {
             error: "insufficient stock".into(),
             replayed: false
         }
@@ -582,7 +598,7 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
     let second = recording.run(&key, None, None, reject).await.unwrap();
     assert_eq!(
         second,
-        shared::Outcome::Rejected {
+        lambda_idempotency::Outcome::Rejected {
             error: "insufficient stock".into(),
             replayed: true
         }
@@ -613,7 +629,7 @@ pub async fn kill_switch_runs_unprotected(h: Harness) {
                 .run(&key, None, None, || async { ok(json!(1)) })
                 .await
                 .unwrap(),
-            shared::Outcome::Unprotected(json!(1))
+            lambda_idempotency::Outcome::Unprotected(json!(1))
         );
     }
     assert_eq!(h.record(&key).await, None);
@@ -634,7 +650,7 @@ pub async fn responses_can_be_withheld(h: Harness) {
             .run(&key, None, None, || async { ok(json!(0)) })
             .await
             .unwrap(),
-        shared::Outcome::Replayed(None)
+        lambda_idempotency::Outcome::Replayed(None)
     );
 }
 
@@ -651,11 +667,14 @@ pub async fn unserializable_response_still_completes(h: Harness) {
         Ok::<_, HandlerError>(HashMap::from([((1, 2), 3)]))
     };
     let first = engine.run(&key, None, None, run).await.unwrap();
-    assert!(matches!(first, shared::Outcome::Executed(_)), "{first:?}");
+    assert!(
+        matches!(first, lambda_idempotency::Outcome::Executed(_)),
+        "{first:?}"
+    );
     let rec = h.record(&key).await.unwrap();
     assert_eq!((rec.status, rec.data), (Status::Completed, None));
     let second = engine.run(&key, None, None, run).await.unwrap();
-    assert_eq!(second, shared::Outcome::Replayed(None));
+    assert_eq!(second, lambda_idempotency::Outcome::Replayed(None));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
@@ -691,9 +710,9 @@ pub async fn transaction_commits_writes_with_the_record(h: Harness) {
                 .await
                 .unwrap();
             let expected = if delivery == 0 {
-                shared::Outcome::Executed(json!({"credited": 5}))
+                lambda_idempotency::Outcome::Executed(json!({"credited": 5}))
             } else {
-                shared::Outcome::Replayed(Some(json!({"credited": 5})))
+                lambda_idempotency::Outcome::Replayed(Some(json!({"credited": 5})))
             };
             assert_eq!(out, expected, "{mode:?} delivery {delivery}");
         }
@@ -739,7 +758,7 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
                 .unwrap();
             assert_eq!(
                 out,
-                shared::Outcome::Rejected {
+                lambda_idempotency::Outcome::Rejected {
                     error: "insufficient stock".into(),
                     replayed
                 },
@@ -774,7 +793,7 @@ pub async fn transaction_business_condition_is_the_outcome(h: Harness) {
                 .unwrap();
             assert_eq!(
                 out,
-                shared::Outcome::Rejected {
+                lambda_idempotency::Outcome::Rejected {
                     error: expected.into(),
                     replayed: false
                 },
@@ -820,7 +839,7 @@ pub async fn fenced_stale_commit_applies_nothing(h: Harness) {
                 })
                 .await
                 .unwrap();
-            assert_eq!(takeover, shared::Outcome::Executed(json!("b")));
+            assert_eq!(takeover, lambda_idempotency::Outcome::Executed(json!("b")));
             Ok::<_, HandlerError>(Staged::new(json!("a")).write(credit(&table, "x", 1)))
         })
         .await;
@@ -857,7 +876,7 @@ pub async fn fenced_crash_before_commit_applies_nothing(h: Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Executed(json!("once")));
+    assert_eq!(out, lambda_idempotency::Outcome::Executed(json!("once")));
     assert_eq!(h.number(&table, "y", "balance").await, Some(1));
 }
 
@@ -883,8 +902,8 @@ pub async fn optimistic_concurrent_duplicates_commit_once(h: Harness) {
     let mut executed = 0;
     for t in tasks {
         match t.await.unwrap() {
-            shared::Outcome::Executed(_) => executed += 1,
-            shared::Outcome::Replayed(Some(v)) => assert_eq!(v, json!("one")),
+            lambda_idempotency::Outcome::Executed(_) => executed += 1,
+            lambda_idempotency::Outcome::Replayed(Some(v)) => assert_eq!(v, json!("one")),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -925,7 +944,7 @@ pub async fn get_many_and_kill_switch(h: Harness) {
             })
             .await
             .unwrap();
-        assert_eq!(out, shared::Outcome::Unprotected(json!(1)));
+        assert_eq!(out, lambda_idempotency::Outcome::Unprotected(json!(1)));
     }
     assert_eq!(h.number(&table, "w", "balance").await, Some(2));
     assert_eq!(h.record(&key).await, None);
@@ -957,7 +976,10 @@ pub async fn add_past_i64_max_is_exact(h: Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Executed(json!("credited")));
+    assert_eq!(
+        out,
+        lambda_idempotency::Outcome::Executed(json!("credited"))
+    );
     assert_eq!(
         h.number_text(&table, "big", "balance").await.as_deref(),
         Some("18446744073709551615")
@@ -1012,7 +1034,7 @@ pub async fn number_comparisons_are_exact(h: Harness) {
         .unwrap();
     assert_eq!(
         out,
-        shared::Outcome::Rejected {
+        lambda_idempotency::Outcome::Rejected {
             error: "insufficient stock".into(),
             replayed: false
         }
@@ -1116,10 +1138,10 @@ pub async fn business_table_writes_alike(h: Harness) {
         }))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), shared::ErrorKind::Terminal);
+    assert_eq!(err.kind(), lambda_idempotency::ErrorKind::Terminal);
     assert_eq!(err.to_string(), "only 10");
     let err = table.write(&take(11)).await.unwrap_err();
-    assert_eq!(err.kind(), shared::ErrorKind::Retryable);
+    assert_eq!(err.kind(), lambda_idempotency::ErrorKind::Retryable);
     assert_eq!(h.number(&name, "a", "balance").await, Some(10));
 
     table
@@ -1195,8 +1217,8 @@ macro_rules! contract_suite {
 /// key); a duplicate adds nothing; a rejected or failed handler leaves no
 /// message; with the kill switch they ride a record of their own.
 pub async fn messages_commit_with_the_record(h: Harness) {
-    use shared::outbox::Message;
-    use shared::outbox::{decode, stable_id};
+    use lambda_idempotency::outbox::Message;
+    use lambda_idempotency::outbox::{decode, stable_id};
     let table = h.business_table().await;
     let queue = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
     for mode in MODES {
@@ -1218,7 +1240,8 @@ pub async fn messages_commit_with_the_record(h: Harness) {
             assert!(
                 matches!(
                     out,
-                    shared::Outcome::Executed(_) | shared::Outcome::Replayed(_)
+                    lambda_idempotency::Outcome::Executed(_)
+                        | lambda_idempotency::Outcome::Replayed(_)
                 ),
                 "{mode:?}: {out:?}"
             );
@@ -1247,7 +1270,7 @@ pub async fn messages_commit_with_the_record(h: Harness) {
                 )
             })
             .await;
-        assert!(out.is_err() || matches!(out, Ok(shared::Outcome::Rejected { .. })));
+        assert!(out.is_err() || matches!(out, Ok(lambda_idempotency::Outcome::Rejected { .. })));
         assert!(
             h.record(&refused).await.and_then(|r| r.outbox).is_none(),
             "{mode:?}: no message for a refusal"
@@ -1284,7 +1307,7 @@ pub async fn messages_commit_with_the_record(h: Harness) {
         })
         .await
         .unwrap();
-    assert_eq!(out, shared::Outcome::Unprotected(json!(1)));
+    assert_eq!(out, lambda_idempotency::Outcome::Unprotected(json!(1)));
     assert_eq!(h.record(&key).await, None);
     assert_eq!(h.number(&table, "off", "balance").await, Some(1));
 }
@@ -1296,7 +1319,7 @@ pub async fn messages_commit_with_the_record(h: Harness) {
 /// reason in the error; with `TerminalErrors::Record` the rejection is the
 /// key's outcome, still without the write or an outbox.
 pub async fn unpublishable_messages_commit_nothing(h: Harness) {
-    use shared::outbox::Message;
+    use lambda_idempotency::outbox::Message;
     let table = h.business_table().await;
     let fifo = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
     let standard = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications";
@@ -1424,13 +1447,14 @@ pub async fn unpublishable_messages_commit_nothing(h: Harness) {
                     })
                     .await;
                 let error = match (&out, policy) {
-                    (Err(shared::Error::Handler(e)), TerminalErrors::Release) => {
-                        assert_eq!(e.kind(), shared::ErrorKind::Terminal, "{what}");
+                    (Err(lambda_idempotency::Error::Handler(e)), TerminalErrors::Release) => {
+                        assert_eq!(e.kind(), lambda_idempotency::ErrorKind::Terminal, "{what}");
                         e.to_string()
                     }
-                    (Ok(shared::Outcome::Rejected { error, .. }), TerminalErrors::Record) => {
-                        error.clone()
-                    }
+                    (
+                        Ok(lambda_idempotency::Outcome::Rejected { error, .. }),
+                        TerminalErrors::Record,
+                    ) => error.clone(),
                     _ => panic!("{mode:?} {policy:?} {what}: {out:?}"),
                 };
                 assert!(error.contains(reason), "{what}: {error:?} lacks {reason:?}");
@@ -1454,7 +1478,7 @@ fn batch_record(h: &Harness, id: &str) -> Record {
     Record {
         id: format!("contract.batch#{id}"),
         status: Status::Completed,
-        expiration: shared::clock::Clock::now_ms(&h.clock) / 1000 + 3600,
+        expiration: lambda_idempotency::clock::Clock::now_ms(&h.clock) / 1000 + 3600,
         in_progress_expiration: None,
         data: Some(json!(id).to_string()),
         error: None,
@@ -1464,11 +1488,15 @@ fn batch_record(h: &Harness, id: &str) -> Record {
     }
 }
 
-fn claim<'a>(h: &Harness, record: &'a Record, writes: &'a [Write]) -> shared::store::Commit<'a> {
-    shared::store::Commit {
+fn claim<'a>(
+    h: &Harness,
+    record: &'a Record,
+    writes: &'a [Write],
+) -> lambda_idempotency::store::Commit<'a> {
+    lambda_idempotency::store::Commit {
         record: RecordWrite::Claim {
             record,
-            now_ms: shared::clock::Clock::now_ms(&h.clock),
+            now_ms: lambda_idempotency::clock::Clock::now_ms(&h.clock),
         },
         writes,
     }
@@ -1521,7 +1549,7 @@ pub async fn batch_commit_names_a_duplicate(h: Harness) {
         .map(|(r, w)| claim(&h, r, w))
         .collect();
     match h.store.commit_many(&commits).await {
-        Err(shared::store::CommitsError::Cancelled(failed)) => {
+        Err(lambda_idempotency::store::CommitsError::Cancelled(failed)) => {
             assert_eq!(failed.len(), 1, "{failed:?}");
             assert_eq!(failed[0].0, 1);
             assert!(
@@ -1564,7 +1592,7 @@ pub async fn batch_commit_names_a_rejected_write(h: Harness) {
         .map(|(r, w)| claim(&h, r, w))
         .collect();
     match h.store.commit_many(&commits).await {
-        Err(shared::store::CommitsError::Cancelled(failed)) => {
+        Err(lambda_idempotency::store::CommitsError::Cancelled(failed)) => {
             assert_eq!(failed.len(), 1, "{failed:?}");
             assert_eq!(failed[0].0, 1);
             match &failed[0].1 {
@@ -1606,7 +1634,7 @@ pub async fn batch_commit_refuses_what_one_transaction_cannot_hold(h: Harness) {
         ("120 actions", &too_many, "over the limit of 100"),
     ] {
         match h.store.commit_many(commits).await {
-            Err(shared::store::CommitsError::Transaction(TransactError::Store(
+            Err(lambda_idempotency::store::CommitsError::Transaction(TransactError::Store(
                 StoreError::Invalid { reason: r },
             ))) => assert!(r.contains(reason), "{what}: {r}"),
             other => panic!("{what}: {other:?}"),
@@ -1629,7 +1657,10 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
             .on_terminal_error(TerminalErrors::Record)
             .batch_commits(true),
     );
-    let app = shared::sqs::SqsProcessor::new(engine, shared::KeySelector::pointer("/id"));
+    let app = lambda_idempotency::sqs::SqsProcessor::new(
+        engine,
+        lambda_idempotency::KeySelector::pointer("/id"),
+    );
     let event = |ids: &[(&str, &str, i64)]| {
         let records: Vec<Value> = ids
             .iter()
@@ -1644,10 +1675,10 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
                 })
             })
             .collect();
-        shared::sqs::parse_sqs_event(json!({ "Records": records })).unwrap()
+        lambda_idempotency::sqs::parse_sqs_event(json!({ "Records": records })).unwrap()
     };
     let table2 = table.clone();
-    let handler = move |r: shared::sqs::SqsRecord<Value>| {
+    let handler = move |r: lambda_idempotency::sqs::SqsRecord<Value>| {
         let table = table2.clone();
         async move {
             let account = r.body["account"].as_str().unwrap_or_default().to_owned();
@@ -1676,27 +1707,30 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
     let report = app.process(event(&batch), None, &handler).await;
     let outcomes: Vec<_> = report.records.iter().map(|r| r.outcome.clone()).collect();
     assert!(
-        matches!(outcomes[0], Ok(shared::Outcome::Executed(_))),
+        matches!(outcomes[0], Ok(lambda_idempotency::Outcome::Executed(_))),
         "{outcomes:?}"
     );
     assert!(
-        matches!(outcomes[1], Ok(shared::Outcome::Replayed(Some(_)))),
+        matches!(
+            outcomes[1],
+            Ok(lambda_idempotency::Outcome::Replayed(Some(_)))
+        ),
         "{outcomes:?}"
     );
     assert!(
-        matches!(outcomes[2], Ok(shared::Outcome::Executed(_))),
+        matches!(outcomes[2], Ok(lambda_idempotency::Outcome::Executed(_))),
         "{outcomes:?}"
     );
     assert!(
-        matches!(&outcomes[3], Ok(shared::Outcome::Rejected { error, .. }) if error == "insufficient funds"),
+        matches!(&outcomes[3], Ok(lambda_idempotency::Outcome::Rejected { error, .. }) if error == "insufficient funds"),
         "{outcomes:?}"
     );
     assert!(
-        matches!(outcomes[4], Ok(shared::Outcome::Executed(_))),
+        matches!(outcomes[4], Ok(lambda_idempotency::Outcome::Executed(_))),
         "{outcomes:?}"
     );
     assert!(
-        matches!(outcomes[5], Ok(shared::Outcome::Executed(_))),
+        matches!(outcomes[5], Ok(lambda_idempotency::Outcome::Executed(_))),
         "{outcomes:?}"
     );
     assert_eq!(h.number(&table, "bp-a", "balance").await, Some(1011));
@@ -1708,7 +1742,8 @@ pub async fn batch_pipeline_commits_each_record_once(h: Harness) {
     assert!(
         again.records.iter().all(|r| matches!(
             r.outcome,
-            Ok(shared::Outcome::Replayed(_) | shared::Outcome::Rejected { replayed: true, .. })
+            Ok(lambda_idempotency::Outcome::Replayed(_)
+                | lambda_idempotency::Outcome::Rejected { replayed: true, .. })
         )),
         "{:?}",
         again.records

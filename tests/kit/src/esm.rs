@@ -182,7 +182,9 @@ pub async fn receive_all(sqs: &Client, url: &str) -> Vec<Received> {
                 .unwrap_or_default();
             out.push(Received {
                 body: m.body().unwrap_or_default().to_owned(),
-                outbox_id: attributes.get(shared::outbox::OUTBOX_ID).cloned(),
+                outbox_id: attributes
+                    .get(lambda_idempotency::outbox::OUTBOX_ID)
+                    .cloned(),
                 dedup_id: system(MessageSystemAttributeName::MessageDeduplicationId),
                 group_id: system(MessageSystemAttributeName::MessageGroupId),
                 attributes,

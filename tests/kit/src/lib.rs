@@ -176,7 +176,7 @@ impl Moto {
     /// The loader behind [`Moto::sdk_config`], for tests that change a
     /// setting (shorter timeouts, other retries).
     pub fn sdk_config_loader(&self) -> aws_config::ConfigLoader {
-        shared::aws::aws_sdk_config_loader()
+        lambda_idempotency::aws::aws_sdk_config_loader()
             .endpoint_url(self.endpoint())
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
@@ -749,7 +749,7 @@ pub async fn payment_tables_on(moto: &Moto, prefix: &str) -> PaymentTables {
 
 /// Wall-clock epoch milliseconds.
 pub fn now_ms() -> u64 {
-    shared::clock::Clock::now_ms(&shared::clock::SystemClock)
+    lambda_idempotency::clock::Clock::now_ms(&lambda_idempotency::clock::SystemClock)
 }
 
 /// Creates an idempotency table named `name` (`id` S, TTL on `expiration`)

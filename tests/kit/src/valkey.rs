@@ -14,8 +14,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use shared::store::valkey::ValkeyTimeouts;
-use shared::{ValkeyStore, clock::Clock};
+use lambda_idempotency::store::valkey::ValkeyTimeouts;
+use lambda_idempotency::{ValkeyStore, clock::Clock};
 
 /// What a test without a server says.
 pub const HOW_TO_GET_VALKEY: &str = "a Valkey/Redis server is needed for this test: run \
@@ -165,7 +165,13 @@ wait "$pid" 2>/dev/null
     pub async fn store_with(&self, timeouts: ValkeyTimeouts) -> ValkeyStore {
         ValkeyStore::connect(&self.url(), timeouts)
             .await
-            .unwrap_or_else(|e| panic!("connecting to {}: {}", self.url(), shared::report(&e)))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connecting to {}: {}",
+                    self.url(),
+                    lambda_idempotency::report(&e)
+                )
+            })
             .with_key_prefix(format!("{}:", crate::unique_name("t")))
     }
 

@@ -1,6 +1,6 @@
 //! A probe function for the tower layer's tests: `lambda_runtime`'s own
 //! `Runtime` (its tracing layer, its panic catching) serving a
-//! `ServiceBuilder` stack with `shared::layer::IdempotencyLayer` around a
+//! `ServiceBuilder` stack with `lambda_idempotency::layer::IdempotencyLayer` around a
 //! handler that counts its calls. The store is the one the environment
 //! names (`IDEMPOTENCY_TABLE`: DynamoDB; none: memory); the key is `/id`.
 //!
@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use lambda_idempotency::layer::{IdempotencyLayer, Idempotent};
+use lambda_idempotency::{Backend, Config, KeySelector, Outcome};
 use lambda_runtime::tower::ServiceBuilder;
 use lambda_runtime::{LambdaEvent, Runtime, layers::TracingLayer, service_fn};
 use serde_json::{Value, json};
-use shared::layer::{IdempotencyLayer, Idempotent};
-use shared::{Backend, Config, KeySelector, Outcome};
 
 fn label(outcome: &Outcome<Value>) -> &'static str {
     match outcome {
@@ -29,8 +29,8 @@ fn label(outcome: &Outcome<Value>) -> &'static str {
 }
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::start(async {
-        shared::runtime::init_telemetry();
+    lambda_idempotency::runtime::start(async {
+        lambda_idempotency::runtime::init_telemetry();
         let (engine, []) = Backend::from_env(Config::with_prefix("layer.probe"), [])
             .await?
             .into_parts();
@@ -47,9 +47,9 @@ fn main() -> Result<(), lambda_runtime::Error> {
             }
         });
         let service = ServiceBuilder::new()
-            // Errors as `shared::runtime::run` answers them: an `errorType`
+            // Errors as `lambda_idempotency::runtime::run` answers them: an `errorType`
             // that says what failed (`PayloadMismatch`, `HandlerFailed`).
-            .map_err(|e: lambda_runtime::Error| shared::diagnostic::diagnostic(&*e))
+            .map_err(|e: lambda_runtime::Error| lambda_idempotency::diagnostic::diagnostic(&*e))
             .map_response(move |answer: Idempotent<Value>| {
                 json!({
                     "outcome": label(answer.outcome()),

@@ -1,5 +1,5 @@
 //! A probe function for the Lambda Managed Instances tests: the shared
-//! runtime (`shared::runtime::run`) around a handler that says what its
+//! runtime (`lambda_idempotency::runtime::run`) around a handler that says what its
 //! invocation saw. Payload `{"tag": T, "sleep_ms": N}` sleeps N ms and
 //! answers `{"tag", "requestId", "deadlineMs", "remainingMs"}` (its own
 //! context, read at the start), logging `probe` lines tagged T;
@@ -10,11 +10,12 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::start(async {
-        shared::runtime::init_telemetry();
-        shared::runtime::run(|event: LambdaEvent<Value>| async move {
+    lambda_idempotency::runtime::start(async {
+        lambda_idempotency::runtime::init_telemetry();
+        lambda_idempotency::runtime::run(|event: LambdaEvent<Value>| async move {
             let (payload, ctx) = (event.payload, event.context);
-            let now = shared::clock::Clock::now_ms(&shared::clock::SystemClock);
+            let now =
+                lambda_idempotency::clock::Clock::now_ms(&lambda_idempotency::clock::SystemClock);
             if let Some(why) = payload["panic"].as_str() {
                 panic!("probe asked to panic: {why}");
             }

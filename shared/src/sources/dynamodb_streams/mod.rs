@@ -39,11 +39,11 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use shared::dynamodb_streams::{
+//! use lambda_idempotency::dynamodb_streams::{
 //!     DynamoDbEventResponse, DynamoDbRecord, DynamoDbStreamsProcessor, keys_and,
 //!     parse_dynamodb_event,
 //! };
-//! use shared::{Config, HandlerError, Idempotency, MemoryStore};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, MemoryStore};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {

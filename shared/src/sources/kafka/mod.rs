@@ -45,10 +45,10 @@
 //! ```
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use shared::kafka::{
+//! use lambda_idempotency::kafka::{
 //!     KafkaEventResponse, KafkaItemFailures, KafkaMessage, KafkaProcessor, parse_kafka_event,
 //! };
-//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 //! use base64::Engine as _;
 //!
 //! #[derive(Deserialize)]

@@ -52,8 +52,8 @@
 //! ```
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use shared::kinesis::{KinesisProcessor, KinesisRecord, parse_kinesis_event};
-//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//! use lambda_idempotency::kinesis::{KinesisProcessor, KinesisRecord, parse_kinesis_event};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 //!
 //! #[derive(Deserialize)]
 //! struct Reading { reading_id: String, celsius: f64 }
@@ -84,7 +84,7 @@
 //!         Ok::<_, HandlerError>(json!({"stored": r.body.celsius}))
 //!     })
 //!     .await;
-//! let response: shared::kinesis::KinesisEventResponse =
+//! let response: lambda_idempotency::kinesis::KinesisEventResponse =
 //!     report.response_as().expect("every failed record has a sequence number");
 //! let failed: Vec<_> = response.batch_item_failures.iter()
 //!     .map(|f| f.item_identifier.as_deref().unwrap_or_default()).collect();

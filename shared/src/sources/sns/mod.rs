@@ -30,8 +30,8 @@
 //! ```
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use shared::sns::{Notification, SnsProcessor, answer, parse_sns_event};
-//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//! use lambda_idempotency::sns::{Notification, SnsProcessor, answer, parse_sns_event};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 //!
 //! #[derive(Deserialize)]
 //! struct Order { order_id: String }
@@ -60,7 +60,7 @@
 //! let first = processor.process(event(), None, ship).await;
 //! assert!(answer(&first).is_ok());
 //! let again = processor.process(event(), None, ship).await; // SNS delivered it twice
-//! assert!(matches!(again.records[0].outcome, Ok(shared::Outcome::Replayed(_))));
+//! assert!(matches!(again.records[0].outcome, Ok(lambda_idempotency::Outcome::Replayed(_))));
 //! # }
 //! ```
 

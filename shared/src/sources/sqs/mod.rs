@@ -37,8 +37,8 @@
 //! ```
 //! use serde::Deserialize;
 //! use serde_json::json;
-//! use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-//! use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+//! use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
 //!
 //! #[derive(Deserialize)]
 //! struct Order { event_id: String, amount_cents: i64 }

@@ -14,16 +14,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_idempotency::sqs::{
+    FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event,
+};
+use lambda_idempotency::{
+    Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
+    config::OversizedResponse, store::TableConfig,
+};
+use lambda_idempotency::{key::payload_hash, key::sha256_hex};
 use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use serde_json::{Value, json};
-use shared::sqs::{FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{
-    Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
-    config::OversizedResponse, store::TableConfig,
-};
-use shared::{key::payload_hash, key::sha256_hex};
 use test_kit::events::{Msg, failed_ids, sample, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
@@ -111,7 +113,7 @@ impl Logs {
 }
 
 fn context() -> lambda_runtime::Context {
-    shared::runtime::local_context(0, Duration::from_secs(30))
+    lambda_idempotency::runtime::local_context(0, Duration::from_secs(30))
 }
 
 /// `payments` with its idempotency and accounts tables on moto.
@@ -131,7 +133,7 @@ async fn payments_app(config: Config) -> Payments {
     );
     let app = payments::App::new(
         engine,
-        payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts)),
+        payments::Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), accounts)),
     );
     Payments { app, ddb, table }
 }
@@ -168,7 +170,7 @@ async fn orders_app(table: Option<String>) -> Orders {
     let orders_table = test_kit::create_table(&ddb, "orders", "order_id", None).await;
     let app = orders::App::new(
         engine,
-        shared::Table::dynamodb(ddb.clone(), &orders_table),
+        lambda_idempotency::Table::dynamodb(ddb.clone(), &orders_table),
         "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo",
     );
     Orders {
@@ -192,7 +194,7 @@ impl Orders {
             let Some(AttributeValue::S(outbox)) = item.get("outbox") else {
                 continue;
             };
-            for entry in shared::outbox::decode(outbox).unwrap() {
+            for entry in lambda_idempotency::outbox::decode(outbox).unwrap() {
                 let body: orders::OrderConfirmed =
                     serde_json::from_str(&entry.message.body).unwrap();
                 assert_eq!(entry.id, orders::notification_id(&body.event_id).unwrap());
@@ -993,7 +995,7 @@ async fn responses_over_the_item_limit() {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
             Config::with_prefix("bad_input.response")
                 .on_oversized(policy)
-                .on_terminal_error(shared::config::TerminalErrors::Record)
+                .on_terminal_error(lambda_idempotency::config::TerminalErrors::Record)
                 .disabled(false),
         );
         let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
@@ -1079,7 +1081,7 @@ async fn responses_over_the_item_limit() {
 
 mod security {
     use super::*;
-    use shared::{Verifier, signature::SecretError};
+    use lambda_idempotency::{Verifier, signature::SecretError};
 
     /// PutParameter on moto, as a raw request (this crate has no SSM client).
     async fn put_ssm_parameter(name: &str, value: &str) {
@@ -1129,9 +1131,9 @@ mod security {
             .unwrap_err();
         assert!(matches!(&missing, SecretError::Ssm { name, .. } if name == "/no/such/parameter"));
         assert!(
-            shared::report(&missing).contains("ParameterNotFound"),
+            lambda_idempotency::report(&missing).contains("ParameterNotFound"),
             "{}",
-            shared::report(&missing)
+            lambda_idempotency::report(&missing)
         );
 
         // The payments function's processing, with signatures on.
@@ -1142,8 +1144,10 @@ mod security {
             DynamoDbStore::new(ddb.clone(), TableConfig::new(table.clone())),
             payments::App::config().disabled(false),
         );
-        let accounts =
-            payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts_table));
+        let accounts = payments::Accounts::from_table(lambda_idempotency::Table::dynamodb(
+            ddb.clone(),
+            accounts_table,
+        ));
         let processor = SqsProcessor::new(engine, KeySelector::pointer("/payment_id"))
             .verify_signatures(verifier.clone());
 
@@ -1335,7 +1339,7 @@ mod security {
                 })
                 .await
                 .unwrap();
-            assert_eq!(outcome, shared::Outcome::Executed(1), "{key}");
+            assert_eq!(outcome, lambda_idempotency::Outcome::Executed(1), "{key}");
         }
         assert_eq!(store.len(), 2);
     }

@@ -20,7 +20,10 @@ fn spawn_orders(api: &RuntimeApi, s: &Setup<'_>, batch_commits: bool) -> Child {
         "orders",
         api,
         &[
-            (shared::env::BATCH_COMMITS_ENV, &batch_commits.to_string()),
+            (
+                lambda_idempotency::env::BATCH_COMMITS_ENV,
+                &batch_commits.to_string(),
+            ),
             ("IDEMPOTENCY_TABLE", &s.idempotency),
             ("ORDERS_TABLE", &s.orders_table),
             ("NOTIFICATIONS_QUEUE_URL", &s.notifications),

@@ -29,7 +29,7 @@ fn spawn(api: &RuntimeApi, t: &PaymentTables, mode: &str) -> Child {
             idempotency,
             accounts,
             ("PAYMENTS_COMMIT_MODE", mode),
-            (shared::env::BATCH_COMMITS_ENV, batch_commits),
+            (lambda_idempotency::env::BATCH_COMMITS_ENV, batch_commits),
         ],
     )
 }

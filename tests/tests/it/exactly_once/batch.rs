@@ -1,11 +1,11 @@
 //! The batch adapters over the DynamoDB store on moto: in-batch duplicates,
 //! FIFO groups, and processors racing over overlapping batches.
 
-use serde_json::{Value, json};
-use shared::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::{
+use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, store::TableConfig,
 };
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,7 +60,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
     };
     let report = processor.process(event.clone(), None, handler).await;
     let response = report
-        .response_as::<shared::sqs::SqsBatchResponse>()
+        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
         .unwrap();
     let failed = failed_ids(&response);
     assert_eq!(failed.len(), 1, "only the poison record: {failed:?}");
@@ -110,7 +110,7 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
         .await;
     let failed = failed_ids(
         &report
-            .response_as::<shared::sqs::SqsBatchResponse>()
+            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
             .unwrap(),
     );
     // g1 = m1, m4 (poison), m7 (held back); g0 and g2 complete.
@@ -168,7 +168,7 @@ async fn overlapping_batches_race_to_exactly_once() {
                 .map(|(report, msgs)| {
                     let failed = failed_ids(
                         &report
-                            .response_as::<shared::sqs::SqsBatchResponse>()
+                            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
                             .unwrap(),
                     );
                     msgs.iter()
@@ -191,7 +191,7 @@ async fn overlapping_batches_race_to_exactly_once() {
 /// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_batch_and_pre_read_request_counts() {
-    use shared::{Write, write::Staged};
+    use lambda_idempotency::{Write, write::Staged};
     use test_kit::capture::Capture;
     use test_kit::contract::pk_key;
 
@@ -205,7 +205,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
         DynamoDbStore::new(client, TableConfig::new(&table)),
         Config::with_prefix("it.tx-batch")
             .disabled(false)
-            .commit_mode(shared::CommitMode::Optimistic)
+            .commit_mode(lambda_idempotency::CommitMode::Optimistic)
             .batch_commits(true),
     );
     let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
@@ -252,7 +252,7 @@ async fn transactional_batch_and_pre_read_request_counts() {
     assert_eq!(capture.operations(), ["BatchGetItem"]);
 
     for account in ["a0", "a1"] {
-        let item = shared::Table::dynamodb(plain.clone(), &accounts)
+        let item = lambda_idempotency::Table::dynamodb(plain.clone(), &accounts)
             .get(&pk_key(account))
             .await
             .unwrap()

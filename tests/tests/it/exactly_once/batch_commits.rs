@@ -18,7 +18,10 @@ fn spawn(moto: &Moto, api: &RuntimeApi, t: &PaymentTables, batch_commits: bool) 
         .envs(moto.env())
         .envs(t.env())
         .env("PAYMENTS_COMMIT_MODE", "optimistic")
-        .env(shared::env::BATCH_COMMITS_ENV, batch_commits.to_string())
+        .env(
+            lambda_idempotency::env::BATCH_COMMITS_ENV,
+            batch_commits.to_string(),
+        )
         .spawn()
         .expect("start the payments binary")
 }

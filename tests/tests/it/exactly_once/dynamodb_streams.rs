@@ -6,10 +6,10 @@
 //! a re-read of the whole stream replayed.
 
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType};
+use lambda_idempotency::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
+use lambda_idempotency::{Config, HandlerError, Idempotency, MemoryStore, value::AttrValue};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
-use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
-use shared::{Config, HandlerError, Idempotency, MemoryStore, value::AttrValue};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use test_kit::stream_esm::{self, Options};
@@ -28,7 +28,7 @@ struct Ledger {
 
 impl Ledger {
     async fn apply(&self, r: DynamoDbRecord) -> Result<Value, HandlerError> {
-        let text = |item: Option<&shared::Item>, name: &str| {
+        let text = |item: Option<&lambda_idempotency::Item>, name: &str| {
             item.and_then(|i| i.get(name))
                 .and_then(|v| v.as_s().or(v.as_n()))
                 .unwrap_or_default()

@@ -6,11 +6,11 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use inventory::{App, Reservation, Response, StockTable};
+use lambda_idempotency::CommitMode;
+use lambda_idempotency::eventbridge::EventError;
+use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
-use shared::CommitMode;
-use shared::eventbridge::EventError;
-use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::capture::Capture;
 use test_kit::{create_idempotency_table, create_table, moto};
@@ -41,7 +41,7 @@ async fn setup() -> Setup {
     );
     let app = App::new(
         engine,
-        StockTable::from_table(shared::Table::dynamodb(client, &stock_table)),
+        StockTable::from_table(lambda_idempotency::Table::dynamodb(client, &stock_table)),
     );
     Setup {
         app,
@@ -64,16 +64,17 @@ async fn set_level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str, level
 
 /// The level read with the test's own client (not captured).
 async fn level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str) -> Option<i64> {
-    StockTable::from_table(shared::Table::dynamodb(ddb.clone(), table))
+    StockTable::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), table))
         .level(sku)
         .await
         .unwrap()
 }
 
 async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
-    let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
     // As Lambda delivers it: the payload's text.
-    let payload = shared::eventbridge::EventPayload::from_text(event.to_string()).unwrap();
+    let payload =
+        lambda_idempotency::eventbridge::EventPayload::from_text(event.to_string()).unwrap();
     app.handle(LambdaEvent::new(payload, ctx)).await
 }
 

@@ -1,4 +1,4 @@
-//! The tower layer (`shared::layer::IdempotencyLayer`) under
+//! The tower layer (`lambda_idempotency::layer::IdempotencyLayer`) under
 //! `lambda_runtime`'s own runtime: the `layer-probe` binary (a
 //! `ServiceBuilder` stack with the layer, served by `Runtime` with its
 //! tracing layer and panic catching) polling a local Runtime API, invoked
@@ -107,5 +107,5 @@ async fn under_the_runtime_a_duplicate_is_replayed_and_a_panic_releases_the_clai
 #[tokio::test]
 async fn under_the_runtime_on_dynamodb() {
     let table = create_idempotency_table(&moto().dynamodb().await).await;
-    the_layer_holds(&[(shared::env::TABLE_ENV, &table)]).await;
+    the_layer_holds(&[(lambda_idempotency::env::TABLE_ENV, &table)]).await;
 }

@@ -6,10 +6,10 @@
 //! the `ledger` binary, poison records are parked and no valid payment is
 //! given up.
 
+use lambda_idempotency::parking::ParkedRecord;
+use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
-use shared::parking::ParkedRecord;
-use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -59,7 +59,7 @@ async fn app(t: &PaymentTables) -> ledger::App {
     let engine = Idempotency::new(store, ledger::App::config().disabled(false));
     ledger::App::new(
         engine,
-        ledger::Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+        ledger::Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, &t.accounts)),
     )
 }
 
@@ -370,7 +370,7 @@ async fn run_binary(
     let [idempotency, accounts] = t.env();
     let mut env = vec![idempotency, accounts, (payments::MODE_ENV, "optimistic")];
     if let Some(url) = parking {
-        env.push((shared::parking::PARKING_QUEUE_ENV, url));
+        env.push((lambda_idempotency::parking::PARKING_QUEUE_ENV, url));
     }
     let mut child = spawn_function("ledger", &api, &env);
     api.wait_first_poll(Duration::from_secs(20)).await;

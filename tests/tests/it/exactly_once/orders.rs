@@ -8,11 +8,11 @@
 
 use aws_sdk_dynamodb::types::StreamViewType;
 use aws_sdk_sqs::types::QueueAttributeName;
+use lambda_idempotency::{DynamoDbStore, Idempotency, Table, store::TableConfig};
 use lambda_runtime::{Context, LambdaEvent};
 use orders::{App, OrderEvent};
 use outbox_relay::{Allowlist, Policy, Relay, aws::AwsPublisher};
 use serde_json::{Value, json};
-use shared::{DynamoDbStore, Idempotency, Table, store::TableConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ async fn invoke(
     app: &App,
     event: Value,
 ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-    let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
     app.handle(LambdaEvent::new(event, ctx)).await
 }
 
@@ -139,7 +139,10 @@ impl Setup<'_> {
             assert_eq!(m.dedup_id.as_deref(), Some(stable.as_str()));
             let text = |name: &str| m.attributes.get(name).map(String::as_str);
             assert_eq!(text(orders::TYPE_ATTRIBUTE), Some("OrderConfirmed"));
-            assert_eq!(text(shared::outbox::OUTBOX_ID), Some(stable.as_str()));
+            assert_eq!(
+                text(lambda_idempotency::outbox::OUTBOX_ID),
+                Some(stable.as_str())
+            );
             *counts.entry(event_id.to_owned()).or_insert(0) += 1;
         }
         counts

@@ -2,10 +2,10 @@
 //! source mapping loop, DynamoDB idempotency and accounts tables.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{DynamoDbStore, Idempotency, store::TableConfig};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use test_kit::esm::{self, Queue};
@@ -28,7 +28,7 @@ async fn setup() -> Setup {
     );
     let app = App::new(
         engine,
-        Accounts::from_table(shared::Table::dynamodb(ddb, accounts)),
+        Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, accounts)),
     );
     let sqs = moto.sqs().await;
     let queue = esm::create_queue(&sqs, "payments", true, 3, 1).await;
@@ -39,7 +39,7 @@ async fn invoke(
     app: &App,
     event: serde_json::Value,
 ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-    let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
     app.handle(LambdaEvent::new(event, ctx)).await
 }
 
@@ -168,7 +168,7 @@ async fn sample_poison_event_fails_only_its_group() {
 /// (which would credit again on each redelivery).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credit_past_i64_is_applied_once_in_every_mode() {
-    use shared::CommitMode;
+    use lambda_idempotency::CommitMode;
     use test_kit::events::{Msg, sqs_event};
     let moto = moto();
     let ddb = moto.dynamodb().await;
@@ -192,7 +192,10 @@ async fn a_credit_past_i64_is_applied_once_in_every_mode() {
         );
         let app = App::new(
             engine,
-            Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts.clone())),
+            Accounts::from_table(lambda_idempotency::Table::dynamodb(
+                ddb.clone(),
+                accounts.clone(),
+            )),
         );
         let body =
             json!({"payment_id": "pay-max", "account_id": "acct-big", "amount_cents": i64::MAX})

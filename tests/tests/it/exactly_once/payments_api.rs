@@ -3,12 +3,12 @@
 //! a local Lambda Runtime API. Then concurrency (20 requests with one key
 //! against two processes) and bad input.
 
+use lambda_idempotency::http::{HttpProcessor, HttpRequest, HttpResponse, Problem};
+use lambda_idempotency::{DynamoDbStore, HandlerError, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::Accounts;
 use payments_api::App;
 use serde_json::{Value, json};
-use shared::http::{HttpProcessor, HttpRequest, HttpResponse, Problem};
-use shared::{DynamoDbStore, HandlerError, Idempotency, store::TableConfig};
 use std::process::Child;
 use std::time::Duration;
 use test_kit::events::sample;
@@ -32,7 +32,7 @@ async fn app_with(
     );
     App::with_http(
         configure(HttpProcessor::new(engine)),
-        Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+        Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, &t.accounts)),
     )
 }
 
@@ -115,7 +115,7 @@ impl Driver {
     async fn call(&self, event: &Value) -> Value {
         match self {
             Driver::InProcess(app) => {
-                let ctx = shared::runtime::local_context(1, Duration::from_secs(30));
+                let ctx = lambda_idempotency::runtime::local_context(1, Duration::from_secs(30));
                 let r = app
                     .handle(LambdaEvent::new(event.clone(), ctx))
                     .await
@@ -337,7 +337,7 @@ async fn a_lambda_authorizer_caller_is_401_by_default_never_a_shared_scope() {
 /// each caller has its own keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lambda_authorizer_caller_is_named_by_the_context_key_set() {
-    let env = [(shared::http::LAMBDA_PRINCIPAL_ENV, "/userId")];
+    let env = [(lambda_idempotency::http::LAMBDA_PRINCIPAL_ENV, "/userId")];
     for (d, t) in drivers_with(|http| http.lambda_principal("/userId"), &env).await {
         let (alice, bob) = alice_and_bob(&d).await;
         assert_eq!((status(&alice), status(&bob)), (201, 201), "{}", d.name());
@@ -361,8 +361,9 @@ async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
         assert_eq!(problem_type(&r), Problem::NO_CALLER);
         assert_eq!(t.balance("acct-1").await, None, "{}", d.name());
     }
-    let env = [(shared::http::ANONYMOUS_ENV, "share-one-scope")];
-    let one_scope = |http: HttpProcessor| http.anonymous(shared::http::Anonymous::ShareOneScope);
+    let env = [(lambda_idempotency::http::ANONYMOUS_ENV, "share-one-scope")];
+    let one_scope =
+        |http: HttpProcessor| http.anonymous(lambda_idempotency::http::Anonymous::ShareOneScope);
     for (d, t) in drivers_with(one_scope, &env).await {
         let first = d.call(&anonymous(post(Some("k-anon"), BODY))).await;
         assert_eq!(status(&first), 201, "{}: {first}", d.name());
@@ -615,7 +616,9 @@ async fn a_failing_handler_answers_500_and_a_retry_runs() {
     let r = app
         .http()
         .process(&request, None, payments_api::parse, |_| async {
-            Err::<shared::http::HttpResponse, _>(HandlerError::retryable("ledger unavailable"))
+            Err::<lambda_idempotency::http::HttpResponse, _>(HandlerError::retryable(
+                "ledger unavailable",
+            ))
         })
         .await;
     assert_eq!(r.status, 500);

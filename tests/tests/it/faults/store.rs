@@ -10,14 +10,14 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use lambda_runtime::{Context, LambdaEvent};
-use payments::{Accounts, App};
-use serde_json::json;
-use shared::CommitMode;
-use shared::{
+use lambda_idempotency::CommitMode;
+use lambda_idempotency::{
     DynamoDbStore, Idempotency, Store, store::Claim, store::Record, store::Status,
     store::TableConfig,
 };
+use lambda_runtime::{Context, LambdaEvent};
+use payments::{Accounts, App};
+use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 use test_kit::events::{Msg, sqs_event};
@@ -92,7 +92,10 @@ fn app(client: Client, t: &PaymentTables, mode: CommitMode) -> App {
     );
     App::new(
         engine,
-        Accounts::from_table(shared::Table::dynamodb(client, t.accounts.clone())),
+        Accounts::from_table(lambda_idempotency::Table::dynamodb(
+            client,
+            t.accounts.clone(),
+        )),
     )
 }
 
@@ -356,7 +359,7 @@ async fn scan(client: &Client, table: &str) -> Result<Vec<Record>, String> {
 
 /// An item of the idempotency table (the default attribute names).
 fn record(item: &HashMap<String, AttributeValue>) -> Record {
-    let a = shared::store::Attributes::default();
+    let a = lambda_idempotency::store::Attributes::default();
     let s = |k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
     let n = |k: &str| {
         item.get(k)
@@ -444,7 +447,10 @@ async fn payments_under_faults(mode: CommitMode, seed: u64) -> Figures {
     }
     // Balances are read with the crate's timeouts too: the check must not
     // fail on the test client's 300 ms attempt timeout.
-    let audit = Accounts::from_table(shared::Table::dynamodb(plain.clone(), t.accounts.clone()));
+    let audit = Accounts::from_table(lambda_idempotency::Table::dynamodb(
+        plain.clone(),
+        t.accounts.clone(),
+    ));
     let (lost, twice) = balance_errors(&audit, &s.expected).await;
 
     // After one lease every record is claimable; a redelivery of the whole
@@ -823,7 +829,7 @@ fn claim_record(id: &str) -> Record {
     }
 }
 
-/// The crate's SDK settings (`shared::aws::aws_sdk_config_loader`: 3 attempts,
+/// The crate's SDK settings (`lambda_idempotency::aws::aws_sdk_config_loader`: 3 attempts,
 /// standard backoff) retry a throttled request: two throttled attempts, the
 /// third goes through; every attempt throttled gives exactly 3 attempts and
 /// a store error naming the operation and the throttling, nothing written.
@@ -862,11 +868,11 @@ async fn sdk_retries_throttling_then_fails_with_a_clear_store_error() {
             (3, 3),
             "{kind:?}: exactly 3 attempts: {counts}"
         );
-        let text = shared::report(&err);
+        let text = lambda_idempotency::report(&err);
         assert!(
             matches!(
                 err,
-                shared::StoreError::Backend {
+                lambda_idempotency::StoreError::Backend {
                     operation: "PutItem",
                     ..
                 }

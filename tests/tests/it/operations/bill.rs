@@ -1,10 +1,10 @@
 //! The bill against moto: the launcher's ledger of one payment in each
 //! commit mode, priced by `test_kit::bill`.
 
+use lambda_idempotency::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::{Value, json};
-use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::bill::Bill;
 use test_kit::events::{Msg, sqs_event};
@@ -101,13 +101,13 @@ async fn one_payment_costs_what_each_mode_sends() {
         );
         let app = App::new(
             engine,
-            Accounts::from_table(shared::Table::dynamodb(ddb.clone(), &accounts)),
+            Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), &accounts)),
         );
         let tables = [idempotency.as_str(), accounts.as_str()];
         let mut bills = Vec::new();
         for id in ["m-1", "m-2"] {
             let before = moto.ledger().await.len();
-            let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+            let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
             let response = app.handle(LambdaEvent::new(event(id), ctx)).await.unwrap();
             assert!(
                 response.batch_item_failures.is_empty(),

@@ -254,7 +254,7 @@ async fn the_deploy_and_check_commands_run_against_moto() {
             "cloudwatch",
             "put-metric-data",
             "--namespace",
-            shared::metrics::NAMESPACE,
+            lambda_idempotency::metrics::NAMESPACE,
             "--metric-data",
             &serde_json::json!([{
                 "MetricName": "Processed",

@@ -516,7 +516,8 @@ async fn payments_on_dynamodb_through_aws_endpoint_url() {
         run.stderr
     );
 
-    let table = payments::Accounts::from_table(shared::Table::dynamodb(ddb.clone(), accounts));
+    let table =
+        payments::Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), accounts));
     let expected = sums(&sample("payments-fifo.json"));
     assert!(!expected.is_empty());
     for (account, sum) in expected {
@@ -592,10 +593,11 @@ async fn inventory_on_dynamodb_through_aws_endpoint_url() {
         run.responses,
         [reserved.clone(), reserved, rejected.clone(), rejected]
     );
-    let level = inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), stock))
-        .level("SKU-RED-MUG")
-        .await
-        .unwrap();
+    let level =
+        inventory::StockTable::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), stock))
+            .level("SKU-RED-MUG")
+            .await
+            .unwrap();
     assert_eq!(level, Some(98));
     let items = item_count(&ddb, &idempotency).await;
     assert_eq!(items, 2, "one idempotency record per event");
@@ -646,10 +648,11 @@ async fn inventory_on_valkey_with_stock_on_dynamodb() {
         .unwrap();
     assert!(again.success, "{}", again.stderr);
     assert_eq!(again.responses, [reserved, rejected]);
-    let level = inventory::StockTable::from_table(shared::Table::dynamodb(ddb.clone(), stock))
-        .level("SKU-RED-MUG")
-        .await
-        .unwrap();
+    let level =
+        inventory::StockTable::from_table(lambda_idempotency::Table::dynamodb(ddb.clone(), stock))
+            .level("SKU-RED-MUG")
+            .await
+            .unwrap();
     assert_eq!(level, Some(98), "the stock is taken once");
 
     let mut conn = valkey.connection().await;
@@ -715,7 +718,7 @@ fn payments_checks_signatures_when_a_secret_is_configured() {
         unsigned.stderr
     );
 
-    let verifier = shared::Verifier::new(secret).unwrap();
+    let verifier = lambda_idempotency::Verifier::new(secret).unwrap();
     let mut signed = event.clone();
     for r in signed["Records"].as_array_mut().unwrap() {
         let signature = verifier.sign(r["body"].as_str().unwrap().as_bytes());
@@ -771,16 +774,22 @@ fn payments_api_reads_its_caller_settings_from_the_environment() {
     let run = run_local(
         "payments-api",
         &[lambda],
-        &[(shared::http::ANONYMOUS_ENV, "shared".to_owned())],
+        &[(lambda_idempotency::http::ANONYMOUS_ENV, "shared".to_owned())],
     );
-    run.assert_refused(shared::http::ANONYMOUS_ENV, "an unknown anonymous policy");
+    run.assert_refused(
+        lambda_idempotency::http::ANONYMOUS_ENV,
+        "an unknown anonymous policy",
+    );
     let run = run_local("payments-api", &[lambda], &[]);
     assert!(run.success, "{}", run.stderr);
     assert_eq!(run.responses[0]["statusCode"], 401, "{:?}", run.responses);
     let run = run_local(
         "payments-api",
         &[lambda],
-        &[(shared::http::LAMBDA_PRINCIPAL_ENV, "/userId".to_owned())],
+        &[(
+            lambda_idempotency::http::LAMBDA_PRINCIPAL_ENV,
+            "/userId".to_owned(),
+        )],
     );
     assert!(run.success, "{}", run.stderr);
     assert_eq!(run.responses[0]["statusCode"], 201, "{:?}", run.responses);

@@ -31,9 +31,9 @@ fn readme_quick_start() -> String {
     readme[start..end].to_owned()
 }
 
-/// The tiny crate: the package README's quick start, with `shared` as a
+/// The tiny crate: the package README's quick start, with `lambda-idempotency` as a
 /// path dependency.
-fn write_crate(dir: &Path, shared: &Path) {
+fn write_crate(dir: &Path, library: &Path) {
     let manifest = format!(
         r#"[package]
 name = "outside-user"
@@ -42,7 +42,7 @@ edition = "2024"
 publish = false
 
 [dependencies]
-shared = {{ path = {shared:?} }}
+lambda-idempotency = {{ path = {library:?} }}
 lambda_runtime = "1.5"
 serde_json = "1"
 tokio = {{ version = "1", features = ["macros", "rt-multi-thread"] }}
@@ -57,7 +57,7 @@ debug = "line-tables-only"
 [profile.dev.package."*"]
 debug = false
 "#,
-        shared = shared.display().to_string()
+        library = library.display().to_string()
     );
     let main = readme_quick_start();
     std::fs::create_dir_all(dir.join("src")).expect("create the crate's src");

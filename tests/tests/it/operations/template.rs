@@ -143,12 +143,12 @@ fn records_outlive_messages(
         };
         let variables = &resource["Properties"]["Environment"]["Variables"];
         let Some(expiry) = variables
-            .get(shared::env::EXPIRES_AFTER_ENV)
+            .get(lambda_idempotency::env::EXPIRES_AFTER_ENV)
             .map(|v| number(Some(v), 0))
         else {
             return Err(format!(
                 "{id} does not set {}: its records would live the code default",
-                shared::env::EXPIRES_AFTER_ENV
+                lambda_idempotency::env::EXPIRES_AFTER_ENV
             ));
         };
         if expiry < life {
@@ -223,7 +223,7 @@ Resources:
         assert_eq!(longest_message_life(&t["Resources"], "F"), Some(1500));
         records_outlive_messages(&t["Resources"], &[("F", Duration::from_secs(default))])
     };
-    let env = shared::env::EXPIRES_AFTER_ENV;
+    let env = lambda_idempotency::env::EXPIRES_AFTER_ENV;
     assert_eq!(check(&format!("{env}: 1500"), 1500), Ok(1));
     let short = check(&format!("{env}: 1499"), 1500).unwrap_err();
     assert!(
@@ -274,10 +274,13 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
     let resources = &template["Resources"];
     let function = &resources["PaymentsApiFunction"]["Properties"];
     let expiry = number(
-        function["Environment"]["Variables"].get(shared::env::EXPIRES_AFTER_ENV),
+        function["Environment"]["Variables"].get(lambda_idempotency::env::EXPIRES_AFTER_ENV),
         0,
     );
-    assert_eq!(expiry, shared::http::DEFAULT_RETENTION.as_secs());
+    assert_eq!(
+        expiry,
+        lambda_idempotency::http::DEFAULT_RETENTION.as_secs()
+    );
     assert_eq!(
         function["FunctionUrlConfig"]["AuthType"].as_str(),
         Some("AWS_IAM")
@@ -542,7 +545,7 @@ fn dead_letter_queues(template: &Value) -> Vec<String> {
     for (_, function) in resources_of(template, "AWS::Serverless::Function") {
         let props = &function["Properties"];
         if let Some(q) = props["Environment"]["Variables"]
-            .get(shared::parking::PARKING_QUEUE_ENV)
+            .get(lambda_idempotency::parking::PARKING_QUEUE_ENV)
             .and_then(target)
         {
             dlqs.push(q);
@@ -588,13 +591,13 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
         // Functions with idempotency records (they set their lifetime) can
         // meet records claimed by another invocation.
         if function["Properties"]["Environment"]["Variables"]
-            .get(shared::env::EXPIRES_AFTER_ENV)
+            .get(lambda_idempotency::env::EXPIRES_AFTER_ENV)
             .is_some()
         {
             assert_eq!(
                 alarms_on(
                     &template,
-                    shared::metrics::NAMESPACE,
+                    lambda_idempotency::metrics::NAMESPACE,
                     "InProgressConflict",
                     "service",
                     id
@@ -650,8 +653,8 @@ fn every_function_source_queue_and_dlq_has_its_alarms() {
 
 /// The logical id of the idempotency table (what `IDEMPOTENCY_TABLE` names).
 fn idempotency_table(template: &Value) -> String {
-    let table =
-        &template["Globals"]["Function"]["Environment"]["Variables"][shared::env::TABLE_ENV];
+    let table = &template["Globals"]["Function"]["Environment"]["Variables"]
+        [lambda_idempotency::env::TABLE_ENV];
     reference(table)
         .expect("IDEMPOTENCY_TABLE is a !Ref to the table")
         .to_owned()
@@ -739,18 +742,18 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
         .collect();
     assert!(allowed.contains(&parameter["Default"].as_str().expect("a default")));
     for value in &allowed {
-        let mode = shared::CommitMode::parse(value)
+        let mode = lambda_idempotency::CommitMode::parse(value)
             .unwrap_or_else(|| panic!("{value} is not a mode payments reads"));
         assert_ne!(
             mode,
-            shared::CommitMode::ClaimThenComplete,
+            lambda_idempotency::CommitMode::ClaimThenComplete,
             "{value}: a crash between the credit and the completion credits twice"
         );
     }
     // The code keeps the mode (benchmarks, tests).
     assert_eq!(
-        shared::CommitMode::parse("claim-then-complete"),
-        Some(shared::CommitMode::ClaimThenComplete)
+        lambda_idempotency::CommitMode::parse("claim-then-complete"),
+        Some(lambda_idempotency::CommitMode::ClaimThenComplete)
     );
 
     // DeleteItem on the idempotency table: a release, which only a mode that claims
@@ -773,7 +776,7 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
             });
             assert_eq!(
                 pinned,
-                shared::CommitMode::Fenced,
+                lambda_idempotency::CommitMode::Fenced,
                 "{role}: DeleteItem granted, but its function's pinned mode does not release"
             );
             pinned_releasing += 1;
@@ -787,10 +790,11 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
             Some("PaymentsCommitMode"),
             "{condition}"
         );
-        let mode = shared::CommitMode::parse(args[1].as_str().expect("a mode")).expect("a mode");
+        let mode = lambda_idempotency::CommitMode::parse(args[1].as_str().expect("a mode"))
+            .expect("a mode");
         assert_eq!(
             mode,
-            shared::CommitMode::Fenced,
+            lambda_idempotency::CommitMode::Fenced,
             "{condition}: the mode that releases"
         );
         conditional += 1;
@@ -804,14 +808,14 @@ fn claim_then_complete_is_not_deployable_and_only_releasing_modes_may_delete() {
 
 /// The commit mode a role's function pins in its environment
 /// (`PAYMENTS_COMMIT_MODE` as a literal, not a parameter).
-fn pinned_mode(template: &Value, role: &str) -> Option<shared::CommitMode> {
+fn pinned_mode(template: &Value, role: &str) -> Option<lambda_idempotency::CommitMode> {
     resources_of(template, "AWS::Serverless::Function")
         .into_iter()
         .find(|(_, function)| target(&function["Properties"]["Role"]).as_deref() == Some(role))
         .and_then(|(_, function)| {
             function["Properties"]["Environment"]["Variables"]["PAYMENTS_COMMIT_MODE"].as_str()
         })
-        .and_then(shared::CommitMode::parse)
+        .and_then(lambda_idempotency::CommitMode::parse)
 }
 
 #[test]
@@ -906,7 +910,7 @@ fn the_dashboard_shows_every_function() {
         }
         let props = &function["Properties"];
         if props["Environment"]["Variables"]
-            .get(shared::env::EXPIRES_AFTER_ENV)
+            .get(lambda_idempotency::env::EXPIRES_AFTER_ENV)
             .is_some()
         {
             for metric in [
@@ -918,7 +922,7 @@ fn the_dashboard_shows_every_function() {
             ] {
                 assert!(
                     shows(
-                        shared::metrics::NAMESPACE,
+                        lambda_idempotency::metrics::NAMESPACE,
                         metric,
                         "service",
                         format!("${{{id}}}")
@@ -929,12 +933,12 @@ fn the_dashboard_shows_every_function() {
         }
         // A function that parks stream records shows how many.
         if props["Environment"]["Variables"]
-            .get(shared::parking::PARKING_QUEUE_ENV)
+            .get(lambda_idempotency::parking::PARKING_QUEUE_ENV)
             .is_some()
         {
             assert!(
                 shows(
-                    shared::metrics::NAMESPACE,
+                    lambda_idempotency::metrics::NAMESPACE,
                     "Parked",
                     "service",
                     format!("${{{id}}}")
@@ -1179,7 +1183,7 @@ fn functions_of_role<'a>(template: &'a Value, role: &str) -> Vec<(&'a str, &'a V
 /// The key prefix a function is given (its `IDEMPOTENCY_KEY_PREFIX`).
 fn function_prefix(template: &Value, function: &Value) -> Option<String> {
     function["Properties"]["Environment"]["Variables"]
-        .get(shared::env::PREFIX_ENV)
+        .get(lambda_idempotency::env::PREFIX_ENV)
         .and_then(|v| resolve(template, v))
 }
 
@@ -1263,7 +1267,7 @@ fn key_scope_problems(template: &Value) -> Vec<String> {
             [None] => {
                 problems.push(format!(
                     "{role}/{sid}: its function has no {} to scope the table by",
-                    shared::env::PREFIX_ENV
+                    lambda_idempotency::env::PREFIX_ENV
                 ));
                 continue;
             }
@@ -1321,7 +1325,7 @@ fn every_grant_on_the_idempotency_table_is_scoped_to_its_functions_prefix() {
             assert_eq!(id, "OutboxRelayFunction", "{id} has no key prefix");
             continue;
         };
-        shared::config::check_prefix(&prefix).unwrap_or_else(|e| panic!("{id}: {e}"));
+        lambda_idempotency::config::check_prefix(&prefix).unwrap_or_else(|e| panic!("{id}: {e}"));
         let (_, code) = own
             .iter()
             .find(|(f, _)| *f == id)
@@ -1552,7 +1556,10 @@ fn destinations_of(template: &Value, function: &Value) -> BTreeSet<String> {
         // to directly, not through the outbox.
         if matches!(
             name.as_str(),
-            Some(shared::env::PREFIX_ENV | shared::parking::PARKING_QUEUE_ENV)
+            Some(
+                lambda_idempotency::env::PREFIX_ENV
+                    | lambda_idempotency::parking::PARKING_QUEUE_ENV
+            )
         ) {
             continue;
         }
@@ -1694,7 +1701,7 @@ fn the_relay_allows_each_writer_exactly_its_destinations() {
         assert_eq!(
             alarms_on(
                 &template,
-                shared::metrics::NAMESPACE,
+                lambda_idempotency::metrics::NAMESPACE,
                 metric,
                 "service",
                 "OutboxRelayFunction"
@@ -1786,7 +1793,7 @@ fn the_ledger_parks_in_its_own_alarmed_queue() {
     let template = template();
     let ledger = &template["Resources"]["LedgerFunction"]["Properties"];
     let queue = ledger["Environment"]["Variables"]
-        .get(shared::parking::PARKING_QUEUE_ENV)
+        .get(lambda_idempotency::parking::PARKING_QUEUE_ENV)
         .and_then(target)
         .expect("ledger has a parking queue");
     let resources = &template["Resources"];
@@ -1794,7 +1801,7 @@ fn the_ledger_parks_in_its_own_alarmed_queue() {
     let props = &resources[queue.as_str()]["Properties"];
     assert_eq!(
         number(props.get("MaximumMessageSize"), 0),
-        shared::parking::SQS_MAX_MESSAGE_BYTES as u64
+        lambda_idempotency::parking::SQS_MAX_MESSAGE_BYTES as u64
     );
     assert_eq!(props["SqsManagedSseEnabled"].as_bool(), Some(true));
     assert_eq!(

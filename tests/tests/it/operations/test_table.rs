@@ -366,7 +366,7 @@ fn code_spans(cell: &str) -> Vec<&str> {
 /// `::*` to the tests under it), and each row counts what it names.
 fn check_guarantee_table(readme: &str) -> Vec<String> {
     let mut it = Tests::of_crate(&root().join("tests/tests/it/main.rs"));
-    let shared = Tests::of_crate(&root().join("shared/src/lib.rs"));
+    let library = Tests::of_crate(&root().join("shared/src/lib.rs"));
     let contract = Contract::read();
     // The suite's tests, as its macro names them.
     for (store, writes) in &contract.stores {
@@ -391,8 +391,8 @@ fn check_guarantee_table(readme: &str) -> Vec<String> {
         };
         let mut named = 0;
         for name in code_spans(tests).into_iter().filter(|n| n.contains("::")) {
-            let found = if let Some(path) = name.strip_prefix("shared: ") {
-                shared.resolve(path)
+            let found = if let Some(path) = name.strip_prefix("lambda-idempotency: ") {
+                library.resolve(path)
             } else if let Some(case) = name.strip_prefix("contract::") {
                 contract.resolve(case, &kit)
             } else {
@@ -476,25 +476,24 @@ fn every_test_the_readme_names_exists_once() {
 #[test]
 fn a_stale_name_in_the_readme_is_caught() {
     let readme = read(&root().join("tests/README.md"));
-    let good =
-        "`shared: batch::settings::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`";
+    let good = "`lambda-idempotency: batch::settings::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`";
     assert!(readme.contains(good));
     let stale = readme.replace(
         good,
-        "`shared: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`",
+        "`lambda-idempotency: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time`",
     );
     let wrong = check_guarantee_table(&stale);
     assert_eq!(
         wrong,
         [
-            "`shared: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time` \
+            "`lambda-idempotency: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time` \
              names 0 tests (row **The deadline margin**: a record whose )",
             "row **The deadline margin**: a record whose : count 3, but it names 2 tests",
         ]
     );
     let miscounted = readme.replace(
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 4 |",
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `shared: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 5 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 4 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 5 |",
     );
     assert_ne!(miscounted, readme);
     let wrong = check_guarantee_table(&miscounted);

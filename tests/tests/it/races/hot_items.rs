@@ -9,10 +9,10 @@
 //! conflicted, its record is reported as a failure (retryable): never a
 //! duplicate, never a rejection.
 
+use lambda_idempotency::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
-use shared::{CommitMode, DynamoDbStore, Idempotency, store::TableConfig};
 use std::time::Duration;
 use test_kit::events::{Msg, sqs_event};
 use test_kit::{Fault, FaultPlan, PaymentTables, moto, payment_tables};
@@ -30,7 +30,7 @@ async fn instances(t: &PaymentTables, mode: CommitMode, n: usize) -> Vec<App> {
         );
         apps.push(App::new(
             engine,
-            Accounts::from_table(shared::Table::dynamodb(ddb, &t.accounts)),
+            Accounts::from_table(lambda_idempotency::Table::dynamodb(ddb, &t.accounts)),
         ));
     }
     apps
@@ -53,7 +53,7 @@ fn batch(tag: &str, count: usize, amount: i64) -> serde_json::Value {
 /// message ids of each.
 async fn race(apps: &[App], batches: &[serde_json::Value]) -> Vec<Vec<String>> {
     let runs = apps.iter().zip(batches).map(|(app, event)| async move {
-        let ctx = shared::runtime::local_context(0, Duration::from_secs(30));
+        let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
         let response = app
             .handle(LambdaEvent::new(event.clone(), ctx))
             .await
@@ -130,7 +130,7 @@ async fn exhausted_conflicts_fail_the_record_retryably_never_as_a_duplicate() {
         // 8 attempts per payment (the policy's bound), all conflicted.
         assert_eq!(counts.get(Fault::Conflict), 6 * 8, "{mode:?}: {counts:?}");
         // The attempts are bounded by this count; the pauses between them
-        // by `shared: engine::conflict::tests` (no wall-clock bound here).
+        // by `lambda-idempotency: engine::conflict::tests` (no wall-clock bound here).
         assert_eq!(counts.requests, 6 * 8, "{mode:?}: {counts:?}");
         assert_eq!(t.balance(ACCOUNT).await, None, "{mode:?}: nothing credited");
 

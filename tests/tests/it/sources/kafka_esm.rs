@@ -195,12 +195,12 @@ fn clean_topic() -> Topic {
 /// first `failures` times it runs. Returns the mapping's stats and how many
 /// times each event id's effect was applied.
 async fn through_the_mapping(
-    mode: shared::kafka::KafkaItemFailures,
+    mode: lambda_idempotency::kafka::KafkaItemFailures,
     options: &Options,
     failures: usize,
 ) -> (test_kit::kafka_esm::Stats, BTreeMap<String, usize>) {
-    use shared::kafka::{KafkaMessage, KafkaProcessor};
-    use shared::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+    use lambda_idempotency::kafka::{KafkaMessage, KafkaProcessor};
+    use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
     let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.kafka"));
     let processor =
         KafkaProcessor::new(engine, KeySelector::pointer("/event_id")).item_failures(mode);
@@ -247,8 +247,12 @@ fn every_event_once() -> BTreeMap<String, usize> {
 async fn by_default_a_failed_record_retries_the_batch_and_none_is_lost() {
     let options = Options::default();
     assert!(!options.item_failures, "a mapping's default");
-    let (stats, applied) =
-        through_the_mapping(shared::kafka::KafkaItemFailures::FailBatch, &options, 2).await;
+    let (stats, applied) = through_the_mapping(
+        lambda_idempotency::kafka::KafkaItemFailures::FailBatch,
+        &options,
+        2,
+    )
+    .await;
     assert_eq!(applied, every_event_once());
     assert_eq!(stats.invocation_errors, 2, "{:?}", stats.log);
     assert_eq!(stats.invocations, 3);
@@ -266,7 +270,7 @@ async fn by_default_a_failed_record_retries_the_batch_and_none_is_lost() {
 /// the records behind it: why it is not the default.
 #[tokio::test]
 async fn the_reported_mode_needs_a_mapping_that_acts_on_item_failures() {
-    let reported = shared::kafka::KafkaItemFailures::Reported;
+    let reported = lambda_idempotency::kafka::KafkaItemFailures::Reported;
     let acting = Options {
         item_failures: true,
         ..Options::default()

@@ -3,8 +3,8 @@
 //! position; on a FIFO queue a record parked twice (a crash after parking)
 //! is one message.
 
+use lambda_idempotency::parking::{ParkedRecord, Parking, SqsParking};
 use serde_json::json;
-use shared::parking::{ParkedRecord, Parking, SqsParking};
 use test_kit::{moto, unique_name};
 
 fn parked(position: &str) -> ParkedRecord {

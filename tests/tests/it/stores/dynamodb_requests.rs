@@ -1,11 +1,11 @@
 //! Pins the exact requests the DynamoDB store sends, as captured on the wire
 //! by an SDK interceptor, against moto.
 
-use serde_json::{Value, json};
-use shared::{
+use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, Outcome, clock::ManualClock,
     store::TableConfig,
 };
+use serde_json::{Value, json};
 use test_kit::capture::Capture;
 use test_kit::contract::START_MS;
 
@@ -149,8 +149,8 @@ async fn retryable_failure_is_a_fenced_delete() {
 
 #[tokio::test]
 async fn transactional_modes_cost_one_or_two_requests() {
-    use shared::CommitMode;
-    use shared::{Write, write::Staged};
+    use lambda_idempotency::CommitMode;
+    use lambda_idempotency::{Write, write::Staged};
     let (engine, engine_store, capture, table) = engine_and_store().await;
     let business = test_kit::create_table(
         &test_kit::moto().dynamodb().await,
@@ -227,7 +227,7 @@ async fn transactional_modes_cost_one_or_two_requests() {
     // The pre-read: one BatchGetItem settles both completed keys.
     capture.clear();
     let k1 = engine.key(&json!("tx-opt")).unwrap();
-    let found = shared::Store::get_many(
+    let found = lambda_idempotency::Store::get_many(
         &engine_store,
         &[k1.as_str().to_owned(), key.as_str().to_owned()],
     )
@@ -247,7 +247,9 @@ async fn transactional_modes_cost_one_or_two_requests() {
 /// described from the item the failed write returned.
 #[tokio::test]
 async fn claim_then_complete_sends_its_staged_write_as_a_plain_conditional_write() {
-    use shared::{CommitMode, Item, Write, value::AttrValue, write::Cond, write::Staged};
+    use lambda_idempotency::{
+        CommitMode, Item, Write, value::AttrValue, write::Cond, write::Staged,
+    };
     let (engine, _, capture, table) = engine_and_store().await;
     let engine = engine.in_mode(CommitMode::ClaimThenComplete);
     let business =

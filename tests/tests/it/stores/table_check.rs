@@ -2,15 +2,15 @@
 //! `DescribeTable` when the store is built, never again per record. moto
 //! does not model global tables (no replicas, no consistency mode), so the
 //! refusal of an eventually consistent global table is tested on described
-//! tables in `shared` (`store::dynamodb::table`); here, a plain table on
+//! tables in `lambda-idempotency` (`store::dynamodb::table`); here, a plain table on
 //! moto is accepted at the cost of one request, and a table that cannot be
 //! described is refused with a clear error.
 
-use serde_json::json;
-use shared::{
+use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, Outcome, clock::ManualClock,
     store::TableConfig, store::dynamodb::TableCheck, store::dynamodb::TableCheckError,
 };
+use serde_json::json;
 use test_kit::capture::Capture;
 use test_kit::contract::START_MS;
 
@@ -90,7 +90,7 @@ async fn a_table_that_cannot_be_described_is_refused_naming_it() {
 /// refused, naming what to grant; the opt-in skips the question. A table
 /// whose stream has new images only (the template's) costs no second
 /// request. The decision on a legacy global table's answer is tested on
-/// described tables in `shared` (`store::dynamodb::table`).
+/// described tables in `lambda-idempotency` (`store::dynamodb::table`).
 #[tokio::test]
 async fn a_table_that_may_be_a_legacy_global_replica_is_asked_about_and_refused_when_unknown() {
     use aws_sdk_dynamodb::types::StreamViewType;

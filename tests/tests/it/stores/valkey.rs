@@ -4,13 +4,13 @@
 //! timeouts, a restart without persistence) and bad input (sizes at the
 //! limits, keys holding something that is not a record).
 
-use serde_json::{Value, json};
-use shared::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
-use shared::store::valkey::ValkeyTimeouts;
-use shared::{
+use lambda_idempotency::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::store::valkey::ValkeyTimeouts;
+use lambda_idempotency::{
     CommitMode, Config, Error, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome, Store,
     StoreError, ValkeyStore, Write, store::Status, write::Staged,
 };
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,10 +105,12 @@ async fn staged_writes_are_refused_or_committed_on_their_own() {
     let key = fenced.key(&json!("with-message")).unwrap();
     let out = fenced
         .run(&key, None, None, || async {
-            Ok::<_, HandlerError>(Staged::new(json!(1)).publish(shared::outbox::Message::sqs(
-                "https://sqs.us-east-1.amazonaws.com/1/q",
-                "m",
-            )))
+            Ok::<_, HandlerError>(Staged::new(json!(1)).publish(
+                lambda_idempotency::outbox::Message::sqs(
+                    "https://sqs.us-east-1.amazonaws.com/1/q",
+                    "m",
+                ),
+            ))
         })
         .await;
     assert!(
@@ -384,7 +386,7 @@ async fn deliver_until_done(
     tally: &Tally,
     pause: Duration,
     during_first: impl FnMut(usize) + Send + Sync + Clone + 'static,
-) -> Vec<shared::sqs::FailureReason> {
+) -> Vec<lambda_idempotency::sqs::FailureReason> {
     let mut pending = batch;
     let mut failures = Vec::new();
     let mut round = 0;
@@ -449,8 +451,8 @@ fn messages(tag: &str, n: u32) -> Vec<Msg> {
 }
 
 /// Every failure is retryable (a store failure or a key still in progress).
-fn assert_retryable(failures: &[shared::sqs::FailureReason]) {
-    use shared::sqs::FailureReason;
+fn assert_retryable(failures: &[lambda_idempotency::sqs::FailureReason]) {
+    use lambda_idempotency::sqs::FailureReason;
     for f in failures {
         assert!(
             matches!(
@@ -764,7 +766,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
         .await;
     let failed = failed_ids(
         &report
-            .response_as::<shared::sqs::SqsBatchResponse>()
+            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
             .unwrap(),
     );
     assert_eq!(failed, ["m1"]);
@@ -776,7 +778,7 @@ async fn foreign_values_at_the_key_are_clear_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sizes_at_the_limits() {
     let store = valkey().store().await;
-    let limit = shared::config::DEFAULT_MAX_ITEM_BYTES;
+    let limit = lambda_idempotency::config::DEFAULT_MAX_ITEM_BYTES;
     let engine = Idempotency::try_new(store.clone(), config("vk.size")).unwrap();
     // The record's size without its response.
     let probe = engine.key(&json!("probe")).unwrap();
@@ -870,7 +872,7 @@ async fn connection_errors_are_clear() {
     assert!(
         down.to_string().contains("cannot connect"),
         "{}",
-        shared::report(&down)
+        lambda_idempotency::report(&down)
     );
     // rediss:// is understood (TLS is compiled in): a TLS handshake with a
     // plain-text server fails as a connection error, not as a bad URL.
@@ -886,8 +888,11 @@ async fn connection_errors_are_clear() {
     .await
     .unwrap_err();
     assert!(
-        matches!(tls, shared::store::valkey::ValkeyConfigError::Connect(_)),
+        matches!(
+            tls,
+            lambda_idempotency::store::valkey::ValkeyConfigError::Connect(_)
+        ),
         "{}",
-        shared::report(&tls)
+        lambda_idempotency::report(&tls)
     );
 }
