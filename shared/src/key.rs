@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(payload_hash(&c), sha256_hex(canonical_json(&c).as_bytes()));
         assert_eq!(
             canonical_json(&c),
-            r#"{"z":[null,true,-1.5e300,"q\"\u0001"],"é":{}}"#
+            r#"{"z":[null,true,-1.5e+300,"q\"\u0001"],"é":{}}"#
         );
     }
 

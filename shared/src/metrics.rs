@@ -230,16 +230,15 @@ mod tests {
         assert_eq!(meta["Dimensions"], serde_json::json!([["service"]]));
         assert_eq!(v["service"], "payments");
         assert_eq!(v["requestId"], "req-7");
-        let odd: serde_json::Value = serde_json::from_str(&emf_line(
-            "a\"b\\c",
-            &counts,
-            1,
-            Some("r\n\u{1}"),
-        ))
-        .unwrap();
+        let odd: serde_json::Value =
+            serde_json::from_str(&emf_line("a\"b\\c", &counts, 1, Some("r\n\u{1}"))).unwrap();
         assert_eq!(odd["service"], "a\"b\\c");
         assert_eq!(odd["requestId"], "r\n\u{1}");
-        assert!(emf_line("s", &counts, 1, None).parse::<serde_json::Value>().is_ok());
+        assert!(
+            emf_line("s", &counts, 1, None)
+                .parse::<serde_json::Value>()
+                .is_ok()
+        );
         let declared: Vec<&str> = meta["Metrics"]
             .as_array()
             .unwrap()

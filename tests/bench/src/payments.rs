@@ -379,7 +379,10 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
     let only = std::env::var("BENCH_MODES").ok();
     let modes: Vec<(&str, &str)> = modes
         .into_iter()
-        .filter(|(_, mode)| only.as_deref().is_none_or(|o| o.split(',').any(|m| m == *mode)))
+        .filter(|(_, mode)| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|m| m == *mode))
+        })
         .collect();
     let mut rows = Vec::new();
     let mut rss_kb = Vec::new();

@@ -90,7 +90,11 @@ impl App {
                 KafkaProcessor::new(engine, key()).pre_read(PreRead::Always),
                 by_key,
             )),
-            other => return Err(format!("STREAM_SOURCE {other:?}: kinesis, dynamodb-streams or kafka").into()),
+            other => {
+                return Err(
+                    format!("STREAM_SOURCE {other:?}: kinesis, dynamodb-streams or kafka").into(),
+                );
+            }
         };
         Ok(Self {
             processor,
@@ -105,16 +109,25 @@ impl App {
         };
         Ok(match &self.processor {
             Processor::Kinesis(p) => serde_json::to_value(
-                p.handle(event, |r: KinesisRecord<Payment>| async move { stage(&r.body) })
-                    .await?,
+                p.handle(
+                    event,
+                    |r: KinesisRecord<Payment>| async move { stage(&r.body) },
+                )
+                .await?,
             )?,
             Processor::DynamoDb(p) => serde_json::to_value(
-                p.handle(event, |r: DynamoDbRecord| async move { stage(&payment_of(&r)?) })
-                    .await?,
+                p.handle(
+                    event,
+                    |r: DynamoDbRecord| async move { stage(&payment_of(&r)?) },
+                )
+                .await?,
             )?,
             Processor::Kafka(p) => serde_json::to_value(
-                p.handle(event, |r: KafkaMessage<Payment>| async move { stage(&r.body) })
-                    .await?,
+                p.handle(
+                    event,
+                    |r: KafkaMessage<Payment>| async move { stage(&r.body) },
+                )
+                .await?,
             )?,
         })
     }
