@@ -34,8 +34,8 @@ impl Sink for Sha256 {
     }
 }
 
-/// A scalar's (or a key's) JSON text, as serde_json writes it, into `out`
-/// through a small stack buffer.
+/// A scalar's (or a key's) JSON text, as serde_json writes it, straight
+/// into `out` (no string per value).
 fn put_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
     struct Adapter<'a, S>(&'a mut S);
     impl<S: Sink> std::io::Write for Adapter<'_, S> {
