@@ -16,10 +16,16 @@ pub async fn aws_sdk_config() -> aws_config::SdkConfig {
 /// 3 attempts with standard exponential backoff (50 ms initial), 1 s to
 /// connect, 3 s per attempt, 8 s per operation (well under a Lambda timeout
 /// of 30 s, so a slow store fails a record, not the invocation).
+///
+/// Stalled-stream protection is off: its grace period (20 s) is longer than
+/// an attempt (3 s, the response body read included), so it could never
+/// fire first, and it costs a timer per body poll on every request.
 pub fn aws_sdk_config_loader() -> aws_config::ConfigLoader {
     use aws_config::retry::RetryConfig;
+    use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
     use aws_config::timeout::TimeoutConfig;
     aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .retry_config(
             RetryConfig::standard()
                 .with_max_attempts(3)

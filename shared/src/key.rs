@@ -10,39 +10,84 @@ use crate::error::KeyError;
 /// Writes `value` as canonical JSON: object keys sorted (by UTF-8 bytes), no
 /// insignificant whitespace, so reordered objects produce the same text.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only JSON text (valid UTF-8) was written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Where canonical JSON goes: a buffer, or straight into a hash (no text
+/// kept, no allocation per value).
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
+/// A scalar's (or a key's) JSON text, as serde_json writes it, straight
+/// into `out` (no string per value).
+fn put_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut impl Sink) {
+    struct Adapter<'a, S>(&'a mut S);
+    impl<S: Sink> std::io::Write for Adapter<'_, S> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.put(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Serializing a JSON value or a string into a writer that never fails
+    // cannot fail.
+    let _ = serde_json::to_writer(Adapter(out), value);
+}
+
+fn write_canonical(value: &Value, out: &mut impl Sink) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
+            out.put(b"{");
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(b",");
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                put_json(k.as_str(), out);
+                out.put(b":");
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.put(b"}");
         }
         Value::Array(items) => {
-            out.push('[');
+            out.put(b"[");
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.put(b",");
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.put(b"]");
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => put_json(scalar, out),
     }
+}
+
+/// Lowercase hex SHA-256 of `value`'s canonical JSON, hashed as it is
+/// written (the same digest as `sha256_hex(canonical_json(value))`).
+fn canonical_sha256_hex(value: &Value) -> String {
+    let mut hasher = Sha256::new();
+    write_canonical(value, &mut hasher);
+    hex::encode(hasher.finalize())
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
@@ -52,7 +97,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The hash of a payload used for payload validation (same key, other payload).
 pub fn payload_hash(payload: &Value) -> String {
-    sha256_hex(canonical_json(payload).as_bytes())
+    canonical_sha256_hex(payload)
 }
 
 /// The key material and payload of a JSON text, exact where `parsed` (the
@@ -146,7 +191,7 @@ impl IdempotencyKey {
         // `abc` give the same key.
         let digest = match material {
             Value::String(s) => sha256_hex(s.as_bytes()),
-            other => sha256_hex(canonical_json(other).as_bytes()),
+            other => canonical_sha256_hex(other),
         };
         Ok(Self(format!("{prefix}#{digest}")))
     }
@@ -184,6 +229,13 @@ mod tests {
             IdempotencyKey::new("p", &b).unwrap()
         );
         assert_eq!(payload_hash(&a), payload_hash(&b));
+        // Hashed as written: the digest of the canonical text.
+        let c = json!({"z": [null, true, -1.5e300, "q\"\u{1}"], "é": {}});
+        assert_eq!(payload_hash(&c), sha256_hex(canonical_json(&c).as_bytes()));
+        assert_eq!(
+            canonical_json(&c),
+            r#"{"z":[null,true,-1.5e+300,"q\"\u0001"],"é":{}}"#
+        );
     }
 
     #[test]

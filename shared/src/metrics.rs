@@ -99,37 +99,39 @@ pub(crate) fn emf_line(
     timestamp_ms: u64,
     request_id: Option<&str>,
 ) -> String {
-    let metric = |name: &str| serde_json::json!({"Name": name, "Unit": "Count"});
-    let mut line = serde_json::json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [["service"]],
-                "Metrics": [
-                    metric("Processed"),
-                    metric("Replayed"),
-                    metric("InProgressConflict"),
-                    metric("Failed"),
-                    metric("Rejected"),
-                    metric("Parked"),
-                    metric("UndecodableReplay"),
-                ],
-            }],
-        },
-        "service": service,
-        "Processed": counts.processed,
-        "Replayed": counts.replayed,
-        "InProgressConflict": counts.in_progress,
-        "Failed": counts.failed,
-        "Rejected": counts.rejected,
-        "Parked": counts.parked,
-        "UndecodableReplay": counts.undecodable,
-    });
-    if let Some(id) = request_id {
-        line["requestId"] = id.into();
+    use std::fmt::Write as _;
+    // Written directly (no JSON tree per invocation); strings escaped as
+    // JSON strings.
+    let text = |s: &str| serde_json::Value::from(s).to_string();
+    let mut line = String::with_capacity(640);
+    let _ = write!(
+        line,
+        "{{\"_aws\":{{\"Timestamp\":{timestamp_ms},\"CloudWatchMetrics\":[{{\"Namespace\":{},\
+         \"Dimensions\":[[\"service\"]],\"Metrics\":[",
+        text(NAMESPACE)
+    );
+    let values = [
+        ("Processed", counts.processed),
+        ("Replayed", counts.replayed),
+        ("InProgressConflict", counts.in_progress),
+        ("Failed", counts.failed),
+        ("Rejected", counts.rejected),
+        ("Parked", counts.parked),
+        ("UndecodableReplay", counts.undecodable),
+    ];
+    for (i, (name, _)) in values.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let _ = write!(line, "{comma}{{\"Name\":\"{name}\",\"Unit\":\"Count\"}}");
     }
-    line.to_string()
+    let _ = write!(line, "]}}]}},\"service\":{}", text(service));
+    for (name, n) in values {
+        let _ = write!(line, ",\"{name}\":{n}");
+    }
+    if let Some(id) = request_id {
+        let _ = write!(line, ",\"requestId\":{}", text(id));
+    }
+    line.push('}');
+    line
 }
 
 /// Whether EMF lines are written: [`METRICS_ENV`] when set, otherwise
@@ -228,6 +230,15 @@ mod tests {
         assert_eq!(meta["Dimensions"], serde_json::json!([["service"]]));
         assert_eq!(v["service"], "payments");
         assert_eq!(v["requestId"], "req-7");
+        let odd: serde_json::Value =
+            serde_json::from_str(&emf_line("a\"b\\c", &counts, 1, Some("r\n\u{1}"))).unwrap();
+        assert_eq!(odd["service"], "a\"b\\c");
+        assert_eq!(odd["requestId"], "r\n\u{1}");
+        assert!(
+            emf_line("s", &counts, 1, None)
+                .parse::<serde_json::Value>()
+                .is_ok()
+        );
         let declared: Vec<&str> = meta["Metrics"]
             .as_array()
             .unwrap()

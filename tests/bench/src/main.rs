@@ -16,6 +16,8 @@
 //! cargo run --release -p bench -- orders [MESSAGES]
 //! cargo build --release -p ledger && \
 //!   cargo run --release -p bench -- kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...]
+//! cargo build --release -p bench --bin stream_ledger && \
+//!   cargo run --release -p bench -- streams [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...]
 //! cargo run --release -p bench -- http [CALLS]
 //! cargo build --release -p outbox-relay && \
 //!   cargo run --release -p bench -- relay [MESSAGES]
@@ -35,6 +37,7 @@ mod orders_app;
 mod payments;
 mod relay;
 mod sdk;
+mod streams;
 mod valkey;
 
 use std::time::Duration;
@@ -53,6 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("payments") => payments::run(n.unwrap_or(2000), &rest).await,
         Some("orders") => orders::run(n.unwrap_or(1000)).await,
         Some("kinesis") => kinesis::run(n.unwrap_or(1000), &rest).await,
+        Some("streams") => streams::run(n.unwrap_or(2000), &rest).await,
         Some("relay") => relay::run(n.unwrap_or(1000)).await,
         Some("http") => http::run(n.unwrap_or(1000)).await,
         Some("valkey") => valkey::run(n.unwrap_or(2000)).await,
@@ -63,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| "bench sdk panicked")?
             .map_err(Into::into),
         _ => Err(
-            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench bill [MESSAGES] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
+            "usage: bench batch [ROUNDS] | bench bigbatch [RECORDS] | bench bill [MESSAGES] | bench payments [MESSAGES] [LABEL=BINARY[,VAR=VALUE...] ...] | bench orders [MESSAGES] | bench kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...] | bench streams [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...] | bench relay [MESSAGES] | bench http [CALLS] | bench valkey [MESSAGES] | bench sdk [CALLS] | bench hot [PAYMENTS]"
                 .into(),
         ),
     }

@@ -17,6 +17,8 @@
 //! `LABEL=BINARY[,VAR=VALUE...]` argument is a variant with its own process
 //! and tables, the variants interleaved scenario by scenario, e.g.
 //! `bench payments 2000 before=/tmp/payments-old after=target/release/payments`.
+//! `BENCH_MODES=optimistic` (modes by their `PAYMENTS_COMMIT_MODE` value,
+//! comma-separated) runs only those modes.
 
 use payments::Accounts;
 use serde_json::{Value, json};
@@ -378,6 +380,15 @@ pub async fn run(messages: usize, args: &[String]) -> Result<(), Box<dyn std::er
         ("fenced tx", "fenced"),
         ("optimistic tx", "optimistic"),
     ];
+    // `BENCH_MODES=optimistic` (a comma-separated list) runs those modes only.
+    let only = std::env::var("BENCH_MODES").ok();
+    let modes: Vec<(&str, &str)> = modes
+        .into_iter()
+        .filter(|(_, mode)| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|m| m == *mode))
+        })
+        .collect();
     let mut rows = Vec::new();
     let mut rss_kb = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(1800);
