@@ -22,9 +22,9 @@
 //! after-lane=target/release/stream_ledger,STREAM_ORDER=lane`. None: the
 //! `stream_ledger` next to this binary, ordered by key.
 
+use lambda_idempotency::dynamodb_streams::DynamoDbEventResponse;
 use ledger::Accounts;
 use serde_json::{Value, json};
-use shared::dynamodb_streams::DynamoDbEventResponse;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use test_kit::kafka_esm::{self, Topic};
@@ -282,7 +282,7 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
             *expected.entry(account(id)).or_default() += amount(id) as i64;
         }
         for function in &running {
-            let table = Accounts::from_table(shared::Table::dynamodb(
+            let table = Accounts::from_table(lambda_idempotency::Table::dynamodb(
                 ddb.clone(),
                 function.accounts.clone(),
             ));

@@ -8,19 +8,19 @@
 //! the DynamoDB item's new image (`payment_id`, `account_id`,
 //! `amount_cents`).
 
+use lambda_idempotency::batch::PreRead;
+use lambda_idempotency::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
+use lambda_idempotency::kafka::{KafkaMessage, KafkaProcessor};
+use lambda_idempotency::kinesis::{KinesisProcessor, KinesisRecord};
+use lambda_idempotency::{HandlerError, KeySelector, value::AttrValue, write::Staged};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
-use shared::batch::PreRead;
-use shared::dynamodb_streams::{DynamoDbRecord, DynamoDbStreamsProcessor, keys_and};
-use shared::kafka::{KafkaMessage, KafkaProcessor};
-use shared::kinesis::{KinesisProcessor, KinesisRecord};
-use shared::{AttrValue, HandlerError, KeySelector, Staged};
 
 use ledger::{Accounts, Applied, Payment};
 
 // ORDER BEGIN: what the build before stream lanes lacks (it runs by lane).
-use shared::kafka::KafkaOrder;
-use shared::kinesis::KinesisOrder;
+use lambda_idempotency::kafka::KafkaOrder;
+use lambda_idempotency::kinesis::KinesisOrder;
 
 fn kinesis_order(p: KinesisProcessor, by_key: bool) -> KinesisProcessor {
     p.order(if by_key {
@@ -71,10 +71,11 @@ fn payment_of(record: &DynamoDbRecord) -> Result<Payment, HandlerError> {
 impl App {
     async fn from_env() -> Result<Self, lambda_runtime::Error> {
         let config = ledger::App::config().commit_mode_from_env(payments::MODE_ENV)?;
-        let (engine, [accounts]) = shared::Backend::from_env(config, [payments::ACCOUNTS])
-            .await
-            .map_err(|e| shared::report(&e))?
-            .into_parts();
+        let (engine, [accounts]) =
+            lambda_idempotency::Backend::from_env(config, [payments::ACCOUNTS])
+                .await
+                .map_err(|e| lambda_idempotency::report(&e))?
+                .into_parts();
         let by_key = std::env::var("STREAM_ORDER").as_deref() != Ok("lane");
         let key = || KeySelector::pointer("/payment_id");
         let processor = match std::env::var("STREAM_SOURCE").as_deref() {
@@ -134,5 +135,5 @@ impl App {
 }
 
 fn main() -> Result<(), lambda_runtime::Error> {
-    shared::runtime::serve(App::from_env, App::handle)
+    lambda_idempotency::runtime::serve(App::from_env, App::handle)
 }
