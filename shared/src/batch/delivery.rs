@@ -116,6 +116,9 @@ pub struct SourceNames {
     /// What [`KeySelector::DeduplicationId`](crate::KeySelector::DeduplicationId)
     /// reads, for the message when it is missing.
     pub deduplication_id: &'static str,
+    /// A record without a lane, for [`FailureReason::NoLane`](crate::batch::FailureReason::NoLane)'s
+    /// message (`FIFO record without a MessageGroupId attribute`).
+    pub no_lane: &'static str,
 }
 
 /// Which records of its lane a record keeps its order with: its lane is

@@ -195,7 +195,8 @@ impl<S: Source> Processor<S> {
                 Slot::new(index, ident, ids, prepared).with_ticket(ticket)
             })
             .collect();
-        fail_after_missing_lane(&mut slots, ordering, self.source.no_lane());
+        let no_lane = FailureReason::NoLane(S::NAMES.no_lane);
+        fail_after_missing_lane(&mut slots, ordering, no_lane);
         pipeline.run(slots, started, remaining, handler).await
     }
 }

@@ -23,8 +23,6 @@ pub enum FailureReason {
     Parse(String),
     /// No usable idempotency key (with [`MissingKey::Fail`](crate::MissingKey::Fail), or a wrong type).
     Key(KeyError),
-    /// A FIFO record without `MessageGroupId`: its order cannot be kept.
-    NoGroupId,
     /// The body is larger than [`SqsProcessor::max_body_bytes`](crate::sqs::SqsProcessor::max_body_bytes); it was
     /// not parsed (permanent).
     BodyTooLarge {
@@ -57,9 +55,10 @@ pub enum FailureReason {
     Store(String),
     /// Another engine failure (lease lost, response too large, ...).
     Idempotency(String),
-    /// A stream record (Kinesis, ...) whose lane (shard, partition) is
-    /// unknown: its order cannot be kept.
-    NoLane,
+    /// An ordered record whose lane (FIFO group, shard, partition) is
+    /// unknown: its order cannot be kept. It names the record and what it
+    /// lacks ([`SourceNames::no_lane`](crate::batch::SourceNames::no_lane)).
+    NoLane(&'static str),
     /// Ordered lanes (FIFO group, shard): not run because an earlier record
     /// it must follow failed.
     Skipped {
@@ -88,13 +87,10 @@ impl fmt::Display for FailureReason {
         match self {
             Self::Parse(m) => write!(f, "unparseable record: {m}"),
             Self::Key(e) => write!(f, "no usable idempotency key: {e}"),
-            Self::NoGroupId => f.write_str(
-                "FIFO record without a MessageGroupId attribute: its order cannot be kept, so it \
-                 and every later record of the batch are failed (is the queue really FIFO?)",
-            ),
-            Self::NoLane => f.write_str(
-                "stream record without a shard (no eventID): its order cannot be kept, so it \
-                 and every later record of the batch are failed",
+            Self::NoLane(record) => write!(
+                f,
+                "{record}: its order cannot be kept, so it and every later record of the batch \
+                 are failed"
             ),
             Self::BodyTooLarge { size, limit } => write!(
                 f,
@@ -169,12 +165,11 @@ impl FailureReason {
             | Self::PayloadMismatch => true,
             Self::Handler { kind, .. } => *kind == ErrorKind::Terminal,
             Self::DuplicateOf { reason, .. } => reason.is_terminal(),
-            Self::NoGroupId
-            | Self::InProgress { .. }
+            Self::InProgress { .. }
             | Self::Panic(_)
             | Self::Store(_)
             | Self::Idempotency(_)
-            | Self::NoLane
+            | Self::NoLane(_)
             | Self::Skipped { .. }
             | Self::OutOfTime { .. } => false,
         }

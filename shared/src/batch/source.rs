@@ -58,12 +58,6 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
         Within::Lane
     }
 
-    /// Why an ordered batch's record without a lane fails (every later
-    /// record is then skipped). Default [`FailureReason::NoLane`].
-    fn no_lane(&self) -> FailureReason {
-        FailureReason::NoLane
-    }
-
     /// What `record` is parked as when it can never succeed (ordered
     /// streams with [`Processor::parking`](super::Processor::parking)),
     /// taken before the handler takes the record. Default: not parked.

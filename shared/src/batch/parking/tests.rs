@@ -9,6 +9,7 @@ static NAMES: SourceNames = SourceNames {
     id_field: IdField::SequenceNumber,
     lane_field: LaneField::Shard,
     deduplication_id: "none",
+    no_lane: "record without a shard",
 };
 
 struct Raw(Option<&'static str>, Option<&'static str>);

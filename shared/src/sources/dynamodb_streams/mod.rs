@@ -160,14 +160,6 @@ impl Source for DynamoDbStreams {
         item_of(keys.as_ref())
     }
 
-    fn no_lane(&self) -> FailureReason {
-        FailureReason::Parse(
-            "DynamoDB stream record without an eventSourceARN: its stream (its lane) is \
-             unknown, so its order cannot be kept; it and every later record are failed"
-                .to_owned(),
-        )
-    }
-
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
         let raw = serde_json::to_value(record).ok()?;
         Ticket::new(SOURCE, record.event_source_arn.as_deref(), record, raw)

@@ -31,6 +31,7 @@ pub(crate) static DYNAMODB_STREAMS: SourceNames = SourceNames {
     id_field: IdField::SequenceNumber,
     lane_field: LaneField::Shard,
     deduplication_id: "a deduplication id (DynamoDB stream records have none)",
+    no_lane: "DynamoDB stream record without an eventSourceARN (its stream)",
 };
 
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.

@@ -19,6 +19,7 @@ pub(crate) static KAFKA: SourceNames = SourceNames {
     id_field: IdField::Offset,
     lane_field: LaneField::Partition,
     deduplication_id: "a deduplication id (Kafka records have none)",
+    no_lane: "Kafka record without a topic-partition",
 };
 
 /// The separator of a record's id: `<topic-partition>@<offset>`.

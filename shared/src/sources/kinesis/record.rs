@@ -14,6 +14,7 @@ pub(crate) static KINESIS: SourceNames = SourceNames {
     id_field: IdField::SequenceNumber,
     lane_field: LaneField::Shard,
     deduplication_id: "a deduplication id (Kinesis records have none)",
+    no_lane: "Kinesis record without a shard (no eventID)",
 };
 
 /// The shard of a record: its `eventID` is `<shardId>:<sequenceNumber>`.

@@ -14,6 +14,7 @@ pub(crate) static SNS: SourceNames = SourceNames {
     id_field: IdField::MessageId,
     lane_field: LaneField::Group,
     deduplication_id: "a deduplication id (SNS notifications invoking a function have none)",
+    no_lane: "SNS record without a lane",
 };
 
 impl Delivery for SnsRecord {

@@ -161,10 +161,6 @@ impl Source for Sqs {
         event.records
     }
 
-    fn no_lane(&self) -> FailureReason {
-        FailureReason::NoGroupId
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<SqsBatchResponse, BatchError> {
         report.response_as()
     }

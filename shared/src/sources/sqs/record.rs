@@ -17,6 +17,7 @@ pub(crate) static SQS: SourceNames = SourceNames {
     id_field: IdField::MessageId,
     lane_field: LaneField::Group,
     deduplication_id: "attribute MessageDeduplicationId (FIFO queues only)",
+    no_lane: "FIFO record without a MessageGroupId attribute (is the queue really FIFO?)",
 };
 
 /// One record as the handler sees it.
