@@ -15,16 +15,13 @@
 //! process and tables, the variants interleaved scenario by scenario, e.g.
 //! `bench kinesis 2000 before=/tmp/ledger-old after=target/release/ledger`.
 
-use ledger::Accounts;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 use test_kit::kinesis_esm::{self, Options, Stream, create_stream, put_records};
-use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use test_kit::{create_idempotency_table, create_table, moto, now_ms};
+use test_kit::moto;
 
-use crate::payments::{Variant, process_cpu, status_kb, variants};
-use crate::per_unit;
+use crate::ledger_run::{self, Measured};
+use crate::payments::variants;
 
 const ACCOUNTS: usize = 100;
 const SHARDS: i32 = 4;
@@ -57,21 +54,7 @@ struct Row {
     mode: &'static str,
     variant: String,
     scenario: &'static str,
-    records: usize,
-    invocations: usize,
-    requests: BTreeMap<String, u64>,
-    wall: Duration,
-    cpu: Duration,
-    /// The process's peak RSS so far (`VmHWM`), kB.
-    peak_kb: u64,
-}
-
-/// One variant's function process and tables in one mode.
-struct Running {
-    variant: Variant,
-    child: std::process::Child,
-    api: RuntimeApi,
-    accounts: String,
+    measured: Measured,
 }
 
 /// `bench kinesis [RECORDS] [LABEL=BINARY[,VAR=VALUE...] ...]`.
@@ -102,36 +85,24 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
         max_retries: 20,
         ..Options::default()
     };
+    // The canary: every account holds exactly the sum of its payments.
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    for id in (0..records).chain(records..records + half) {
+        *expected.entry(payment(id).0).or_default() += (100 + id % 7) as i64;
+    }
     let mut rows = Vec::new();
     for (name, mode) in modes {
-        let ddb = moto.dynamodb().await;
+        let mut env = vec![
+            (payments::MODE_ENV, mode.to_owned()),
+            ("RUST_LOG", "warn".to_owned()),
+        ];
+        // `IDEMPOTENCY_BATCH_COMMITS=false bench kinesis` compares per-record commits.
+        if let Ok(v) = std::env::var(lambda_idempotency::env::BATCH_COMMITS_ENV) {
+            env.push((lambda_idempotency::env::BATCH_COMMITS_ENV, v));
+        }
         let mut running = Vec::new();
         for variant in &variants {
-            let idempotency = create_idempotency_table(&ddb).await;
-            let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
-            let api = RuntimeApi::start().await;
-            let mut command = lambda_command(&variant.binary, "ledger", &api);
-            moto.apply_env(&mut command);
-            // `IDEMPOTENCY_BATCH_COMMITS=false bench kinesis` compares per-record commits.
-            if let Ok(v) = std::env::var(lambda_idempotency::env::BATCH_COMMITS_ENV) {
-                command.env(lambda_idempotency::env::BATCH_COMMITS_ENV, v);
-            }
-            let child = command
-                .env("IDEMPOTENCY_TABLE", &idempotency)
-                .env("ACCOUNTS_TABLE", &accounts)
-                .env(payments::MODE_ENV, mode)
-                .env("RUST_LOG", "warn")
-                .envs(variant.env.iter().map(|(k, v)| (k, v)))
-                .spawn()?;
-            api.wait_first_poll(Duration::from_secs(10))
-                .await
-                .ok_or("ledger: no first poll")?;
-            running.push(Running {
-                variant: variant.clone(),
-                child,
-                api,
-                accounts,
-            });
+            running.push(ledger_run::start(variant, "ledger", &env).await?);
         }
         for (scenario, stream) in [
             ("(a) unique", &streams[0]),
@@ -139,67 +110,28 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
             ("(c) 50% producer retries", &streams[1]),
         ] {
             for function in &running {
-                let pid = function.child.id();
-                moto.reset_counts().await;
-                let cpu0 = process_cpu(pid);
-                let start = Instant::now();
-                let api = &function.api;
-                let stats = kinesis_esm::run(&kinesis, stream, &options, |event| async move {
-                    match api
-                        .invoke(event, now_ms() + 30_000, Duration::from_secs(30))
-                        .await
-                    {
-                        Some(Invocation::Response(r)) => Ok::<Value, lambda_runtime::Error>(r),
-                        other => Err(format!("ledger: {other:?}").into()),
-                    }
-                })
-                .await;
-                let wall = start.elapsed();
-                let cpu = process_cpu(pid).saturating_sub(cpu0);
                 let label = &function.variant.label;
-                if !stats.skipped.is_empty() || stats.timed_out {
-                    return Err(format!("{name} {label} {scenario}: {stats:?}").into());
-                }
+                let api = &function.api;
+                let feed = async {
+                    let stats = kinesis_esm::run(&kinesis, stream, &options, |event| {
+                        ledger_run::invoke(api, event, "ledger")
+                    })
+                    .await;
+                    if !stats.skipped.is_empty() || stats.timed_out {
+                        return Err(format!("{name} {label} {scenario}: {stats:?}"));
+                    }
+                    Ok((stats.records, stats.invocations))
+                };
                 rows.push(Row {
                     mode: name,
                     variant: label.clone(),
                     scenario,
-                    records: stats.records,
-                    invocations: stats.invocations,
-                    requests: moto
-                        .request_counts()
-                        .await
-                        .into_iter()
-                        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-                        .collect(),
-                    wall,
-                    cpu,
-                    peak_kb: status_kb(pid, "VmHWM:"),
+                    measured: ledger_run::measure(function, feed).await?,
                 });
             }
         }
-        for mut function in running {
-            let _ = function.child.kill();
-            let _ = function.child.wait();
-            // The canary: every account holds exactly the sum of its payments.
-            let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-            for id in (0..records).chain(records..records + half) {
-                *expected.entry(payment(id).0).or_default() += (100 + id % 7) as i64;
-            }
-            let table = Accounts::from_table(lambda_idempotency::Table::dynamodb(
-                ddb.clone(),
-                function.accounts,
-            ));
-            let label = &function.variant.label;
-            for (account, sum) in &expected {
-                let balance = table.balance(account).await.map_err(|e| e.to_string())?;
-                if balance != Some(*sum) {
-                    return Err(format!(
-                        "{name} {label}: {account} holds {balance:?}, expected {sum}"
-                    )
-                    .into());
-                }
-            }
+        for function in &running {
+            ledger_run::check_balances(function, &expected, name).await?;
         }
     }
 
@@ -212,29 +144,16 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for row in &rows {
-        let n = row.records as f64;
-        let ops = |prefix: &str| {
-            per_unit(
-                row.requests
-                    .iter()
-                    .filter_map(|(k, c)| Some((k.strip_prefix(prefix)?, *c))),
-                n,
-            )
-        };
-        let (ddb_per_record, ddb_ops) = ops("DynamoDB_20120810.");
-        let (kinesis_per_record, _) = ops("Kinesis_20131202.");
+        let m = &row.measured;
+        let (ddb_per_record, ddb_ops) = m.per_record("DynamoDB_20120810.");
+        let (kinesis_per_record, _) = m.per_record("Kinesis_20131202.");
         println!(
-            "| {} | {} | {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} MB | {:.3} |",
+            "| {} | {} | {} | {} | **{ddb_per_record:.2}** ({ddb_ops}) | {} | {kinesis_per_record:.3} |",
             row.mode,
             row.variant,
             row.scenario,
-            row.invocations,
-            ddb_per_record,
-            ddb_ops,
-            n / row.wall.as_secs_f64(),
-            row.cpu.as_secs_f64() * 1e3 / n,
-            row.peak_kb as f64 / 1024.0,
-            kinesis_per_record,
+            m.invocations,
+            m.cells(),
         );
     }
     Ok(())

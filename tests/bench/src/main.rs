@@ -32,6 +32,7 @@ mod bill;
 mod hot;
 mod http;
 mod kinesis;
+mod ledger_run;
 mod orders;
 mod orders_app;
 mod payments;

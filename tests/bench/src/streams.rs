@@ -23,20 +23,16 @@
 //! `stream_ledger` next to this binary, ordered by key.
 
 use lambda_idempotency::dynamodb_streams::DynamoDbEventResponse;
-use ledger::Accounts;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_kit::kafka_esm::{self, Topic};
 use test_kit::kinesis_esm::{self, Stream, create_stream, put_records};
-use test_kit::runtime_api::{Invocation, RuntimeApi, lambda_command};
-use test_kit::{
-    create_idempotency_table, create_idempotency_table_with_stream, create_table, moto, now_ms,
-    stream_esm, unique_name,
-};
+use test_kit::runtime_api::RuntimeApi;
+use test_kit::{create_idempotency_table_with_stream, moto, stream_esm, unique_name};
 
-use crate::payments::{Variant, process_cpu, status_kb, variants};
-use crate::per_unit;
+use crate::ledger_run::{self, Measured};
+use crate::payments::variants;
 
 const ACCOUNTS: usize = 100;
 const SHARDS: usize = 4;
@@ -131,36 +127,11 @@ struct Row {
     source: &'static str,
     variant: String,
     scenario: &'static str,
-    records: usize,
-    invocations: usize,
-    requests: BTreeMap<String, u64>,
-    wall: Duration,
-    cpu: Duration,
-    peak_kb: u64,
-}
-
-struct Running {
-    variant: Variant,
-    child: std::process::Child,
-    api: RuntimeApi,
-    accounts: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    measured: Measured,
 }
 
 async fn invoke(api: &RuntimeApi, event: Value) -> Result<Value, lambda_runtime::Error> {
-    match api
-        .invoke(event, now_ms() + 30_000, Duration::from_secs(30))
-        .await
-    {
-        Some(Invocation::Response(r)) => Ok(r),
-        other => Err(format!("stream-ledger: {other:?}").into()),
-    }
+    ledger_run::invoke(api, event, "stream-ledger").await
 }
 
 /// Feeds `input` through the function from the start: (records, invocations).
@@ -213,90 +184,42 @@ async fn feed(input: &Input, api: &RuntimeApi) -> Result<(usize, usize), String>
 pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let records = records.clamp(20, 20_000);
     let variants = variants(args, "stream_ledger")?;
-    let moto = moto();
     let inputs = [
         kinesis_input(records).await,
         dynamodb_input(records).await,
         kafka_input(records),
     ];
+    // The canary: every account holds exactly the sum of its payments.
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    for id in 0..records {
+        *expected.entry(account(id)).or_default() += amount(id) as i64;
+    }
     let mut rows = Vec::new();
     for input in &inputs {
-        let ddb = moto.dynamodb().await;
+        let env = [
+            (payments::MODE_ENV, "optimistic".to_owned()),
+            ("STREAM_SOURCE", input.source().to_owned()),
+        ];
         let mut running = Vec::new();
         for variant in &variants {
-            let idempotency = create_idempotency_table(&ddb).await;
-            let accounts = create_table(&ddb, "bench-accounts", "account_id", None).await;
-            let api = RuntimeApi::start().await;
-            let mut command = lambda_command(&variant.binary, "stream-ledger", &api);
-            moto.apply_env(&mut command);
-            let child = command
-                .env("IDEMPOTENCY_TABLE", &idempotency)
-                .env("ACCOUNTS_TABLE", &accounts)
-                .env(payments::MODE_ENV, "optimistic")
-                .env("STREAM_SOURCE", input.source())
-                .envs(variant.env.iter().map(|(k, v)| (k, v)))
-                .spawn()?;
-            api.wait_first_poll(Duration::from_secs(10))
-                .await
-                .ok_or("stream-ledger: no first poll")?;
-            running.push(Running {
-                variant: variant.clone(),
-                child,
-                api,
-                accounts,
-            });
+            running.push(ledger_run::start(variant, "stream-ledger", &env).await?);
         }
         for scenario in ["(a) unique", "(b) all redelivered"] {
             for function in &running {
-                let pid = function.child.id();
-                moto.reset_counts().await;
-                let cpu0 = process_cpu(pid);
-                let start = Instant::now();
                 let label = &function.variant.label;
-                let (n, invocations) = feed(input, &function.api)
+                let measured = ledger_run::measure(function, feed(input, &function.api))
                     .await
                     .map_err(|e| format!("{} {label} {scenario}: {e}", input.label()))?;
-                let wall = start.elapsed();
-                let cpu = process_cpu(pid).saturating_sub(cpu0);
                 rows.push(Row {
                     source: input.label(),
                     variant: label.clone(),
                     scenario,
-                    records: n,
-                    invocations,
-                    requests: moto
-                        .request_counts()
-                        .await
-                        .into_iter()
-                        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-                        .collect(),
-                    wall,
-                    cpu,
-                    peak_kb: status_kb(pid, "VmHWM:"),
+                    measured,
                 });
             }
         }
-        // The canary: every account holds exactly the sum of its payments.
-        let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-        for id in 0..records {
-            *expected.entry(account(id)).or_default() += amount(id) as i64;
-        }
         for function in &running {
-            let table = Accounts::from_table(lambda_idempotency::Table::dynamodb(
-                ddb.clone(),
-                function.accounts.clone(),
-            ));
-            let label = &function.variant.label;
-            for (account, sum) in &expected {
-                let balance = table.balance(account).await.map_err(|e| e.to_string())?;
-                if balance != Some(*sum) {
-                    return Err(format!(
-                        "{} {label}: {account} holds {balance:?}, expected {sum}",
-                        input.label()
-                    )
-                    .into());
-                }
-            }
+            ledger_run::check_balances(function, &expected, input.label()).await?;
         }
     }
 
@@ -310,24 +233,15 @@ pub async fn run(records: usize, args: &[String]) -> Result<(), Box<dyn std::err
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for row in &rows {
-        let n = row.records as f64;
-        let (per_record, by_op) = per_unit(
-            row.requests
-                .iter()
-                .filter_map(|(k, c)| Some((k.strip_prefix("DynamoDB_20120810.")?, *c))),
-            n,
-        );
+        let m = &row.measured;
+        let (per_record, by_op) = m.per_record("DynamoDB_20120810.");
         println!(
-            "| {} | {} | {} | {} | **{:.2}** ({}) | {:.0} | {:.3} ms | {:.1} MB |",
+            "| {} | {} | {} | {} | **{per_record:.2}** ({by_op}) | {} |",
             row.source,
             row.scenario,
             row.variant,
-            row.invocations,
-            per_record,
-            by_op,
-            n / row.wall.as_secs_f64(),
-            row.cpu.as_secs_f64() * 1e3 / n,
-            row.peak_kb as f64 / 1024.0,
+            m.invocations,
+            m.cells(),
         );
     }
     Ok(())
