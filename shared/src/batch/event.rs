@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::delivery::IdField;
 use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
 use super::log::{Failure, Unit, finish_one};
-use super::report::{EngineFailure, split};
+use super::report::kind_name;
 use super::settings::millis;
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
@@ -121,13 +121,6 @@ pub enum EventError {
     },
 }
 
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Retryable => "retryable",
-        ErrorKind::Terminal => "terminal",
-    }
-}
-
 impl EventError {
     /// Whether a redelivery can succeed.
     pub fn is_retryable(&self) -> bool {
@@ -144,18 +137,21 @@ impl EventError {
         }
     }
 
-    /// The error for an engine answer that is not a done outcome.
-    pub(crate) fn from_engine(event_id: String, failure: EngineFailure) -> Self {
-        match failure {
-            EngineFailure::InProgress {
+    /// The engine's answer for the event `event_id`: an engine
+    /// `InProgress` or `PayloadMismatch` is a failure.
+    fn outcome<T>(event_id: &str, result: Result<Outcome<T>, Error>) -> Result<Outcome<T>, Self> {
+        let event_id = event_id.to_owned();
+        match result {
+            Ok(Outcome::InProgress {
                 lease_expires_at_ms,
-            } => Self::InProgress {
+            }) => Err(Self::InProgress {
                 event_id,
                 lease_expires_at_ms,
-            },
-            EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
-            EngineFailure::Handler(error) => Self::Handler { event_id, error },
-            EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
+            }),
+            Ok(Outcome::PayloadMismatch) => Err(Self::PayloadMismatch { event_id }),
+            Ok(done) => Ok(done),
+            Err(Error::Handler(error)) => Err(Self::Handler { event_id, error }),
+            Err(error) => Err(Self::Idempotency { event_id, error }),
         }
     }
 }
@@ -247,7 +243,7 @@ impl EventKeys<'_> {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let result = self.engine.run(key, payload, remaining, handler).await;
-        split(result).map_err(|failure| EventError::from_engine(event_id.to_owned(), failure))
+        EventError::outcome(event_id, result)
     }
 }
 

@@ -165,7 +165,11 @@ impl<S: Source> Processor<S> {
         let started = Instant::now();
         let event = event.into();
         let ordering = self.source.ordering(&event);
-        let pipeline = Pipeline::new(&self.settings, ordering, S::NAMES);
+        let pipeline = Pipeline {
+            settings: &self.settings,
+            ordering,
+            names: S::NAMES,
+        };
         let mut slots: Vec<Slot<Rec>> = self
             .source
             .records(event)
