@@ -1,6 +1,5 @@
 //! One event per invocation (EventBridge invoking the function, the tower
-//! layer): its failures ([`EventError`]), and its one path through the
-//! engine: keyed, run, logged and counted ([`run_event`], [`finish_event`]).
+//! layer): its failures ([`EventError`]), and its path through the engine.
 
 use std::future::Future;
 use std::time::Instant;
@@ -19,14 +18,12 @@ use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
 use crate::write::IntoStaged;
 
-/// Why an event was not handled. Return it from the function (it is
-/// `Send + Sync + 'static`; use [`crate::error::report`] for the whole chain)
-/// so that Lambda retries the event, then sends it to the DLQ.
+/// Why an event was not handled: return it from the function so that
+/// Lambda retries the event, then sends it to the DLQ.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EventError {
-    /// The payload is not the event expected: not an EventBridge event, not
-    /// what a layer's [`Shape`](crate::layer::Shape) reads (permanent).
+    /// The payload is not the event expected (permanent).
     #[error("not {expected} event: {message}")]
     InvalidEvent {
         /// The expected event, with its article (`an EventBridge`).
@@ -34,8 +31,7 @@ pub enum EventError {
         /// What is wrong.
         message: String,
     },
-    /// Not the `source` and `detail-type` the processor accepts
-    /// ([`EventBridgeProcessor::accept`](crate::eventbridge::EventBridgeProcessor::accept); permanent).
+    /// Not the `source` and `detail-type` the processor accepts (permanent).
     #[error(
         "event {event_id}: expected detail-type {expected_detail_type:?} from source \
          {expected_source:?}, got detail-type {found_detail_type:?} from source {found_source:?}: is the \
@@ -82,8 +78,7 @@ pub enum EventError {
         /// The panic message.
         message: String,
     },
-    /// Another invocation is processing the same key: the function fails so
-    /// that Lambda's asynchronous retry delivers the event again.
+    /// Another invocation is processing the same key (retryable).
     #[error(
         "event {event_id} is being processed by another invocation; failing so that Lambda \
          delivers it again"
@@ -197,8 +192,7 @@ impl Failure for EventError {
     }
 }
 
-/// How one event is keyed: the engine, the key selector and the policy for
-/// an event without a key.
+/// How one event is keyed and run.
 pub(crate) struct EventKeys<'a> {
     pub(crate) engine: &'a Idempotency,
     pub(crate) key: &'a KeySelector,
@@ -214,12 +208,7 @@ impl EventKeys<'_> {
         id_field: IdField,
         input: KeyInput<'_>,
     ) -> Result<Option<IdempotencyKey>, EventError> {
-        let unit = Unit {
-            noun: "event",
-            id: Some(event_id),
-            id_field,
-            ..Unit::default()
-        };
+        let unit = Unit::new("event", event_id, id_field);
         let event_id = event_id.to_owned();
         key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
             KeyFailure::Bad(error) => EventError::Key { event_id, error },
@@ -257,11 +246,8 @@ pub(crate) fn finish_event<T>(
     started: Instant,
 ) {
     let unit = Unit {
-        noun: "event",
-        id: Some(event_id),
-        id_field,
         key: key.map(IdempotencyKey::hash),
-        ..Unit::default()
+        ..Unit::new("event", event_id, id_field)
     };
     finish_one(engine, &unit, result, millis(started.elapsed()));
 }

@@ -22,12 +22,7 @@ pub(crate) trait Failure {
 
 /// A unit's id in its log field: `(message_id, event_id, sequence_number,
 /// offset)`.
-pub(crate) type Ids4<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-);
+type Ids4<'a> = [Option<&'a str>; 4];
 
 /// One record, event or request, as its log line names it.
 #[derive(Debug, Default)]
@@ -49,14 +44,25 @@ pub(crate) struct Unit<'a> {
 }
 
 impl<'a> Unit<'a> {
+    /// The `noun` whose id `id` goes to its log field `id_field`.
+    pub(crate) fn new(noun: &'static str, id: &'a str, id_field: IdField) -> Self {
+        let id = Some(id);
+        Self {
+            noun,
+            id,
+            id_field,
+            ..Self::default()
+        }
+    }
+
     /// The id as `(message_id, event_id, sequence_number, offset)`: one of
     /// them set.
     pub(crate) fn ids(&self) -> Ids4<'a> {
         match self.id_field {
-            IdField::MessageId => (self.id, None, None, None),
-            IdField::EventId => (None, self.id, None, None),
-            IdField::SequenceNumber => (None, None, self.id, None),
-            IdField::Offset => (None, None, None, self.id),
+            IdField::MessageId => [self.id, None, None, None],
+            IdField::EventId => [None, self.id, None, None],
+            IdField::SequenceNumber => [None, None, self.id, None],
+            IdField::Offset => [None, None, None, self.id],
         }
     }
 
@@ -123,7 +129,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         duplicate_of,
         ..
     } = *unit;
-    let (message_id, event_id, sequence_number, offset) = unit.ids();
+    let [message_id, event_id, sequence_number, offset] = unit.ids();
     let (group, shard, partition) = unit.lanes();
     let (mut replayed, mut parked_id, mut retryable, mut error) = (None, None, None, None);
     // The message is `{before}{noun}{after}{tail}`.

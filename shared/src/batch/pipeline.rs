@@ -72,12 +72,7 @@ impl Pipeline<'_> {
         ident: &str,
         input: KeyInput<'_>,
     ) -> Result<Option<IdempotencyKey>, FailureReason> {
-        let unit = Unit {
-            noun: "record",
-            id: Some(ident),
-            id_field: self.names.id_field,
-            ..Unit::default()
-        };
+        let unit = Unit::new("record", ident, self.names.id_field);
         let s = self.settings;
         key_for(&s.engine, &s.key, s.missing_key, input, &unit).map_err(|e| match e {
             KeyFailure::Bad(e) => FailureReason::Key(e),
