@@ -128,67 +128,53 @@ impl KeySelector {
     /// key function.
     fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {
         let delivery = input.delivery;
-        Ok(match self {
-            Self::Pointer(pointer) => pointer_key(input.value, pointer),
-            Self::MessageAttribute(name) => {
-                let at = || format!("message attribute {name}");
-                match delivery.and_then(|d| d.attribute(name)) {
-                    None => Err(KeyError::Missing(at())),
-                    Some(Attribute::Text(s)) => Ok(Value::String(s.to_owned())),
-                    Some(Attribute::Binary) => Err(KeyError::WrongType {
-                        at: at(),
-                        found: "a binary attribute",
-                    }),
-                }
-            }
-            Self::Id => match delivery {
-                Some(d) => d
-                    .id()
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| KeyError::Missing(d.source().id.to_owned())),
-                None => input
-                    .value
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| KeyError::Missing("id".to_owned())),
-            },
-            Self::EventId => {
-                let direct = match delivery {
-                    // An EventBridge event invoking the function: its `id`.
-                    None => input.value.get("id").and_then(Value::as_str),
-                    // An SNS notification invoking the function: its `MessageId`.
-                    Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
-                    Some(_) => None,
-                };
-                input
-                    .envelope
-                    .and_then(Envelope::id)
-                    .or(direct)
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| {
-                        let what = "the event id (an EventBridge id or SNS MessageId; this body \
-                                    was not opened as an envelope)";
-                        KeyError::Missing(what.to_owned())
-                    })
-            }
-            Self::DeduplicationId => delivery
-                .and_then(|d| d.deduplication_id())
-                .map(|id| Value::String(id.to_owned()))
-                .ok_or_else(|| {
-                    KeyError::Missing(
-                        delivery
-                            .map_or("a deduplication id (no record)", |d| {
-                                d.source().deduplication_id
-                            })
-                            .to_owned(),
-                    )
-                }),
+        let found = match self {
+            Self::Pointer(pointer) => return Ok(pointer_key(input.value, pointer)),
             Self::Custom(f) => {
                 return catch_unwind(AssertUnwindSafe(|| f(input)))
                     .map_err(|panic| panic_message(&*panic));
             }
-        })
+            Self::MessageAttribute(name) => match delivery.and_then(|d| d.attribute(name)) {
+                Some(Attribute::Text(s)) => Some(s),
+                Some(Attribute::Binary) => {
+                    let at = format!("message attribute {name}");
+                    let found = "a binary attribute";
+                    return Ok(Err(KeyError::WrongType { at, found }));
+                }
+                None => None,
+            },
+            Self::Id => match delivery {
+                Some(d) => d.id(),
+                None => input.value.get("id").and_then(Value::as_str),
+            },
+            Self::EventId => input.envelope.and_then(Envelope::id).or(match delivery {
+                // An EventBridge event invoking the function: its `id`.
+                None => input.value.get("id").and_then(Value::as_str),
+                // An SNS notification invoking the function: its `MessageId`.
+                Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                Some(_) => None,
+            }),
+            Self::DeduplicationId => delivery.and_then(|d| d.deduplication_id()),
+        };
+        let missing = || KeyError::Missing(self.looked_for(delivery));
+        Ok(found
+            .map(|s| Value::String(s.to_owned()))
+            .ok_or_else(missing))
+    }
+
+    /// What a missing key was looked for as, for its message.
+    fn looked_for(&self, delivery: Option<&dyn Delivery>) -> String {
+        match (self, delivery) {
+            (Self::MessageAttribute(name), _) => format!("message attribute {name}"),
+            (Self::Id, Some(d)) => d.source().id.to_owned(),
+            (Self::DeduplicationId, Some(d)) => d.source().deduplication_id.to_owned(),
+            (Self::DeduplicationId, None) => "a deduplication id (no record)".to_owned(),
+            (Self::EventId, _) => "the event id (an EventBridge id or SNS MessageId; this body \
+                                   was not opened as an envelope)"
+                .to_owned(),
+            // An EventBridge event's `id`.
+            _ => "id".to_owned(),
+        }
     }
 }
 

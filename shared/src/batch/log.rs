@@ -6,16 +6,21 @@ use super::delivery::{IdField, LaneField};
 use crate::engine::{Idempotency, Outcome};
 use crate::metrics::Counts;
 
-/// What the log line and the counts need to know of a source's failure.
+/// What the log line and the counts need to know of a source's failure
+/// (the defaults are a batch record's).
 pub(crate) trait Failure {
     /// Another invocation holds the key.
     fn in_progress(&self) -> bool;
     /// Part of normal operation (logged as a warning, not an error).
     fn expected(&self) -> bool;
     /// Whether a redelivery can succeed, when the source knows.
-    fn retryable(&self) -> Option<bool>;
+    fn retryable(&self) -> Option<bool> {
+        None
+    }
     /// What happens next, for the log line.
-    fn next(&self) -> &'static str;
+    fn next(&self) -> &'static str {
+        "it will be delivered again"
+    }
     /// The failure with its causes, for the log line.
     fn describe(&self) -> String;
 }
@@ -199,29 +204,5 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Level::INFO => line!(info),
         Level::WARN => line!(warn),
         _ => line!(error),
-    }
-}
-
-impl<T> Outcome<T> {
-    /// The handler's response, run now or replayed.
-    pub fn response(&self) -> Option<&T> {
-        match self {
-            Self::Executed(t) | Self::Unprotected(t) | Self::Replayed(Some(t)) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// A short name for logs: `executed`, `replayed`, `rejected`,
-    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
-    pub(crate) fn label(&self) -> &'static str {
-        match self {
-            Self::Executed(_) => "executed",
-            Self::Replayed(_) => "replayed",
-            Self::Rejected { .. } => "rejected",
-            Self::Unprotected(_) => "unprotected",
-            Self::InProgress { .. } => "in_progress",
-            Self::PayloadMismatch => "payload_mismatch",
-            Self::Parked { .. } => "parked",
-        }
     }
 }

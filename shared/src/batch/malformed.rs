@@ -187,7 +187,8 @@ impl MalformedRecord {
                 Ticket::new(self.event_source, arn, &self, self.raw.clone())
             })
             .flatten();
-        Slot::new(index, ident, ids, Err(FailureReason::Parse(self.error))).with_ticket(ticket)
+        let failed = Err(FailureReason::Parse(self.error));
+        Slot::new(index, ident, ids, failed, ticket)
     }
 }
 

@@ -476,18 +476,13 @@ fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
         Ok(Outcome::Executed(t) | Outcome::Unprotected(t)) => Shared::Done(to_value(t)),
         Ok(Outcome::Replayed(t)) => Shared::Done(t.as_ref().and_then(to_value)),
         Ok(Outcome::Rejected { error, .. }) => Shared::Rejected(error.clone()),
-        // Never from `execute` (it makes them failures).
-        &Ok(Outcome::InProgress {
-            lease_expires_at_ms,
-        }) => Shared::Failed(FailureReason::InProgress {
-            lease_expires_at_ms,
-        }),
-        Ok(Outcome::PayloadMismatch) => Shared::Failed(FailureReason::PayloadMismatch),
-        // Never: a record is shared before it is parked.
-        Ok(Outcome::Parked { reason, .. }) => Shared::Failed(FailureReason::Idempotency(format!(
-            "the first copy was parked: {reason}"
-        ))),
         Err(reason) => Shared::Failed(reason.clone()),
+        // Never: `execute` makes `InProgress` and `PayloadMismatch` failures,
+        // and a record is shared before it is parked.
+        Ok(other) => Shared::Failed(FailureReason::Idempotency(format!(
+            "the first copy ended {}",
+            other.label()
+        ))),
     }
 }
 

@@ -174,7 +174,7 @@ impl<S: Source> Processor<S> {
                             "preparing record {ident} panicked: {panic}"
                         )))
                     });
-                Slot::new(index, ident, ids, prepared).with_ticket(ticket)
+                Slot::new(index, ident, ids, prepared, ticket)
             })
             .collect();
         let no_lane = FailureReason::NoLane(S::NAMES.no_lane);

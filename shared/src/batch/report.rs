@@ -148,14 +148,6 @@ impl Failure for FailureReason {
         matches!(self, Self::InProgress { .. } | Self::Skipped { .. })
     }
 
-    fn retryable(&self) -> Option<bool> {
-        None
-    }
-
-    fn next(&self) -> &'static str {
-        "it will be delivered again"
-    }
-
     fn describe(&self) -> String {
         self.to_string()
     }

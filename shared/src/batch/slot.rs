@@ -48,12 +48,14 @@ pub(crate) struct Slot<Rec> {
 }
 
 impl<Rec> Slot<Rec> {
-    /// The slot of the record at `index`, with what its preparation gave.
+    /// The slot of the record at `index`, with what its preparation gave
+    /// and its parking `ticket`.
     pub(crate) fn new(
         index: usize,
         ident: String,
         ids: Ids,
         prepared: Result<Prepared<Rec>, FailureReason>,
+        ticket: Option<Ticket>,
     ) -> Self {
         let state = match prepared {
             Ok(Prepared {
@@ -73,14 +75,8 @@ impl<Rec> Slot<Rec> {
             ids,
             state,
             role: Role::Solo,
-            ticket: None,
+            ticket,
         }
-    }
-
-    /// This slot, parked as `ticket` gives if it fails terminally.
-    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
-        self.ticket = ticket;
-        self
     }
 }
 
