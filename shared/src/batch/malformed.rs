@@ -141,21 +141,13 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
     records: Vec<Value>,
     salvage: &Salvage,
 ) -> Vec<Result<R, MalformedRecord>> {
-    let mut parsed = Vec::with_capacity(records.len());
-    for (index, raw) in records.into_iter().enumerate() {
-        let error = match R::deserialize(&raw) {
-            Ok(record) => {
-                parsed.push(Ok(record));
-                continue;
-            }
-            Err(e) => e,
-        };
-        let text = |pointer: &str| {
+    let malformed = |index, raw: Value, error| {
+        let text = |pointer| {
             raw.pointer(pointer)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        parsed.push(Err(MalformedRecord {
+        MalformedRecord {
             index,
             id: text(salvage.id),
             event_source_arn: text("/eventSourceARN"),
@@ -164,7 +156,14 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
             raw,
             names: salvage.names,
             event_source: salvage.event_source,
-        }));
+        }
+    };
+    let mut parsed = Vec::with_capacity(records.len());
+    for (index, raw) in records.into_iter().enumerate() {
+        parsed.push(match R::deserialize(&raw) {
+            Ok(record) => Ok(record),
+            Err(e) => Err(malformed(index, raw, e)),
+        });
     }
     parsed
 }

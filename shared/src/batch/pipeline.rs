@@ -307,20 +307,12 @@ where
         seat: Option<&Seat<'_>>,
     ) -> RecordResult<T> {
         let start = Instant::now();
-        let p = self.pipeline;
-        let Slot {
-            index,
-            ident,
-            ids,
-            state,
-            role,
-            ticket,
-        } = slot;
-        let key_hash = match &state {
+        let (p, ident, role) = (self.pipeline, slot.ident, slot.role);
+        let key_hash = match &slot.state {
             State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
             _ => None,
         };
-        let outcome = match (state, skip_after, &role) {
+        let outcome = match (slot.state, skip_after, &role) {
             (State::Failed(reason), _, _) => Err(reason),
             (State::Ready { .. }, Some(after), _) => Err(FailureReason::Skipped {
                 after: after.to_owned(),
@@ -352,7 +344,7 @@ where
         if let Role::Leader(tx) = &role {
             tx.send_replace(Some(share(&outcome)));
         }
-        let outcome = match (outcome, ticket, p.settings.parking.as_deref()) {
+        let outcome = match (outcome, slot.ticket, p.settings.parking.as_deref()) {
             (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
                 ticket.park(parking, reason, &ident).await
             }
@@ -367,22 +359,20 @@ where
         // is the account id).
         let lane = match &outcome {
             Err(FailureReason::BadSignature(_)) => None,
-            _ => ids.lane.as_deref(),
+            _ => slot.ids.lane.as_deref(),
         };
         let unit = Unit {
-            noun: "record",
-            id: Some(&ident),
-            id_field: p.names.id_field,
             lane,
             lane_field: p.names.lane_field,
             key: key_hash.as_deref(),
             duplicate_of,
+            ..Unit::new("record", &ident, p.names.id_field)
         };
         log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
         RecordResult {
-            position: index,
-            message_id: ids.id,
-            lane: ids.lane,
+            position: slot.index,
+            message_id: slot.ids.id,
+            lane: slot.ids.lane,
             key_hash,
             outcome,
         }
