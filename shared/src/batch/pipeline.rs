@@ -123,9 +123,10 @@ impl Pipeline<'_> {
         // `limit` futures); units come in batch order, so a copy's first
         // copy is admitted before it. Ordered, every unit is admitted: a
         // unit's copy may wait for its first copy in a later unit.
-        let window = match self.ordering.is_ordered() {
-            true => usize::MAX,
-            false => limit,
+        let window = if self.ordering.is_ordered() {
+            usize::MAX
+        } else {
+            limit
         };
         let work = run.all(lanes::units(slots, self.ordering), window, size);
         let records = match &group {
