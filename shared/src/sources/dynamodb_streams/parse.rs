@@ -1,6 +1,4 @@
-//! Telling a DynamoDB Streams event from other invocation payloads, record
-//! by record: a record that does not parse fails alone (and, the batch being
-//! one shard, stops what follows it), never the batch.
+//! Telling a DynamoDB Streams event from other payloads, record by record.
 
 use aws_lambda_events::dynamodb::EventRecord;
 use serde_json::Value;
@@ -40,11 +38,9 @@ impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
 
 /// Parses an invocation payload as a DynamoDB Streams event: a `Records`
 /// array whose items do not come from another source (an `eventSource`
-/// other than `aws:dynamodb` rejects the event: the function is wired to
-/// another trigger; the field is optional in the record type, so a record
-/// without it is read as a stream record). Each item is parsed on its own: one that is not a
-/// stream record is kept as a [`MalformedRecord`]. An empty `Records` array
-/// is an empty batch.
+/// other than `aws:dynamodb` rejects the event; a record without one is
+/// read as a stream record). Each item is parsed on its own: one that is
+/// not a stream record is kept as a [`MalformedRecord`].
 pub fn parse_dynamodb_event(value: Value) -> Result<DynamoDbStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }

@@ -1,19 +1,7 @@
-//! A DynamoDB stream record as the pipeline sees it ([`Delivery`]) and as
-//! the handler sees it ([`DynamoDbRecord`]).
-//!
-//! * Its id (what `batchItemFailures[].itemIdentifier` names) and its
-//!   position are its `dynamodb.SequenceNumber`.
-//! * Its lane is the stream, its `eventSourceARN`. The shard is not in the
-//!   event, and it need not be: an event source mapping reads each batch
-//!   from one shard, so the records of a batch are one lane, and the
-//!   response checkpoints it (Lambda retries from the lowest failed
-//!   record). A record without an `eventSourceARN` has no known lane: it
-//!   fails, and so does every record after it.
-//! * Within the lane, a record keeps its order with the changes of its
-//!   item ([`item_of`]: its `Keys`, as one canonical text): DynamoDB
-//!   Streams orders the changes of each item, not of a shard. The changes
-//!   of different items run concurrently; after a failure nothing later of
-//!   its item runs.
+//! A DynamoDB stream record as the pipeline ([`Delivery`]) and the handler
+//! see it: its id and position its `SequenceNumber`, its lane its stream
+//! (`eventSourceARN`: a batch is one shard of it), and within the lane its
+//! item ([`item_of`]).
 
 use std::any::Any;
 

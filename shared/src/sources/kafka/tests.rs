@@ -4,6 +4,7 @@
 //! partition, keys from headers, the response's exact shape.
 
 use super::*;
+use crate::batch::FailureReason;
 use crate::batch::{BatchError, Delivery};
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};
