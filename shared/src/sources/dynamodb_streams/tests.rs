@@ -5,9 +5,9 @@
 //! deletions recognised, images converted exactly.
 
 use super::*;
-use crate::batch::FailureReason;
 use crate::HandlerError;
 use crate::batch::BatchError;
+use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::{MissingKey, Outcome};

@@ -3,9 +3,9 @@
 //! back only its own shard.
 
 use super::*;
-use crate::batch::FailureReason;
 use crate::Outcome;
 use crate::batch::BatchError;
+use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};
 use base64::Engine as _;

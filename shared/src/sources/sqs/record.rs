@@ -1,5 +1,4 @@
-//! One record as the handler sees it, and an SQS message as the pipeline
-//! sees it ([`Delivery`]).
+//! An SQS message as the pipeline ([`Delivery`]) and the handler see it.
 
 use std::any::Any;
 
