@@ -25,13 +25,10 @@ pub fn record_json(record: &DynamoDbRecord) -> Value {
     view
 }
 
-/// The default key of a DynamoDB stream record: its `Keys`, its
-/// `eventName` and `attribute` of its `NewImage` (of its `OldImage` on a
-/// `REMOVE`). `attribute` must change with every write of the item and not
-/// start again when the item is deleted and written anew (a version that
-/// restarts at 1 would make the new item's first change a duplicate of the
-/// old one's). Missing (no such attribute, no image: a `KEYS_ONLY` stream)
-/// is [`KeyError::Missing`], handled by [`MissingKey`](crate::MissingKey).
+/// The default key of a stream record: its `Keys`, its `eventName` and
+/// `attribute` (one that changes with every write and never starts again)
+/// of its `NewImage` (its `OldImage` on a `REMOVE`). Missing (no such
+/// attribute, no image) is [`KeyError::Missing`].
 pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
     let attribute = attribute.into();
     KeySelector::custom(move |input: KeyInput<'_>| {

@@ -8,8 +8,7 @@ use crate::batch::BatchError;
 pub use crate::batch::malformed::MalformedRecord;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 
-/// How a DynamoDB stream record that does not parse is read: its lane is
-/// its stream (`eventSourceARN`).
+/// How a stream record that does not parse is read: its lane is its stream.
 static SALVAGE: Salvage = Salvage {
     expected: "a DynamoDB Streams",
     event_source: "aws:dynamodb",
@@ -25,9 +24,8 @@ static SALVAGE: Salvage = Salvage {
     names: &DYNAMODB_STREAMS,
 };
 
-/// A DynamoDB Streams event as parsed: its records in stream order, each a
-/// stream record or, when it does not parse, a [`MalformedRecord`] (which
-/// fails on its own in [`process`](super::DynamoDbStreamsProcessor::process)).
+/// A DynamoDB Streams event as parsed: each record a stream record or a
+/// [`MalformedRecord`], which fails alone.
 pub type DynamoDbStreamEvent = StreamEvent<EventRecord>;
 
 impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {

@@ -28,7 +28,6 @@ use crate::batch::{
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
-use crate::key::IdempotencyKey;
 use crate::sources::hashed;
 use crate::write::IntoStaged;
 
@@ -278,22 +277,49 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let parsed = payload.parse()?;
+        let (event, material) = payload.parse()?;
         let start = Instant::now();
-        let event_id = match parsed.0.id.as_deref() {
+        let event_id = match event.id.as_deref() {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => "(no id)".to_owned(),
         };
+        let id = || event_id.clone();
         let mut key = None;
-        let run = self.run(
-            &event_id,
-            parsed,
-            payload.text(),
-            remaining,
-            handler,
-            &mut key,
-        );
-        let result = run.await;
+        // Checks and parses the event, then keys and runs it; `key` is set
+        // once selected (for the log line).
+        let result = async {
+            if let Some((source, detail_type)) = &self.accept
+                && (event.source != *source || event.detail_type != *detail_type)
+            {
+                return Err(EventError::WrongEvent {
+                    event_id: id(),
+                    found_source: event.source,
+                    found_detail_type: event.detail_type,
+                    expected_source: source.clone(),
+                    expected_detail_type: detail_type.clone(),
+                });
+            }
+            let typed: Result<EventBridgeEvent<D>, _> = match payload.text() {
+                Some(text) => serde_json::from_str(text),
+                None => EventBridgeEvent::<D>::deserialize(&material),
+            };
+            let typed = typed.map_err(|e| EventError::BadDetail {
+                event_id: id(),
+                expected: std::any::type_name::<D>(),
+                error: e.to_string(),
+            })?;
+            let detail = material.get("detail").cloned();
+            let payload = detail.and_then(|d| hashed(self.payload, d));
+            let keys = EventKeys {
+                engine: &self.engine,
+                key: &self.key,
+                missing_key: self.missing_key,
+            };
+            key = keys.key(&event_id, IdField::EventId, KeyInput::new(&material, None))?;
+            let run = || handler(typed);
+            (keys.run(&event_id, key.as_ref(), payload.as_ref(), remaining, run)).await
+        }
+        .await;
         let (engine, id_field) = (&self.engine, IdField::EventId);
         finish_event(
             engine,
@@ -304,58 +330,6 @@ impl EventBridgeProcessor {
             start,
         );
         result
-    }
-
-    /// Checks and parses the event, then keys and runs it; `key` is set
-    /// once selected (for the log line).
-    async fn run<D, T, R, H, Fut>(
-        &self,
-        event_id: &str,
-        (event, material): (EventBridgeEvent<Value>, Value),
-        text: Option<&str>,
-        remaining: Option<Duration>,
-        handler: H,
-        key: &mut Option<IdempotencyKey>,
-    ) -> Result<Outcome<T>, EventError>
-    where
-        D: Serialize + DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
-        let id = || event_id.to_owned();
-        if let Some((source, detail_type)) = &self.accept
-            && (event.source != *source || event.detail_type != *detail_type)
-        {
-            return Err(EventError::WrongEvent {
-                event_id: id(),
-                found_source: event.source,
-                found_detail_type: event.detail_type,
-                expected_source: source.clone(),
-                expected_detail_type: detail_type.clone(),
-            });
-        }
-        let typed: Result<EventBridgeEvent<D>, _> = match text {
-            Some(text) => serde_json::from_str(text),
-            None => EventBridgeEvent::<D>::deserialize(&material),
-        };
-        let typed = typed.map_err(|e| EventError::BadDetail {
-            event_id: id(),
-            expected: std::any::type_name::<D>(),
-            error: e.to_string(),
-        })?;
-        let payload = (material.get("detail").cloned()).and_then(|d| hashed(self.payload, d));
-        let keys = EventKeys {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-        };
-        *key = keys.key(event_id, IdField::EventId, KeyInput::new(&material, None))?;
-        keys.run(event_id, key.as_ref(), payload.as_ref(), remaining, || {
-            handler(typed)
-        })
-        .await
     }
 }
 

@@ -1,33 +1,11 @@
 //! HTTP APIs with an `Idempotency-Key` header: API Gateway HTTP APIs
-//! (payload format 2.0), Lambda function URLs (the same shape) and REST APIs
-//! (1.0), the third adapter on the engine next to [`crate::batch`] and
-//! [`crate::eventbridge`].
+//! (payload format 2.0), Lambda function URLs and REST APIs (1.0).
+//! [`HttpProcessor`] runs the handler once per caller-scoped key and
+//! answers every retry with the first answer; its own error answers are
+//! RFC 9457 [`Problem`]s. The guide, with the table of answers:
+//! [docs/sources/http.md].
 //!
-//! A client retrying a `POST` over a flaky network sends the same
-//! `Idempotency-Key` (Stripe's keys, the IETF `Idempotency-Key` header
-//! draft); the handler runs once and every retry gets the first answer:
-//!
-//! | request | answer |
-//! | --- | --- |
-//! | first with a key | the handler's, kept with the key (2xx and 4xx but 408, 425, 429) |
-//! | same key, same method, path and body | the kept answer, byte for byte, with `Idempotent-Replayed: true` |
-//! | same key, another request | **422** `key-reused` |
-//! | same key while the first is in flight | **409** `in-progress` with `Retry-After` |
-//! | a required key missing | **400** `key-missing` |
-//! | a key empty, too long, with a comma, or sent twice | **400** `key-invalid` |
-//! | no caller identity ([`Caller`], [`Anonymous`]) | **401** `no-caller` |
-//! | the handler answers 5xx, 408, 425 or 429, fails or crashes | its answer (or **500** / **503**); the key is released: a retry runs again |
-//!
-//! Error answers of the adapter are RFC 9457 `application/problem+json`
-//! ([`Problem`]). Keys are scoped to the caller ([`Caller`]): the same key
-//! from two callers is two keys. A request whose event carries an
-//! authorizer block naming no caller is always refused (401); one without
-//! any caller identity is refused too, unless every such request is
-//! explicitly one caller ([`Anonymous::ShareOneScope`]).
-//!
-//! A request the handler never starts on (its body does not parse: the
-//! `parse` step of [`HttpProcessor::process`]) is answered without touching
-//! the key, so the client can fix it and retry with the same key.
+//! [docs/sources/http.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/http.md
 
 mod problem;
 mod request;
@@ -331,7 +309,7 @@ impl HttpProcessor {
     /// Handles one request: checks the key and the caller, runs `parse`
     /// (its problem is answered without touching the key), then `handler`
     /// through the engine under the caller-scoped key, and answers per the
-    /// table in the module docs.
+    /// table in the guide.
     ///
     /// The handler answers with an [`HttpResponse`], alone or
     /// [`Staged`] with writes that commit with the key's record. A

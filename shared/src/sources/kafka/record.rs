@@ -36,13 +36,11 @@ pub struct KafkaHeader {
 }
 
 /// One delivered Kafka record, decoded: what key functions see
-/// (`input.raw::<KafkaDelivery>()`) and what the handler gets beside the
-/// parsed value.
+/// (`input.raw::<KafkaDelivery>()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KafkaDelivery {
-    /// Its topic-partition as the event's `records` map names it
-    /// (`orders-0`): its lane, and what the partial batch response names.
+    /// Its topic-partition as the event's `records` map names it (`orders-0`).
     pub partition: String,
     /// The record as Lambda delivered it (`key` and `value` in base64).
     pub record: KafkaRecord,
@@ -57,14 +55,12 @@ pub struct KafkaDelivery {
     offset: String,
     /// Why the key or the value could not be decoded.
     pub(super) undecodable: Option<String>,
-    /// The event's `eventSource` and `eventSourceARN` (a parked record
-    /// names them).
+    /// The event's `eventSource` and `eventSourceARN`.
     origin: (Arc<str>, Option<Arc<str>>),
 }
 
 impl KafkaDelivery {
-    /// The record `record` of topic-partition `partition` (the key of the
-    /// event's `records` map), its key, value and headers decoded.
+    /// The record `record` of topic-partition `partition`, decoded.
     pub fn new(partition: impl Into<String>, record: KafkaRecord) -> Self {
         let partition = partition.into();
         let mut undecodable = None;
@@ -108,8 +104,7 @@ impl KafkaDelivery {
         (&self.origin.0, self.origin.1.as_deref())
     }
 
-    /// `<topic-partition>@<offset>` (`orders-0@41`): what names the record
-    /// in logs, failure reasons and, split again, the partial batch response.
+    /// `<topic-partition>@<offset>` (`orders-0@41`).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -168,8 +163,7 @@ impl Delivery for KafkaDelivery {
 pub struct KafkaMessage<M> {
     /// The parsed value (base64-decoded, then JSON; `null` for a tombstone).
     pub body: M,
-    /// The record: its topic-partition, the raw record, its decoded key,
-    /// value and headers.
+    /// The record, decoded.
     pub delivery: KafkaDelivery,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,

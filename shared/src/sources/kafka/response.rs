@@ -1,6 +1,4 @@
-//! How a Kafka-triggered function answers, in one of two modes
-//! ([`KafkaItemFailures`]), and the partial batch response's shape, which
-//! `aws_lambda_events` has no type for.
+//! How a Kafka-triggered function answers ([`KafkaItemFailures`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -9,27 +7,20 @@ use crate::batch::PartialResponse;
 use crate::batch::report::{BatchReport, FailureReason};
 use crate::error::ErrorType;
 
-/// Whether the event source mapping acts on the function's
-/// `batchItemFailures`: how a [`KafkaProcessor`](super::KafkaProcessor)
-/// answers a batch with records not done.
+/// Whether the event source mapping acts on `batchItemFailures`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum KafkaItemFailures {
-    /// The mapping does not (not provisioned mode, or no
-    /// `ReportBatchItemFailures`): a batch with a record not done fails the
-    /// invocation ([`KafkaError::BatchFailed`]) and Lambda retries it. The
-    /// default: safe with any mapping.
+    /// It does not: a batch with a record not done fails the invocation
+    /// ([`KafkaError::BatchFailed`]). The default: safe with any mapping.
     #[default]
     FailBatch,
-    /// Provisioned mode with `FunctionResponseTypes:
-    /// [ReportBatchItemFailures]`: the response names every failed and
-    /// every skipped record.
+    /// Provisioned mode with `ReportBatchItemFailures`: the response names
+    /// every failed and every skipped record.
     Reported,
 }
 
-/// A Kafka batch had records not done under [`KafkaItemFailures::FailBatch`]:
-/// the invocation fails, so that Lambda retries the batch instead of
-/// committing them.
+/// A Kafka batch had records not done under [`KafkaItemFailures::FailBatch`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KafkaError {
@@ -66,10 +57,9 @@ impl ErrorType for KafkaError {
     }
 }
 
-/// The answer to a Kafka batch under `mode`: the partial batch response,
-/// empty when every record is done; under [`KafkaItemFailures::FailBatch`],
-/// an error when one is not (and in either mode when a record not done has
-/// no id to name it by, which a Kafka record always has).
+/// The answer to a Kafka batch under `mode`: the partial batch response, or
+/// the error of a batch not done under [`KafkaItemFailures::FailBatch`] (in
+/// either mode, of one with a record without an id, which Kafka never has).
 pub fn answer<T>(
     report: &BatchReport<T>,
     mode: KafkaItemFailures,
@@ -104,10 +94,8 @@ pub fn answer<T>(
     })
 }
 
-/// The response of a Kafka-triggered function under
-/// [`KafkaItemFailures::Reported`]: the records to deliver again, each by
-/// `{"partition": "orders-0", "offset": 42}` ([`answer`] fills it;
-/// `BatchReport::response_as` would name only each partition's first).
+/// The response under [`KafkaItemFailures::Reported`], filled by [`answer`]
+/// (`BatchReport::response_as` would name only each partition's first).
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -136,9 +124,7 @@ pub struct KafkaItemIdentifier {
 }
 
 impl KafkaItemIdentifier {
-    /// The identifier of the record `id` (a
-    /// [`KafkaDelivery::id`](super::KafkaDelivery::id),
-    /// `<topic-partition>@<offset>`); `None` when `id` is not one.
+    /// The identifier of the record `id` (`<topic-partition>@<offset>`).
     pub fn parse(id: &str) -> Option<Self> {
         let (partition, offset) = id.rsplit_once(AT)?;
         let (partition, offset) = (partition.to_owned(), offset.parse().ok()?);
@@ -159,8 +145,7 @@ impl KafkaEventResponse {
 }
 
 impl PartialResponse for KafkaEventResponse {
-    /// `id` is a [`KafkaDelivery::id`](super::KafkaDelivery::id), which
-    /// always parses (the pipeline only names ids it was given).
+    /// `id` is a [`KafkaDelivery::id`](super::KafkaDelivery::id): it parses.
     fn add_item_failure(&mut self, id: &str) {
         if let Some(item_identifier) = KafkaItemIdentifier::parse(id) {
             self.batch_item_failures

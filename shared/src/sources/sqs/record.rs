@@ -56,18 +56,12 @@ impl<M> SqsRecord<M> {
 
     /// The FIFO `MessageGroupId`.
     pub fn group_id(&self) -> Option<&str> {
-        self.message
-            .attributes
-            .get(MESSAGE_GROUP_ID)
-            .map(String::as_str)
+        self.message.lane()
     }
 
     /// The FIFO `MessageDeduplicationId`.
     pub fn deduplication_id(&self) -> Option<&str> {
-        self.message
-            .attributes
-            .get(MESSAGE_DEDUPLICATION_ID)
-            .map(String::as_str)
+        Delivery::deduplication_id(&self.message)
     }
 
     /// `ApproximateReceiveCount`: 1 on the first delivery.
