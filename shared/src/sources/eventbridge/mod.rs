@@ -111,17 +111,17 @@ impl EventPayload {
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
     pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
-        match &self.0 {
+        let value = match &self.0 {
             Payload::Text(raw) => {
-                let text = raw.get();
-                let value: Value =
-                    serde_json::from_str(text).map_err(|e| not_eventbridge(e.to_string()))?;
-                let event = envelope_of(&value)?;
-                let material = crate::key::exact_material(text, &value).unwrap_or(value);
-                Ok((event, material))
+                serde_json::from_str(raw.get()).map_err(|e| not_eventbridge(e.to_string()))?
             }
-            Payload::Parsed(value) => Ok((envelope_of(value)?, value.clone())),
-        }
+            Payload::Parsed(value) => value.clone(),
+        };
+        let event = envelope_of(&value)?;
+        let exact = self
+            .text()
+            .and_then(|text| crate::key::exact_material(text, &value));
+        Ok((event, exact.unwrap_or(value)))
     }
 
     /// The JSON text, when the payload was received as text.
@@ -199,16 +199,11 @@ impl EventBridgeProcessor {
         &self.engine
     }
 
-    /// Handles one invocation: parses the EventBridge event, runs
-    /// [`process_payload`] with the invocation's remaining time, and returns
-    /// the response for a done event. An `Err` (an [`EventError`]) fails the
-    /// invocation: Lambda delivers the event again, then sends it to the
-    /// on-failure destination or DLQ.
-    ///
-    /// The payload is the invocation's text ([`EventPayload`]): numbers in
-    /// keys and payload hashes stay exact.
-    ///
-    /// [`process_payload`]: EventBridgeProcessor::process_payload
+    /// Handles one invocation: runs
+    /// [`process_payload`](Self::process_payload) with the invocation's
+    /// remaining time and returns the response for a done event; an `Err`
+    /// fails the invocation (Lambda delivers the event again, then to the
+    /// on-failure destination or DLQ).
     #[cfg(feature = "lambda")]
     pub async fn handle<D, T, R, H, Fut>(
         &self,
