@@ -463,11 +463,9 @@ impl HttpProcessor {
             .run(key.as_ref(), Some(&fingerprint), remaining, || async {
                 let staged: Staged<HttpResponse> = match handler(input).await {
                     Ok(r) => r.into_staged(),
-                    Err(e) if e.kind() == ErrorKind::Terminal => Staged::new(
-                        Problem::new(422, Problem::REJECTED, "Request rejected")
-                            .detail(e.to_string())
-                            .into_response(),
-                    ),
+                    Err(e) if e.kind() == ErrorKind::Terminal => {
+                        Staged::new(rejected(e.to_string()).into_response())
+                    }
                     Err(e) => return Err(e),
                 };
                 let status = staged.response.status;
@@ -498,6 +496,11 @@ impl HttpProcessor {
         seen: Seen,
     ) -> (HttpResponse, Result<Outcome<()>, Refused>) {
         let done = |o: Outcome<()>| Ok(o);
+        let failed = || {
+            Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
+                .detail("the request failed and nothing was kept; retry it with the same key")
+        };
+        let retry_after = self.retry_after.as_secs().max(1).to_string();
         match result {
             Ok(Outcome::Executed(kept)) => {
                 (seen.first.unwrap_or(kept), done(Outcome::Executed(())))
@@ -517,9 +520,7 @@ impl HttpProcessor {
                 done(Outcome::Replayed(None)),
             ),
             Ok(Outcome::Rejected { error, replayed }) => {
-                let response = Problem::new(422, Problem::REJECTED, "Request rejected")
-                    .detail(error.clone())
-                    .into_response();
+                let response = rejected(error.clone()).into_response();
                 let response = if replayed {
                     response.header(REPLAYED_HEADER, "true")
                 } else {
@@ -536,7 +537,7 @@ impl HttpProcessor {
                          Retry-After delay with the same key",
                     )
                     .into_response()
-                    .header("retry-after", self.retry_after.as_secs().max(1).to_string());
+                    .header("retry-after", retry_after);
                 (
                     response,
                     done(Outcome::InProgress {
@@ -554,26 +555,16 @@ impl HttpProcessor {
                 done(Outcome::PayloadMismatch),
             ),
             // Never from the engine (stream sources park, not HTTP).
-            Ok(Outcome::Parked { reason, .. }) => Refused::answer(
-                Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
-                    .detail("the request failed and nothing was kept; retry it with the same key"),
-                Some(reason),
-            ),
+            Ok(Outcome::Parked { reason, .. }) => Refused::answer(failed(), Some(reason)),
             Err(Error::Handler(e)) => match seen.unkept {
                 Some(response) => {
                     let status = response.status;
                     (response, Err(Refused::released(status, e.to_string())))
                 }
-                None if e.kind() == ErrorKind::Terminal => Refused::answer(
-                    Problem::new(422, Problem::REJECTED, "Request rejected").detail(e.to_string()),
-                    Some(e.to_string()),
-                ),
-                None => Refused::answer(
-                    Problem::new(500, Problem::HANDLER_FAILED, "Request failed").detail(
-                        "the request failed and nothing was kept; retry it with the same key",
-                    ),
-                    Some(e.to_string()),
-                ),
+                None if e.kind() == ErrorKind::Terminal => {
+                    Refused::answer(rejected(e.to_string()), Some(e.to_string()))
+                }
+                None => Refused::answer(failed(), Some(e.to_string())),
             },
             Err(e) if e.is_retryable() => {
                 let (response, refused) = Refused::answer(
@@ -581,10 +572,7 @@ impl HttpProcessor {
                         .detail("retry the request with the same key"),
                     Some(report(&e)),
                 );
-                (
-                    response.header("retry-after", self.retry_after.as_secs().max(1).to_string()),
-                    refused,
-                )
+                (response.header("retry-after", retry_after), refused)
             }
             Err(e) => Refused::answer(
                 Problem::new(500, Problem::HANDLER_FAILED, "Request failed"),
@@ -592,6 +580,11 @@ impl HttpProcessor {
             ),
         }
     }
+}
+
+/// The answer to a request the handler refused (a terminal error): 422.
+fn rejected(detail: String) -> Problem {
+    Problem::new(422, Problem::REJECTED, "Request rejected").detail(detail)
 }
 
 fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
