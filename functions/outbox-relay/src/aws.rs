@@ -1,14 +1,12 @@
-//! Who sends the requests: the [`Publisher`] trait, what it answers per
-//! message ([`Delivery`]), the [`AwsPublisher`] that calls SQS and
-//! EventBridge and the [`PrintPublisher`] of a local run.
-
-use std::collections::HashMap;
+//! Who sends the requests: the [`Publisher`] trait and what it answers per
+//! message ([`Delivery`]), the [`AwsPublisher`] (SQS and EventBridge) and
+//! the [`PrintPublisher`] of a local run.
 
 use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry as SqsEntry};
 use lambda_idempotency::outbox::{EventPut, SqsSend};
-use serde::Serialize;
 
 /// What became of one message in one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +21,7 @@ pub enum Delivery {
 
 /// One request of ≤ 10 entries, as a local run prints it
 /// (`{"would_publish": "SendMessageBatch", "QueueUrl": .., "Entries": ..}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "would_publish", rename_all_fields = "PascalCase")]
 #[allow(missing_docs, reason = "the services' own names")]
 pub enum Request {
@@ -37,17 +35,11 @@ pub enum Request {
 }
 
 impl Request {
-    /// Its entries.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Self::SendMessageBatch { entries, .. } => entries.len(),
             Self::PutEvents { entries } => entries.len(),
         }
-    }
-
-    /// Whether it has no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -58,8 +50,8 @@ pub trait Publisher: Send + Sync + std::fmt::Debug {
     async fn send(&self, request: &Request) -> Vec<Delivery>;
 }
 
-/// Prints each request as one JSON line on stdout and reports every entry
-/// published: what a local run (`--event`) would publish.
+/// Prints each request as one JSON line on stdout, every entry published:
+/// what a local run (`--event`) would publish.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PrintPublisher;
 
@@ -73,19 +65,15 @@ impl Publisher for PrintPublisher {
 
 /// SQS and EventBridge clients.
 #[derive(Debug, Clone)]
-pub struct AwsPublisher {
-    sqs: aws_sdk_sqs::Client,
-    events: aws_sdk_eventbridge::Client,
-}
+pub struct AwsPublisher(aws_sdk_sqs::Client, aws_sdk_eventbridge::Client);
 
 impl AwsPublisher {
     /// Clients from one SDK configuration.
     pub fn new(config: &aws_config::SdkConfig) -> Self {
-        let sqs = aws_sdk_sqs::Client::new(config);
-        Self {
-            sqs,
-            events: aws_sdk_eventbridge::Client::new(config),
-        }
+        Self(
+            aws_sdk_sqs::Client::new(config),
+            aws_sdk_eventbridge::Client::new(config),
+        )
     }
 
     /// Clients from the environment (the library's retries and timeouts;
@@ -93,24 +81,6 @@ impl AwsPublisher {
     pub async fn from_env() -> Self {
         Self::new(&lambda_idempotency::aws::aws_sdk_config().await)
     }
-}
-
-/// A failed entry: poison when retrying cannot fix it.
-fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
-    let reason = format!(
-        "{operation} entry failed: {code} ({})",
-        message.unwrap_or("no message")
-    );
-    if poison {
-        Delivery::Poison(reason)
-    } else {
-        Delivery::Retry(reason)
-    }
-}
-
-fn request_failed<E: std::error::Error>(operation: &str, e: &E) -> Delivery {
-    let e = aws_sdk_sqs::error::DisplayErrorContext(e);
-    Delivery::Retry(format!("{operation} failed: {e}"))
 }
 
 /// One `SendMessageBatch` entry, or why the SDK's builder refuses it.
@@ -132,85 +102,107 @@ fn sqs_entry(send: &SqsSend) -> Result<SqsEntry, String> {
     entry.build().map_err(|e| e.to_string())
 }
 
+/// A failed entry of `operation`: poison when retrying cannot fix it.
+fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
+    let reason = format!(
+        "{operation} entry failed: {code} ({})",
+        message.unwrap_or("no message")
+    );
+    if poison {
+        Delivery::Poison(reason)
+    } else {
+        Delivery::Retry(reason)
+    }
+}
+
 /// Per-entry EventBridge error codes that retrying cannot fix.
 const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
 
 #[async_trait]
 impl Publisher for AwsPublisher {
     async fn send(&self, request: &Request) -> Vec<Delivery> {
+        let none = |op: &str| Delivery::Retry(format!("{op} answered nothing for this entry"));
+        let mut out = vec![None; request.len()];
         match request {
-            Request::SendMessageBatch { queue_url, entries } => self.sqs(queue_url, entries).await,
-            Request::PutEvents { entries } => self.put_events(entries).await,
-        }
-    }
-}
-
-impl AwsPublisher {
-    async fn sqs(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
-        // An entry the builder refuses is poison on its own; the rest go.
-        let mut by_id: HashMap<String, Delivery> = HashMap::new();
-        let mut request = self.sqs.send_message_batch().queue_url(queue_url);
-        for send in entries {
-            match sqs_entry(send) {
-                Ok(entry) => request = request.entries(entry),
-                Err(reason) => drop(by_id.insert(send.id.clone(), Delivery::Poison(reason))),
+            Request::SendMessageBatch { queue_url, entries } => {
+                // An entry the builder refuses is poison on its own.
+                let mut call = self.0.send_message_batch().queue_url(queue_url);
+                for (slot, send) in out.iter_mut().zip(entries) {
+                    match sqs_entry(send) {
+                        Ok(entry) => call = call.entries(entry),
+                        Err(reason) => *slot = Some(Delivery::Poison(reason)),
+                    }
+                }
+                let answer = match out.iter().any(Option::is_none) {
+                    true => call.send().await,
+                    false => return out.into_iter().flatten().collect(),
+                };
+                match answer {
+                    Ok(answer) => {
+                        // Entry ids are positions ([`SqsSend::id`]).
+                        let mut set = |id: &str, d| {
+                            let slot = id.parse().ok().and_then(|i: usize| out.get_mut(i));
+                            slot.map(|s| *s = Some(d))
+                        };
+                        for ok in answer.successful() {
+                            set(ok.id(), Delivery::Published);
+                        }
+                        for f in answer.failed() {
+                            set(
+                                f.id(),
+                                failed("SendMessageBatch", f.code(), f.message(), f.sender_fault()),
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        let reason =
+                            format!("SendMessageBatch failed: {}", DisplayErrorContext(&e));
+                        let retry = || Delivery::Retry(reason.clone());
+                        for slot in out.iter_mut().filter(|s| s.is_none()) {
+                            *slot = Some(retry());
+                        }
+                    }
+                }
+                out.into_iter()
+                    .map(|d| d.unwrap_or_else(|| none("SendMessageBatch")))
+                    .collect()
+            }
+            Request::PutEvents { entries } => {
+                let entry = |put: &EventPut| {
+                    PutEventsRequestEntry::builder()
+                        .event_bus_name(&put.event_bus_name)
+                        .source(&put.source)
+                        .detail_type(&put.detail_type)
+                        .detail(&put.detail)
+                        .build()
+                };
+                let call = self
+                    .1
+                    .put_events()
+                    .set_entries(Some(entries.iter().map(entry).collect()));
+                let answer = match call.send().await {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        let reason = format!("PutEvents failed: {}", DisplayErrorContext(&e));
+                        return vec![Delivery::Retry(reason); entries.len()];
+                    }
+                };
+                let results = answer.entries();
+                let result = |i: usize| match results.get(i).map(|r| (r, r.error_code())) {
+                    None => none("PutEvents"),
+                    Some((r, None)) if r.event_id().is_some() => Delivery::Published,
+                    Some((_, None)) => {
+                        Delivery::Retry("PutEvents entry without event id".to_owned())
+                    }
+                    Some((r, Some(code))) => failed(
+                        "PutEvents",
+                        code,
+                        r.error_message(),
+                        EVENTBRIDGE_POISON.contains(&code),
+                    ),
+                };
+                (0..entries.len()).map(result).collect()
             }
         }
-        if by_id.len() < entries.len() {
-            match request.send().await {
-                Ok(out) => {
-                    for ok in out.successful() {
-                        by_id.insert(ok.id().to_owned(), Delivery::Published);
-                    }
-                    for f in out.failed() {
-                        let d = failed("SendMessageBatch", f.code(), f.message(), f.sender_fault());
-                        by_id.insert(f.id().to_owned(), d);
-                    }
-                }
-                Err(e) => {
-                    for send in entries {
-                        let failed = || request_failed("SendMessageBatch", &e);
-                        by_id.entry(send.id.clone()).or_insert_with(failed);
-                    }
-                }
-            }
-        }
-        let missing = || Delivery::Retry("SendMessageBatch answered nothing for this entry".into());
-        entries
-            .iter()
-            .map(|e| by_id.remove(&e.id).unwrap_or_else(missing))
-            .collect()
-    }
-
-    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery> {
-        let entry = |put: &EventPut| {
-            PutEventsRequestEntry::builder()
-                .event_bus_name(&put.event_bus_name)
-                .source(&put.source)
-                .detail_type(&put.detail_type)
-                .detail(&put.detail)
-                .build()
-        };
-        let request = self
-            .events
-            .put_events()
-            .set_entries(Some(entries.iter().map(entry).collect()));
-        let out = match request.send().await {
-            Ok(out) => out,
-            Err(e) => return vec![request_failed("PutEvents", &e); entries.len()],
-        };
-        let results = out.entries();
-        let result = |i: usize| match results.get(i) {
-            None => Delivery::Retry("PutEvents answered nothing for this entry".to_owned()),
-            Some(r) => match r.error_code() {
-                None if r.event_id().is_some() => Delivery::Published,
-                None => Delivery::Retry("PutEvents entry without event id".to_owned()),
-                Some(code) => {
-                    let poison = EVENTBRIDGE_POISON.contains(&code);
-                    failed("PutEvents", code, r.error_message(), poison)
-                }
-            },
-        };
-        (0..entries.len()).map(result).collect()
     }
 }

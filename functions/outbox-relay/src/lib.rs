@@ -1,22 +1,29 @@
 //! The outbox relay: a DynamoDB Streams handler on the library's
-//! [`DynamoDbStreamsProcessor`](lambda_idempotency::dynamodb_streams::DynamoDbStreamsProcessor)
-//! that publishes the messages handlers staged in their idempotency records
-//! ([`lambda_idempotency::outbox`]: each under its stable id, in the
-//! library's publication format). Its own: the plan of what each record
-//! publishes (`plan.rs`), the [`Allowlist`], and the publishers, ten
-//! messages per request and target across records (`publish.rs`, `aws.rs`).
-//! Delivery, order, poison and refused entries: `docs/handlers.md`,
-//! section *The relay: delivery, order, poison*.
+//! [`DynamoDbStreamsProcessor`] that publishes the messages handlers staged
+//! in their idempotency records ([`lambda_idempotency::outbox`]: each under
+//! its stable id, in the library's publication format). Its own: the plan
+//! of what each record publishes (`plan.rs`), the [`Allowlist`], and the
+//! publishers, ten messages per request and target across records
+//! (`publish.rs`, `aws.rs`). Delivery, order, poison and refused entries:
+//! `docs/handlers.md`, *The relay: delivery, order, poison*.
 
 pub mod allowlist;
 pub mod aws;
-mod handler;
 mod plan;
 mod publish;
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lambda_idempotency::batch::BatchError;
+use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreamsProcessor};
+use lambda_idempotency::parking::{ParkedRecord, Parking, ParkingError};
+use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, PayloadScope, runtime};
+use lambda_runtime::LambdaEvent;
+use serde_json::Value;
+
 pub use allowlist::{ALLOWLIST_ENV, Allowlist, AllowlistError};
 pub use aws::{Delivery, PrintPublisher, Publisher, Request};
-pub use handler::{REQUEST_BUDGET, Relay};
 pub use lambda_idempotency::outbox::{Destination, Entry as OutboxEntry, OUTBOX_ID, stable_id};
 pub use plan::{RecordPlan, plan_record};
 pub use publish::Report;
@@ -39,6 +46,117 @@ impl Policy {
             attributes,
             allowlist,
         }
+    }
+}
+
+/// Time kept in hand at the end of an invocation (the processor's deadline
+/// margin, and no request starts later): this (the SDK's operation timeout
+/// is 8 s) or half the time left when that is less, so an invocation
+/// answers with what it published instead of timing out.
+pub const REQUEST_BUDGET: Duration = Duration::from_secs(9);
+
+/// The relay: the library's DynamoDB Streams processor running each
+/// record's publication ([`Relay::handle`]).
+#[derive(Debug, Clone)]
+pub struct Relay {
+    processor: DynamoDbStreamsProcessor,
+    publisher: Arc<dyn Publisher>,
+    policy: Arc<Policy>,
+}
+
+/// A stream record that can never be read is poison: an `ERROR` line
+/// naming its sequence number, and the shard goes on.
+#[derive(Debug)]
+struct PoisonLog;
+
+#[async_trait::async_trait]
+impl Parking for PoisonLog {
+    async fn park(&self, record: &ParkedRecord) -> Result<(), ParkingError> {
+        let (seq, reason) = (&record.position, &record.reason);
+        tracing::error!(
+            sequence_number = seq,
+            "stream record skipped as poison: {reason}"
+        );
+        Ok(())
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl Relay {
+    /// A relay over `publisher`, publishing what `policy` allows. Its
+    /// processor runs with idempotency off: every message goes out under
+    /// its stable id, the relay keeps no record of its own.
+    pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
+        let config = Config::with_prefix("outbox-relay").disabled(true);
+        let engine = Idempotency::new(MemoryStore::new(), config);
+        let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::Id)
+            .payload(PayloadScope::None)
+            .parking(PoisonLog);
+        let policy = Arc::new(policy);
+        Self {
+            processor,
+            publisher,
+            policy,
+        }
+    }
+
+    /// Printing publisher for a local run ([`runtime::is_local_run`]), SQS
+    /// and EventBridge clients otherwise. The allowlist ([`ALLOWLIST_ENV`])
+    /// is required under Lambda (the relay never guesses who may publish);
+    /// a local run without it prints every entry, with a warning.
+    pub async fn from_env() -> Result<Self, AllowlistError> {
+        let local = runtime::is_local_run();
+        let allowlist = match Allowlist::from_env() {
+            Err(AllowlistError::Missing) if local => {
+                tracing::warn!("{ALLOWLIST_ENV} not set: a local run prints every entry");
+                Allowlist::everything()
+            }
+            other => other.inspect_err(|e| tracing::error!("the relay cannot start: {e}"))?,
+        };
+        let publisher: Arc<dyn Publisher> = match local {
+            true => Arc::new(PrintPublisher),
+            false => Arc::new(aws::AwsPublisher::from_env().await),
+        };
+        Ok(Self::new(publisher, Policy::new(allowlist)))
+    }
+
+    /// Handles one invocation: the partial batch response naming the first
+    /// record with a message not published, and the relay's EMF line. An
+    /// `Err` (not a DynamoDB Streams event; the record to report has no
+    /// `SequenceNumber`) fails the invocation.
+    pub async fn handle(
+        &self,
+        event: LambdaEvent<Value>,
+    ) -> Result<DynamoDbEventResponse, lambda_runtime::Error> {
+        let (payload, ctx) = event.into_parts();
+        // A bare bus name and a queue URL in the allowlist are the relay's
+        // own account and Region: its function ARN says which.
+        self.policy.allowlist.set_home(&ctx.invoked_function_arn);
+        let report = self.relay(payload, runtime::remaining(&ctx)).await?;
+        lambda_idempotency::metrics::emit_named(&report.metrics());
+        Ok(report.response)
+    }
+
+    /// Relays one DynamoDB Streams event with `remaining` time (`None`:
+    /// unknown): every record planned, then run on the processor, each
+    /// sending the requests its messages are in.
+    pub async fn relay(
+        &self,
+        payload: Value,
+        remaining: Option<Duration>,
+    ) -> Result<Report, BatchError> {
+        let event = lambda_idempotency::dynamodb_streams::parse_dynamodb_event(payload)?;
+        let margin = remaining.map_or(REQUEST_BUDGET, |left| REQUEST_BUDGET.min(left / 2));
+        let cutoff = remaining.map(|left| Instant::now() + left - margin);
+        let batch = publish::Batch::new(&event, &*self.publisher, &self.policy, cutoff);
+        let processor = self.processor.clone().deadline_margin(margin);
+        let report = processor
+            .process(event, remaining, |r| batch.publish(r))
+            .await;
+        Ok(batch.report(report.response_as()?, report.counts().parked))
     }
 }
 

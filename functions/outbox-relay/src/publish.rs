@@ -1,11 +1,10 @@
 //! One invocation's publication. Every record is planned before any runs,
 //! and each target's entries (a queue's; EventBridge's, `PutEvents` taking
-//! any bus) are cut, in stream order, into requests of at most ten that
-//! fit the service's size limit ([`outbox::chunks`]). The processor then
-//! runs the records: a record's run sends every request of each target up
-//! to the last one holding one of its messages, those not sent yet, in
-//! order (targets at once), so one request carries several records'
-//! messages and a record's outcome is that of its messages. After a
+//! any bus) are cut, in stream order, into requests ([`outbox::chunks`]).
+//! A record's run (the processor's handler) sends every request of each
+//! target up to the last one holding one of its messages, those not sent
+//! yet, in order (targets at once): one request carries several records'
+//! messages, and a record's outcome is that of its messages. After a
 //! message fails (retryably), no request whose messages all belong to its
 //! record or later ones is sent, on any target (the stream retries from
 //! that record), and no request starts after the cutoff.
@@ -19,7 +18,7 @@ use lambda_idempotency::HandlerError;
 use lambda_idempotency::dynamodb_streams::{
     DynamoDbEventResponse, DynamoDbRecord, DynamoDbStreamEvent,
 };
-use lambda_idempotency::outbox::{self, MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
+use lambda_idempotency::outbox::{self, EventPut, MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
 use tokio::sync::OnceCell;
 
 use crate::{
@@ -57,6 +56,13 @@ impl Report {
     }
 }
 
+/// The counters of [`Report`], in its order.
+const PUBLISHED: usize = 0;
+const UNPUBLISHED: usize = 1;
+const POISON: usize = 2;
+const REFUSED: usize = 3;
+const REQUESTS: usize = 4;
+
 /// One request, sent at most once, with its entries' records and ids.
 struct Pending {
     request: Request,
@@ -75,15 +81,8 @@ pub(crate) struct Batch<'a> {
     /// The earliest record with a message not published.
     failed: AtomicUsize,
     cutoff: Option<Instant>,
-    /// Published, unpublished, poison, refused, requests.
     counts: [AtomicU64; 5],
 }
-
-const PUBLISHED: usize = 0;
-const UNPUBLISHED: usize = 1;
-const POISON: usize = 2;
-const REFUSED: usize = 3;
-const REQUESTS: usize = 4;
 
 impl<'a> Batch<'a> {
     /// Plans every record of `event` and cuts each target's requests.
@@ -96,27 +95,34 @@ impl<'a> Batch<'a> {
         let (mut plans, mut positions) = (Vec::new(), HashMap::new());
         let mut groups: Vec<(Option<String>, Vec<(usize, OutboxEntry)>)> = Vec::new();
         for (index, record) in event.records.iter().enumerate() {
-            let Some(Ok(record)) = record.as_ref().ok().cloned().map(DynamoDbRecord::new) else {
+            let record = record
+                .as_ref()
+                .ok()
+                .and_then(|r| DynamoDbRecord::new(r.clone()).ok());
+            let Some(mut plan) = record.map(|r| plan_record(&r, policy)) else {
                 plans.push(None);
                 continue;
             };
-            let mut plan = plan_record(&record, policy);
             for entry in std::mem::take(&mut plan.entries) {
-                let target = match &entry.message.destination {
+                let queue = match &entry.message.destination {
                     Destination::Sqs { queue_url } => Some(queue_url.clone()),
                     _ => None,
                 };
-                match groups.iter_mut().find(|(t, _)| *t == target) {
+                if let (None, Err(reason)) = (&queue, entry.event_put()) {
+                    plan.poison.push((Some(entry.id), reason));
+                    continue;
+                }
+                match groups.iter_mut().find(|(q, _)| *q == queue) {
                     Some((_, list)) => list.push((index, entry)),
-                    None => groups.push((target, vec![(index, entry)])),
+                    None => groups.push((queue, vec![(index, entry)])),
                 }
             }
             positions.extend(plan.sequence_number.clone().map(|s| (s, index)));
             plans.push(Some(plan));
         }
         let targets = groups
-            .into_iter()
-            .map(|(queue, list)| requests(queue, list, &mut plans));
+            .iter()
+            .map(|(queue, list)| requests(queue.as_deref(), list));
         Self {
             publisher,
             targets: targets.collect(),
@@ -130,6 +136,23 @@ impl<'a> Batch<'a> {
 
     fn add(&self, counter: usize, n: usize) {
         self.counts[counter].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts and logs (`ERROR`) an entry of `record` skipped for good.
+    fn skip(&self, counter: usize, record: usize, id: Option<&str>, what: &str, reason: &str) {
+        self.add(counter, 1);
+        let plan = self.plans[record].as_ref();
+        let seq = plan
+            .and_then(|p| p.sequence_number.as_deref())
+            .unwrap_or("-");
+        let key = plan.and_then(|p| p.key.as_deref()).unwrap_or("-");
+        let id = id.unwrap_or("-");
+        tracing::error!(
+            sequence_number = seq,
+            key,
+            outbox_id = id,
+            "outbox {what}: {reason}"
+        );
     }
 
     /// The invocation's report: `response`, the counts, and the `parked`
@@ -157,31 +180,22 @@ impl<'a> Batch<'a> {
         let Some((index, Some(plan))) = index.map(|i| (*i, &self.plans[*i])) else {
             return Ok(());
         };
-        let (seq, key) = (
-            plan.sequence_number.as_deref().unwrap_or("-"),
-            plan.key.as_deref().unwrap_or("-"),
-        );
         for (id, reason) in &plan.poison {
-            self.add(POISON, 1);
-            let id = id.as_deref().unwrap_or("-");
-            tracing::error!(
-                sequence_number = seq,
-                key,
-                outbox_id = id,
-                "outbox entry skipped as poison (never publishable as written; the message stays in the idempotency record): {reason}"
-            );
+            let what = "entry skipped as poison (never publishable as written; the message stays in the idempotency record)";
+            self.skip(POISON, index, id.as_deref(), what, reason);
         }
         for (id, reason) in &plan.refused {
-            self.add(REFUSED, 1);
-            tracing::error!(sequence_number = seq, key, outbox_id = %id, "outbox entry refused, not sent and never retried (its writer may not publish there): {reason}");
+            let what =
+                "entry refused, not sent and never retried (its writer may not publish there)";
+            self.skip(REFUSED, index, Some(id), what, reason);
         }
         let outcomes = join_all(self.targets.iter().map(|t| self.through(t, index))).await;
         let retry = outcomes.into_iter().flatten().find_map(|(id, d)| match d {
             Delivery::Retry(reason) => Some(format!("outbox message {id} not published: {reason}")),
             _ => None,
         });
-        retry.map_or(Ok(()), |message| {
-            Err(HandlerError::retryable(std::io::Error::other(message)))
+        retry.map_or(Ok(()), |e| {
+            Err(HandlerError::retryable(std::io::Error::other(e)))
         })
     }
 
@@ -195,8 +209,11 @@ impl<'a> Batch<'a> {
         let mut out = Vec::new();
         for pending in &target[..=last] {
             let deliveries = pending.sent.get_or_init(|| self.send(pending)).await;
-            let owners = pending.owners.iter().zip(deliveries);
-            let owned = owners.filter(|((r, _), _)| *r == record);
+            let owned = pending
+                .owners
+                .iter()
+                .zip(deliveries)
+                .filter(|((r, _), _)| *r == record);
             out.extend(owned.map(|((_, id), d)| (id.as_str(), d.clone())));
         }
         out
@@ -205,39 +222,36 @@ impl<'a> Batch<'a> {
     /// Sends one request (unless an earlier record's message failed or the
     /// time is up), and counts and logs its outcome.
     async fn send(&self, pending: &Pending) -> Vec<Delivery> {
-        let n = pending.owners.len();
-        let held = if pending.owners[0].0 >= self.failed.load(Ordering::SeqCst) {
-            Some(
-                "not sent: an earlier record of this batch has an unpublished message (the stream retries from it)",
-            )
+        let (n, first) = (pending.owners.len(), pending.owners[0].0);
+        let held = if first >= self.failed.load(Ordering::SeqCst) {
+            "not sent: an earlier record of this batch has an unpublished message (the stream retries from it)"
         } else if self.cutoff.is_some_and(|c| Instant::now() >= c) {
-            Some("not sent: the invocation's time is nearly up")
+            "not sent: the invocation's time is nearly up"
         } else {
-            None
+            ""
         };
-        if let Some(reason) = held {
+        if !held.is_empty() {
             self.add(UNPUBLISHED, n);
-            self.failed.fetch_min(pending.owners[0].0, Ordering::SeqCst);
-            return vec![Delivery::Retry(reason.to_owned()); n];
+            self.failed.fetch_min(first, Ordering::SeqCst);
+            return vec![Delivery::Retry(held.to_owned()); n];
         }
         self.add(REQUESTS, 1);
         let mut out = self.publisher.send(&pending.request).await;
         out.resize(n, Delivery::Retry("no result for this entry".to_owned()));
         for ((record, id), delivery) in pending.owners.iter().zip(&out) {
-            let plan = self.plans[*record].as_ref();
-            let seq = plan
-                .and_then(|p| p.sequence_number.as_deref())
-                .unwrap_or("-");
             match delivery {
                 Delivery::Published => self.add(PUBLISHED, 1),
                 Delivery::Poison(reason) => {
-                    self.add(POISON, 1);
-                    let key = plan.and_then(|p| p.key.as_deref()).unwrap_or("-");
-                    tracing::error!(sequence_number = seq, key, outbox_id = %id, "outbox message refused for good, skipped as poison (it stays in the idempotency record): {reason}");
+                    let what = "message refused for good, skipped as poison (it stays in the idempotency record)";
+                    self.skip(POISON, *record, Some(id), what, reason);
                 }
                 Delivery::Retry(reason) => {
                     self.add(UNPUBLISHED, 1);
                     self.failed.fetch_min(*record, Ordering::SeqCst);
+                    let seq = self.plans[*record]
+                        .as_ref()
+                        .and_then(|p| p.sequence_number.as_deref());
+                    let seq = seq.unwrap_or("-");
                     tracing::warn!(sequence_number = seq, outbox_id = %id, "outbox message not published, retried with its record: {reason}");
                 }
             }
@@ -246,60 +260,45 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// A target's requests (`queue`; `None`: EventBridge): its entries in
-/// stream order, cut by [`outbox::chunks`]. An event whose body is not a
-/// JSON object is poison of its record.
-fn requests(
-    queue: Option<String>,
-    list: Vec<(usize, OutboxEntry)>,
-    plans: &mut [Option<RecordPlan>],
-) -> Vec<Pending> {
-    let mut kept = Vec::new();
-    for (record, entry) in list {
-        let put = match &queue {
-            Some(_) => None,
-            None => match entry.event_put() {
-                Ok(put) => Some(put),
-                Err(reason) => {
-                    let plan = plans[record].as_mut();
-                    plan.map(|p| p.poison.push((Some(entry.id), reason)));
-                    continue;
-                }
-            },
-        };
-        kept.push((record, entry, put));
-    }
-    let size = |(_, e, put): &(usize, OutboxEntry, Option<_>)| {
-        put.as_ref()
-            .map_or_else(|| e.sqs_size(), outbox::EventPut::size)
+/// A target's requests (to `queue`; `None`: EventBridge, whose entries
+/// [`Batch::new`] checked): its entries in stream order, cut by
+/// [`outbox::chunks`] within the service's size limit.
+fn requests(queue: Option<&str>, list: &[(usize, OutboxEntry)]) -> Vec<Pending> {
+    let puts: Vec<Option<EventPut>> = list.iter().map(|(_, e)| e.event_put().ok()).collect();
+    let size = |((_, e), put): (&(usize, OutboxEntry), &Option<EventPut>)| match queue {
+        Some(_) => e.sqs_size(),
+        None => put.as_ref().map_or(0, EventPut::size),
     };
-    let sizes: Vec<usize> = kept.iter().map(size).collect();
-    let max = if queue.is_some() {
-        MAX_SQS_MESSAGE_BYTES
-    } else {
-        MAX_EVENT_ENTRY_BYTES
-    };
-    let mut kept = kept.into_iter();
-    let cut = outbox::chunks(&sizes, max).into_iter().map(|range| {
-        let part: Vec<_> = kept.by_ref().take(range.len()).collect();
-        let request = match &queue {
+    let sizes: Vec<usize> = list.iter().zip(&puts).map(size).collect();
+    let max = queue.map_or(MAX_EVENT_ENTRY_BYTES, |_| MAX_SQS_MESSAGE_BYTES);
+    let request = |range: std::ops::Range<usize>| {
+        let request = match queue {
             Some(url) => {
-                let entries = part.iter().enumerate().map(|(i, k)| k.1.sqs_send(url, i));
+                let entries = list[range.clone()]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, e))| e.sqs_send(url, i));
                 Request::SendMessageBatch {
-                    queue_url: url.clone(),
+                    queue_url: url.to_owned(),
                     entries: entries.collect(),
                 }
             }
             None => Request::PutEvents {
-                entries: part.iter().filter_map(|k| k.2.clone()).collect(),
+                entries: puts[range.clone()].iter().flatten().cloned().collect(),
             },
         };
-        let owners = part.into_iter().map(|(r, e, _)| (r, e.id)).collect();
+        let owners = list[range]
+            .iter()
+            .map(|(r, e)| (*r, e.id.clone()))
+            .collect();
         Pending {
             request,
             owners,
             sent: OnceCell::new(),
         }
-    });
-    cut.collect()
+    };
+    outbox::chunks(&sizes, max)
+        .into_iter()
+        .map(request)
+        .collect()
 }
