@@ -70,6 +70,9 @@ struct Pending {
     sent: OnceCell<Vec<Delivery>>,
 }
 
+/// A target's entries (to a queue; `None`: EventBridge) and their records.
+type Group = (Option<String>, Vec<(usize, OutboxEntry)>);
+
 /// One invocation's records, planned, and their targets' requests.
 pub(crate) struct Batch<'a> {
     publisher: &'a dyn Publisher,
@@ -93,7 +96,7 @@ impl<'a> Batch<'a> {
         cutoff: Option<Instant>,
     ) -> Self {
         let (mut plans, mut positions) = (Vec::new(), HashMap::new());
-        let mut groups: Vec<(Option<String>, Vec<(usize, OutboxEntry)>)> = Vec::new();
+        let mut groups: Vec<Group> = Vec::new();
         for (index, record) in event.records.iter().enumerate() {
             let record = record
                 .as_ref()
