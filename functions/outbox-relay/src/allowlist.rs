@@ -71,6 +71,11 @@ fn region_of_host(host: &str) -> Option<String> {
 }
 
 impl Target {
+    fn new(queue: bool, place: Place, name: &str) -> Self {
+        let name = name.to_owned();
+        Self { queue, place, name }
+    }
+
     /// A queue URL: its host's Region, its path's account and name.
     fn queue_url(url: &str) -> Option<Self> {
         let rest = url
@@ -80,11 +85,7 @@ impl Target {
         let (account, name) = path.trim_end_matches('/').split_once('/')?;
         let ok = !account.is_empty() && !name.is_empty() && !name.contains('/');
         let place = [None, region_of_host(host), Some(account.to_owned())];
-        ok.then(|| Self {
-            queue: true,
-            place,
-            name: name.to_owned(),
-        })
+        ok.then(|| Self::new(true, place, name))
     }
 
     /// A queue URL or ARN, a bus ARN (`…:event-bus/NAME`) or bare name.
@@ -92,11 +93,7 @@ impl Target {
         let Some(rest) = text.strip_prefix("arn:") else {
             return match text.contains("://") {
                 true => Self::queue_url(text),
-                false => (!text.is_empty()).then(|| Self {
-                    queue: false,
-                    place: Place::default(),
-                    name: text.to_owned(),
-                }),
+                false => (!text.is_empty()).then(|| Self::new(false, Place::default(), text)),
             };
         };
         let fields: Vec<&str> = rest.split(':').collect();
@@ -106,11 +103,7 @@ impl Target {
             [_, "events", _, _, bus] => (false, bus.strip_prefix("event-bus/")?),
             _ => return None,
         };
-        (!name.is_empty()).then(|| Self {
-            queue,
-            place,
-            name: name.to_owned(),
-        })
+        (!name.is_empty()).then(|| Self::new(queue, place, name))
     }
 
     fn of(destination: &Destination) -> Option<Self> {
@@ -127,10 +120,7 @@ impl Target {
         for (part, own) in place.iter_mut().zip(home) {
             *part = part.take().or_else(|| own.clone());
         }
-        Self {
-            place,
-            ..self.clone()
-        }
+        Self::new(self.queue, place, &self.name)
     }
 }
 
