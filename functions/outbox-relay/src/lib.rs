@@ -135,7 +135,10 @@ impl Relay {
         // A bare bus name and a queue URL in the allowlist are the relay's
         // own account and Region: its function ARN says which.
         self.policy.allowlist.set_home(&ctx.invoked_function_arn);
-        let report = self.relay(payload, runtime::remaining(&ctx)).await?;
+        // A deadline already past is unknown (`cargo lambda watch` gives
+        // 600000), not a zero that would publish nothing.
+        let remaining = runtime::remaining(&ctx).filter(|left| !left.is_zero());
+        let report = self.relay(payload, remaining).await?;
         lambda_idempotency::metrics::emit_named(&report.metrics());
         Ok(report.response)
     }

@@ -790,3 +790,22 @@ async fn after_a_failure_no_request_of_later_records_is_sent() {
     batch.publish(record_of(records[1].clone())).await.unwrap();
     assert_eq!(fake.targets(), [STANDARD]);
 }
+
+/// A deadline already past when the invocation starts (`cargo lambda
+/// watch` gives 600000) is unknown, not a cut-off that publishes nothing;
+/// with no deadline (0) there is none either.
+#[tokio::test]
+async fn a_deadline_already_past_is_unknown() {
+    for deadline in [600_000, 0] {
+        let fake = Arc::new(Fake::default());
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.deadline = deadline;
+        let event = lambda_runtime::LambdaEvent::new(many(25, 1, FIFO), ctx);
+        let response = Relay::new(fake.clone(), open())
+            .handle(event)
+            .await
+            .unwrap();
+        assert!(response.batch_item_failures.is_empty(), "{deadline}");
+        assert_eq!(fake.calls().len(), 3, "{deadline}");
+    }
+}
