@@ -139,6 +139,8 @@ impl Relay {
         // 600000), not a zero that would publish nothing.
         let remaining = runtime::remaining(&ctx).filter(|left| !left.is_zero());
         let report = self.relay(payload, remaining).await?;
+        let [published, unpublished, poison, refused, requests] = report.metrics().map(|m| m.1);
+        tracing::info!(published, unpublished, poison, refused, requests, "relayed");
         lambda_idempotency::metrics::emit_named(&report.metrics());
         Ok(report.response)
     }
