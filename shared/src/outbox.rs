@@ -8,7 +8,11 @@
 //! entry of a completed record under its stable [`Entry::id`]: a FIFO queue
 //! deduplicates on it (`MessageDeduplicationId`), every SQS message carries
 //! it as the `outbox_id` attribute, an EventBridge event as
-//! `detail.outbox_id`, so a consumer recognises every re-publish.
+//! `detail.outbox_id`, so a consumer recognises every re-publish. That
+//! publication format is written here, for any publisher: [`decode_each`]
+//! reads a record's entries one by one, [`Entry::sqs_send`] and
+//! [`Entry::event_put`] render an entry as its request entry, [`chunks`]
+//! cuts a target's entries into requests within the services' limits.
 //!
 //! Every message is checked against the services' documented rules when a
 //! handler stages it ([`Message::check`], [`Refusal`]) and again by the
