@@ -99,6 +99,26 @@ pub(crate) fn emf_line(
     timestamp_ms: u64,
     request_id: Option<&str>,
 ) -> String {
+    let values = [
+        ("Processed", counts.processed),
+        ("Replayed", counts.replayed),
+        ("InProgressConflict", counts.in_progress),
+        ("Failed", counts.failed),
+        ("Rejected", counts.rejected),
+        ("Parked", counts.parked),
+        ("UndecodableReplay", counts.undecodable),
+    ];
+    named_line(service, &values, timestamp_ms, request_id)
+}
+
+/// The EMF JSON line of the counts `values` (name, value), in
+/// [`NAMESPACE`] under the dimension `service`.
+fn named_line(
+    service: &str,
+    values: &[(&str, u64)],
+    timestamp_ms: u64,
+    request_id: Option<&str>,
+) -> String {
     use std::fmt::Write as _;
     // Written directly (no JSON tree per invocation); strings escaped as
     // JSON strings.
@@ -110,22 +130,17 @@ pub(crate) fn emf_line(
          \"Dimensions\":[[\"service\"]],\"Metrics\":[",
         text(NAMESPACE)
     );
-    let values = [
-        ("Processed", counts.processed),
-        ("Replayed", counts.replayed),
-        ("InProgressConflict", counts.in_progress),
-        ("Failed", counts.failed),
-        ("Rejected", counts.rejected),
-        ("Parked", counts.parked),
-        ("UndecodableReplay", counts.undecodable),
-    ];
     for (i, (name, _)) in values.iter().enumerate() {
         let comma = if i == 0 { "" } else { "," };
-        let _ = write!(line, "{comma}{{\"Name\":\"{name}\",\"Unit\":\"Count\"}}");
+        let _ = write!(
+            line,
+            "{comma}{{\"Name\":{},\"Unit\":\"Count\"}}",
+            text(name)
+        );
     }
     let _ = write!(line, "]}}]}},\"service\":{}", text(service));
     for (name, n) in values {
-        let _ = write!(line, ",\"{name}\":{n}");
+        let _ = write!(line, ",{}:{n}", text(name));
     }
     if let Some(id) = request_id {
         let _ = write!(line, ",\"requestId\":{}", text(id));
@@ -153,15 +168,28 @@ pub fn service() -> String {
 /// Writes the EMF line for `counts` to stderr (under Lambda, or when turned
 /// on).
 pub fn emit(counts: &Counts) {
-    if !enabled() {
-        return;
+    if enabled() {
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        write(&emf_line(&service(), counts, now, request_id().as_deref()));
     }
-    let line = emf_line(
-        &service(),
-        counts,
-        crate::clock::Clock::now_ms(&crate::clock::SystemClock),
-        request_id().as_deref(),
-    );
+}
+
+/// Writes an EMF line of a function's own counts `values` (name, value:
+/// `[("OutboxPoison", 2)]`), in [`NAMESPACE`] under the `service`
+/// dimension with the invocation's `requestId`, as [`emit`] does.
+pub fn emit_named(values: &[(&str, u64)]) {
+    if enabled() {
+        let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        write(&named_line(
+            &service(),
+            values,
+            now,
+            request_id().as_deref(),
+        ));
+    }
+}
+
+fn write(line: &str) {
     // One locked write of the whole line, so lines from concurrent tasks
     // never interleave (and test harnesses capture it like other output).
     eprintln!("{line}");
@@ -209,6 +237,35 @@ mod tests {
         let (a, b) = tokio::join!(a, b);
         assert_eq!((a, b), (3, 0), "each invocation takes only its own count");
         assert_eq!(engine.take_undecodable(), 0, "nothing left outside a scope");
+    }
+
+    /// A function's own counts: the same namespace, dimension and
+    /// request id as the library's line, each metric declared.
+    #[test]
+    fn a_named_line_declares_the_functions_own_metrics() {
+        let line = named_line(
+            "relay",
+            &[("OutboxPoison", 2), ("OutboxRefused", 0)],
+            7,
+            Some("r"),
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let meta = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(meta["Namespace"], NAMESPACE);
+        assert_eq!(meta["Dimensions"], json!([["service"]]));
+        assert_eq!(
+            meta["Metrics"],
+            json!([{"Name": "OutboxPoison", "Unit": "Count"}, {"Name": "OutboxRefused", "Unit": "Count"}])
+        );
+        assert_eq!(
+            (v["service"].as_str(), v["requestId"].as_str()),
+            (Some("relay"), Some("r"))
+        );
+        assert_eq!(
+            (v["OutboxPoison"].as_u64(), v["OutboxRefused"].as_u64()),
+            (Some(2), Some(0))
+        );
+        assert_eq!(v["_aws"]["Timestamp"], 7);
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //! entry of a completed record under its stable [`Entry::id`]: a FIFO queue
 //! deduplicates on it (`MessageDeduplicationId`), every SQS message carries
 //! it as the `outbox_id` attribute, an EventBridge event as
-//! `detail.outbox_id`, so a consumer recognises every re-publish.
+//! `detail.outbox_id`, so a consumer recognises every re-publish. That
+//! publication format is written here, for any publisher: [`decode_each`]
+//! reads a record's entries one by one, [`Entry::sqs_send`] and
+//! [`Entry::event_put`] render an entry as its request entry, [`chunks`]
+//! cuts a target's entries into requests within the services' limits.
 //!
 //! Every message is checked against the services' documented rules when a
 //! handler stages it ([`Message::check`], [`Refusal`]) and again by the
@@ -445,9 +449,286 @@ pub fn decode(outbox: &str) -> Result<Vec<Entry>, serde_json::Error> {
     serde_json::from_str(outbox)
 }
 
+/// Entries per `SendMessageBatch` / `PutEvents` request (the services'
+/// maximum); the sum of a request's sizes is at most what one message
+/// ([`MAX_SQS_MESSAGE_BYTES`]) or event entry ([`MAX_EVENT_ENTRY_BYTES`])
+/// may be.
+pub const MAX_BATCH_ENTRIES: usize = 10;
+
+/// Cuts `sizes` (in order) into requests of ≤ [`MAX_BATCH_ENTRIES`] entries
+/// and ≤ `max_bytes` (an entry larger than that goes alone).
+pub fn chunks(sizes: &[usize], max_bytes: usize) -> Vec<std::ops::Range<usize>> {
+    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
+    for (i, size) in sizes.iter().enumerate() {
+        if i > start && (i - start == MAX_BATCH_ENTRIES || bytes + size > max_bytes) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// One `SendMessageBatch` entry: an outbox [`Entry`] as it is published
+/// to SQS ([`Entry::sqs_send`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SqsSend {
+    /// The entry id inside the request (its position).
+    pub id: String,
+    /// The body.
+    pub message_body: String,
+    /// FIFO only: the group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_group_id: Option<String>,
+    /// FIFO only: the stable id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_deduplication_id: Option<String>,
+    /// String attributes: [`OUTBOX_ID`] and the entry's.
+    pub message_attributes: BTreeMap<String, String>,
+}
+
+/// One `PutEvents` entry: an outbox [`Entry`] as it is published to
+/// EventBridge ([`Entry::event_put`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct EventPut {
+    /// The bus.
+    pub event_bus_name: String,
+    /// `source`.
+    pub source: String,
+    /// `detail-type`.
+    pub detail_type: String,
+    /// The detail: the entry's body with [`OUTBOX_ID`] set.
+    pub detail: String,
+}
+
+impl EventPut {
+    /// The size EventBridge counts for it: `source`, `detail-type` and
+    /// the detail (its [`OUTBOX_ID`] included).
+    pub fn size(&self) -> usize {
+        self.source.len() + self.detail_type.len() + self.detail.len()
+    }
+}
+
+impl Entry {
+    /// The `SendMessageBatch` entry at position `index` of a request to
+    /// `queue_url`: [`OUTBOX_ID`] among its attributes and, on a FIFO
+    /// queue, the stable id as `MessageDeduplicationId` and the group.
+    pub fn sqs_send(&self, queue_url: &str, index: usize) -> SqsSend {
+        let fifo = is_fifo(queue_url);
+        let mut message_attributes = self.message.attributes.clone();
+        message_attributes.insert(OUTBOX_ID.to_owned(), self.id.clone());
+        SqsSend {
+            id: index.to_string(),
+            message_body: self.message.body.clone(),
+            message_group_id: self.message.group_id.clone().filter(|_| fifo),
+            message_deduplication_id: fifo.then(|| self.id.clone()),
+            message_attributes,
+        }
+    }
+
+    /// The size SQS counts for its message ([`sqs_message_size`]).
+    pub fn sqs_size(&self) -> usize {
+        sqs_message_size(&self.message.body, &self.message.attributes)
+    }
+
+    /// The `PutEvents` entry of an EventBridge entry, [`OUTBOX_ID`] set in
+    /// its detail; an error when it is not one or its body is not a JSON
+    /// object.
+    pub fn event_put(&self) -> Result<EventPut, String> {
+        let Destination::EventBridge {
+            bus,
+            source,
+            detail_type,
+        } = &self.message.destination
+        else {
+            return Err("not an EventBridge destination".to_owned());
+        };
+        let mut detail = match serde_json::from_str(&self.message.body) {
+            Ok(serde_json::Value::Object(detail)) => detail,
+            Ok(_) => return Err("the event detail (body) is not a JSON object".to_owned()),
+            Err(e) => return Err(format!("the event detail (body) is not JSON: {e}")),
+        };
+        detail.insert(OUTBOX_ID.to_owned(), self.id.clone().into());
+        Ok(EventPut {
+            event_bus_name: bus.clone(),
+            source: source.clone(),
+            detail_type: detail_type.clone(),
+            detail: serde_json::Value::Object(detail).to_string(),
+        })
+    }
+}
+
+/// An outbox entry that can never be published as written: its id, when
+/// it has one, and why.
+pub type Unpublishable = (Option<String>, String);
+
+/// Reads a record's `outbox` attribute entry by entry, for a publisher: an
+/// `Err` when it is not a JSON array; otherwise each entry in order, or why
+/// it can never be published as written: it is not an entry, its id is not
+/// a stable id (64 lowercase hex digits), its message breaks
+/// [`Message::check`] (the check made when a handler stages it, so only
+/// entries written by an older version or another writer fail here), or an
+/// earlier entry has its id.
+pub fn decode_each(outbox: &str) -> Result<Vec<Result<Entry, Unpublishable>>, String> {
+    let items = match serde_json::from_str(outbox) {
+        Ok(serde_json::Value::Array(items)) => items,
+        Ok(_) => return Err("the outbox is not a JSON array".to_owned()),
+        Err(e) => return Err(format!("the outbox is not valid JSON: {e}")),
+    };
+    let mut seen = std::collections::HashSet::new();
+    let stable =
+        |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let mut check = |index: usize, item: serde_json::Value| {
+        let id = item.get("id").and_then(|v| v.as_str()).map(str::to_owned);
+        let entry = serde_json::from_value::<Entry>(item)
+            .map_err(|e| (id, format!("entry {index} is not an outbox entry: {e}")))?;
+        let refused = if !stable(&entry.id) {
+            format!(
+                "id {:?} is not 64 lowercase hex digits (a stable id)",
+                entry.id
+            )
+        } else if let Err(refusal) = entry.message.check() {
+            refusal.to_string()
+        } else if !seen.insert(entry.id.clone()) {
+            "a second entry with this id".to_owned()
+        } else {
+            return Ok(entry);
+        };
+        Err((Some(entry.id), refused))
+    };
+    Ok(items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| check(i, item))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const FIFO: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
+
+    #[test]
+    fn chunks_hold_ten_entries_and_fit_the_size_limit() {
+        const MAX: usize = MAX_SQS_MESSAGE_BYTES;
+        let ranges = chunks(&[1; 25], MAX);
+        assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
+        assert_eq!(chunks(&[], MAX), Vec::<std::ops::Range<usize>>::new());
+        let big = MAX / 2;
+        assert_eq!(
+            chunks(&[big, big, 1, MAX * 2, 1], MAX),
+            vec![0..2, 2..3, 3..4, 4..5]
+        );
+    }
+
+    /// What the relay sends carries the stable id: the `outbox_id`
+    /// attribute, on a FIFO queue the deduplication id (and the group), an
+    /// event's `detail.outbox_id`.
+    #[test]
+    fn requests_carry_the_stable_id() {
+        let entry: Entry = serde_json::from_value(serde_json::json!({
+            "id": stable_id("k", 0),
+            "destination": {"sqs": {"queue_url": FIFO}},
+            "body": "hello",
+            "group_id": "acct-1",
+            "attributes": {"type": "OrderConfirmed"},
+        }))
+        .unwrap();
+        let send = entry.sqs_send(FIFO, 3);
+        assert_eq!(send.id, "3");
+        assert_eq!(
+            send.message_deduplication_id.as_deref(),
+            Some(entry.id.as_str())
+        );
+        assert_eq!(send.message_group_id.as_deref(), Some("acct-1"));
+        assert_eq!(send.message_attributes[OUTBOX_ID], entry.id);
+        assert_eq!(send.message_attributes["type"], "OrderConfirmed");
+        let printed = serde_json::to_value(&send).unwrap();
+        assert_eq!(printed["MessageDeduplicationId"], entry.id.as_str());
+        let standard = entry.sqs_send(&FIFO.replace(".fifo", ""), 0);
+        assert_eq!(standard.message_deduplication_id, None);
+        assert_eq!(standard.message_group_id, None);
+        assert_eq!(standard.message_attributes[OUTBOX_ID], entry.id);
+        assert!(entry.event_put().is_err(), "not an event");
+
+        let event: Entry = serde_json::from_value(serde_json::json!({
+            "id": stable_id("k", 1),
+            "destination": {"eventbridge": {"bus": "default", "source": "orders", "detail_type": "OrderConfirmed"}},
+            "body": "{\"order_id\":\"o-1\"}",
+        }))
+        .unwrap();
+        let put = event.event_put().unwrap();
+        assert_eq!(put.event_bus_name, "default");
+        let detail: serde_json::Value = serde_json::from_str(&put.detail).unwrap();
+        assert_eq!(
+            detail,
+            serde_json::json!({"order_id": "o-1", OUTBOX_ID: stable_id("k", 1)})
+        );
+        assert_eq!(
+            put.size(),
+            "orders".len() + "OrderConfirmed".len() + put.detail.len()
+        );
+        let mut not_object = event.clone();
+        not_object.message.body = "[1]".to_owned();
+        assert!(
+            not_object
+                .event_put()
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+    }
+
+    /// Each entry read on its own: the good ones kept, each bad one named
+    /// with its reason; an outbox that is not an array is refused whole.
+    #[test]
+    fn decode_each_keeps_the_good_entries_and_names_the_bad() {
+        let good = |i: usize| {
+            serde_json::json!({
+                "id": stable_id("k", i),
+                "destination": {"sqs": {"queue_url": FIFO}},
+                "body": "b",
+                "group_id": "g",
+            })
+        };
+        let mut no_group = good(1);
+        no_group["group_id"] = serde_json::Value::Null;
+        let mut not_hex = good(3);
+        not_hex["id"] = "not-hex".into();
+        let outbox = serde_json::json!([
+            good(0),
+            no_group,
+            {"id": stable_id("k", 2), "destination": {"sns": {"topic": "x"}}, "body": "b"},
+            not_hex,
+            good(0),
+            good(5),
+        ]);
+        let entries = decode_each(&outbox.to_string()).unwrap();
+        let kept: Vec<&str> = entries.iter().flatten().map(|e| e.id.as_str()).collect();
+        assert_eq!(kept, [stable_id("k", 0), stable_id("k", 5)]);
+        let bad: Vec<&Unpublishable> = entries.iter().filter_map(|e| e.as_ref().err()).collect();
+        assert_eq!(bad.len(), 4, "{bad:?}");
+        assert!(bad[0].1.contains("no group id"), "{bad:?}");
+        assert_eq!(bad[1].0.as_deref(), Some(stable_id("k", 2).as_str()));
+        assert!(bad[1].1.contains("not an outbox entry"), "{bad:?}");
+        assert!(bad[2].1.contains("64 lowercase hex"), "{bad:?}");
+        assert!(bad[3].1.contains("second entry"), "{bad:?}");
+        assert!(
+            decode_each("{not json")
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
+        assert!(
+            decode_each("{\"a\":1}")
+                .unwrap_err()
+                .contains("not a JSON array")
+        );
+    }
 
     #[test]
     fn entries_round_trip_in_the_relay_format() {

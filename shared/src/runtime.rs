@@ -277,6 +277,21 @@ fn usage() -> String {
         .to_owned()
 }
 
+/// Whether the command line asks for a local run (`--event FILE`), as
+/// [`run`] reads it: for a function whose setup differs locally (a printing
+/// publisher instead of the AWS clients).
+pub fn is_local_run() -> bool {
+    let args = std::env::args().skip(1);
+    let runtime_api = std::env::var_os(RUNTIME_API_ENV).is_some();
+    matches!(mode_from_args(args, runtime_api), Ok(Mode::Local(_)))
+}
+
+/// The invocation's remaining time, from its `Context`: what the batch
+/// processors' `process` takes (`None`: no deadline, `deadline == 0`).
+pub fn remaining(ctx: &Context) -> Option<Duration> {
+    crate::batch::remaining_now(ctx)
+}
+
 /// A context for a local invocation: a request id and a deadline
 /// `timeout` from now (what Lambda would give a function with that timeout).
 pub fn local_context(n: usize, timeout: Duration) -> Context {

@@ -1,22 +1,8 @@
-//! Which writers may publish where: the relay publishes an entry only when
-//! the key prefix of the record that staged it is allowed its destination.
-//!
-//! Every writer role may put records in the idempotency table under its own
-//! key prefix only (the template scopes each role with
-//! `dynamodb:LeadingKeys`), so the prefix of a record's `id` says which
-//! function wrote it. The allowlist (`OUTBOX_ALLOWLIST`, set by the
-//! template) says where each prefix may publish: an entry whose destination
-//! is not listed for its record's prefix is **refused**: not sent, logged as
-//! an error with the record key, counted (`OutboxRefused`), never retried.
-//!
-//! Destinations are compared by partition, Region, account and name, never
-//! by name alone: an allowed `arn:aws:events:us-east-1:123456789012:event-bus/shop`
-//! does not let a writer publish to a bus `shop` of another account or
-//! Region, nor an allowed queue to the queue of that name in another Region.
-//! A bare bus name, and a queue URL whose host names no Region, are in the
-//! relay's own partition, Region and account, which its function ARN gives
-//! at the first invocation ([`Allowlist::set_home`]); while those are unknown
-//! (a local run), a bare name matches only the same bare name.
+//! Which writers may publish where: a record's key prefix names its writer
+//! (each writer role may write only under its own prefix), and
+//! [`Allowlist`] lists where each prefix may publish, comparing
+//! destinations by partition, Region, account and name (`docs/handlers.md`,
+//! *What the relay may publish*).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -24,11 +10,10 @@ use std::sync::OnceLock;
 use crate::Destination;
 
 /// The environment variable holding the allowlist: a JSON object from key
-/// prefix to the destinations its records may publish to, each an SQS queue
-/// URL or ARN, or an EventBridge bus name or ARN, compared by partition,
-/// Region, account and name (a bare bus name, and a queue URL whose host
-/// names no Region, are in the relay's own account and Region):
-/// `{"orders.record": ["https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo"]}`.
+/// prefix to the destinations its records may publish to, SQS queue URLs
+/// or ARNs and EventBridge bus names or ARNs (a bare bus name, and a queue
+/// URL whose host names no Region, are in the relay's own account and
+/// Region): `{"orders.record": ["https://sqs.us-east-1.amazonaws.com/123456789012/n.fifo"]}`.
 pub const ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
 
 /// Why an allowlist cannot be used.
@@ -46,144 +31,96 @@ pub enum AllowlistError {
     Invalid(String),
 }
 
-/// Where a queue or bus lives. `None`: the relay's own (a bare bus name; a
-/// queue URL's partition, and its Region when its host does not name one),
-/// filled in from the relay's function ARN ([`Allowlist::set_home`]) before
-/// comparing. Left unknown, it matches only another `None`: a bare name is
-/// never taken for another account's or Region's ARN.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Place {
-    partition: Option<String>,
-    region: Option<String>,
-    account: Option<String>,
+/// Partition, Region and account; `None`: the relay's own, filled in from
+/// its function ARN ([`Allowlist::set_home`]) before comparing (left
+/// unknown, it matches only another `None`).
+type Place = [Option<String>; 3];
+
+/// A destination as compared: a queue or a bus, its place and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    queue: bool,
+    place: Place,
+    name: String,
 }
 
-impl Place {
-    /// The partition, Region and account of an ARN's fields after `arn:`
-    /// (`aws`, `sqs`, `us-east-1`, `123456789012`, ...), all non-empty.
-    fn of_arn(fields: &[&str]) -> Option<Self> {
-        let [partition, _, region, account, ..] = fields else {
-            return None;
-        };
-        let some = |s: &&str| (!s.is_empty()).then(|| (*s).to_owned());
-        Some(Self {
-            partition: Some(some(partition)?),
-            region: Some(some(region)?),
-            account: Some(some(account)?),
-        })
-    }
-
-    /// Each part unknown here taken from `home`.
-    fn within(&self, home: &Place) -> Place {
-        Place {
-            partition: self.partition.clone().or_else(|| home.partition.clone()),
-            region: self.region.clone().or_else(|| home.region.clone()),
-            account: self.account.clone().or_else(|| home.account.clone()),
-        }
-    }
-}
-
-/// A destination as the allowlist compares it: partition, Region, account
-/// and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Target {
-    /// A queue: its URL's account and name (the last two path segments,
-    /// the Region from an SQS host, `sqs.<region>.…` or
-    /// `<region>.queue.…`), or its ARN's.
-    Queue { place: Place, name: String },
-    /// A bus: its ARN's (the part after `event-bus/`), or a bare name, in
-    /// the relay's own account and Region.
-    Bus { place: Place, name: String },
+/// The place of an ARN's fields after `arn:`, all non-empty.
+fn place_of_arn(fields: &[&str]) -> Option<Place> {
+    let [partition, _, region, account, ..] = fields else {
+        return None;
+    };
+    let some = |s: &str| (!s.is_empty()).then(|| Some(s.to_owned()));
+    Some([some(partition)?, some(region)?, some(account)?])
 }
 
 /// The Region an SQS endpoint host names (`sqs.us-east-1.amazonaws.com`,
 /// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`,
-/// `us-east-1.queue.amazonaws.com`); `None` for another host (a local
-/// endpoint).
+/// `us-east-1.queue.amazonaws.com`); `None` for another host.
 fn region_of_host(host: &str) -> Option<String> {
     let host = host.split(':').next()?.to_ascii_lowercase();
     let labels: Vec<&str> = host.split('.').collect();
-    let is_region =
-        |label: &str| label.contains('-') && label.ends_with(|c: char| c.is_ascii_digit());
     let region = match labels.iter().position(|l| *l == "sqs") {
-        Some(i) => labels.get(i + 1).copied(),
+        Some(i) => labels.get(i + 1),
         None => labels
             .iter()
             .position(|l| *l == "queue")
-            .and_then(|i| i.checked_sub(1))
-            .map(|i| labels[i]),
+            .and_then(|i| labels.get(i.checked_sub(1)?)),
     };
-    region.filter(|r| is_region(r)).map(str::to_owned)
+    let is_region = |r: &&&str| r.contains('-') && r.ends_with(|c: char| c.is_ascii_digit());
+    region.filter(is_region).map(|r| (*r).to_owned())
 }
 
 impl Target {
-    fn queue_url(url: &str) -> Option<Self> {
-        let (host, path) = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"))?
-            .split_once('/')?;
-        let (account, name) = path.trim_end_matches('/').split_once('/')?;
-        (!account.is_empty() && !name.is_empty() && !name.contains('/')).then(|| Self::Queue {
-            place: Place {
-                partition: None,
-                region: region_of_host(host),
-                account: Some(account.to_owned()),
-            },
-            name: name.to_owned(),
-        })
+    fn new(queue: bool, place: Place, name: &str) -> Self {
+        let name = name.to_owned();
+        Self { queue, place, name }
     }
 
+    /// A queue URL: its host's Region, its path's account and name.
+    fn queue_url(url: &str) -> Option<Self> {
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))?;
+        let (host, path) = rest.split_once('/')?;
+        let (account, name) = path.trim_end_matches('/').split_once('/')?;
+        let ok = !account.is_empty() && !name.is_empty() && !name.contains('/');
+        let place = [None, region_of_host(host), Some(account.to_owned())];
+        ok.then(|| Self::new(true, place, name))
+    }
+
+    /// A queue URL or ARN, a bus ARN (`…:event-bus/NAME`) or bare name.
     fn parse(text: &str) -> Option<Self> {
-        if let Some(rest) = text.strip_prefix("arn:") {
-            let fields: Vec<&str> = rest.split(':').collect();
-            let place = Place::of_arn(&fields)?;
-            return match fields.as_slice() {
-                [_, "sqs", _, _, name] if !name.is_empty() => Some(Self::Queue {
-                    place,
-                    name: (*name).to_owned(),
-                }),
-                [_, "events", _, _, bus] => bus
-                    .strip_prefix("event-bus/")
-                    .filter(|name| !name.is_empty())
-                    .map(|name| Self::Bus {
-                        place,
-                        name: name.to_owned(),
-                    }),
-                _ => None,
+        let Some(rest) = text.strip_prefix("arn:") else {
+            return match text.contains("://") {
+                true => Self::queue_url(text),
+                false => (!text.is_empty()).then(|| Self::new(false, Place::default(), text)),
             };
-        }
-        if text.contains("://") {
-            return Self::queue_url(text);
-        }
-        (!text.is_empty()).then(|| Self::Bus {
-            place: Place::default(),
-            name: text.to_owned(),
-        })
+        };
+        let fields: Vec<&str> = rest.split(':').collect();
+        let place = place_of_arn(&fields)?;
+        let (queue, name) = match fields.as_slice() {
+            [_, "sqs", _, _, name] => (true, *name),
+            [_, "events", _, _, bus] => (false, bus.strip_prefix("event-bus/")?),
+            _ => return None,
+        };
+        (!name.is_empty()).then(|| Self::new(queue, place, name))
     }
 
     fn of(destination: &Destination) -> Option<Self> {
         match destination {
             Destination::Sqs { queue_url } => Self::queue_url(queue_url),
-            Destination::EventBridge { bus, .. } => match Self::parse(bus)? {
-                bus @ Self::Bus { .. } => Some(bus),
-                Self::Queue { .. } => None,
-            },
+            Destination::EventBridge { bus, .. } => Self::parse(bus).filter(|t| !t.queue),
             _ => None,
         }
     }
 
     /// This target with what it leaves to the relay taken from `home`.
     fn within(&self, home: &Place) -> Self {
-        match self {
-            Self::Queue { place, name } => Self::Queue {
-                place: place.within(home),
-                name: name.clone(),
-            },
-            Self::Bus { place, name } => Self::Bus {
-                place: place.within(home),
-                name: name.clone(),
-            },
+        let mut place = self.place.clone();
+        for (part, own) in place.iter_mut().zip(home) {
+            *part = part.take().or_else(|| own.clone());
         }
+        Self::new(self.queue, place, &self.name)
     }
 }
 
@@ -192,8 +129,7 @@ impl Target {
 pub struct Allowlist {
     /// `None`: every prefix everywhere ([`Allowlist::everything`]).
     by_prefix: Option<BTreeMap<String, Vec<Target>>>,
-    /// The relay's own partition, Region and account, once known
-    /// ([`Allowlist::set_home`]).
+    /// The relay's own place, once known ([`Allowlist::set_home`]).
     home: OnceLock<Place>,
 }
 
@@ -205,20 +141,18 @@ impl Allowlist {
         let mut by_prefix = BTreeMap::new();
         for (prefix, destinations) in raw {
             if prefix.is_empty() || prefix.contains('#') {
-                return Err(AllowlistError::Invalid(format!(
-                    "the prefix {prefix:?} is not a key prefix"
-                )));
+                let e = format!("the prefix {prefix:?} is not a key prefix");
+                return Err(AllowlistError::Invalid(e));
             }
-            let targets = destinations
-                .iter()
-                .map(|d| {
-                    Target::parse(d).ok_or_else(|| {
-                        AllowlistError::Invalid(format!(
-                            "{d:?} (for {prefix:?}) is not a queue URL or ARN, or a bus name or ARN"
-                        ))
-                    })
+            let target = |d: &String| {
+                Target::parse(d).ok_or_else(|| {
+                    let e = format!(
+                        "{d:?} (for {prefix:?}) is not a queue URL or ARN, or a bus name or ARN"
+                    );
+                    AllowlistError::Invalid(e)
                 })
-                .collect::<Result<Vec<_>, _>>()?;
+            };
+            let targets = destinations.iter().map(target).collect::<Result<_, _>>()?;
             by_prefix.insert(prefix, targets);
         }
         Ok(Self {
@@ -230,14 +164,11 @@ impl Allowlist {
     /// From [`ALLOWLIST_ENV`]; an error when it is unset or malformed (the
     /// relay does not start: it never guesses who may publish).
     pub fn from_env() -> Result<Self, AllowlistError> {
-        match std::env::var(ALLOWLIST_ENV) {
-            Ok(json) => Self::parse(&json),
-            Err(_) => Err(AllowlistError::Missing),
-        }
+        Self::parse(&std::env::var(ALLOWLIST_ENV).map_err(|_| AllowlistError::Missing)?)
     }
 
-    /// Every prefix may publish everywhere: for local runs that only print
-    /// what they would publish, and tests; never the default under Lambda.
+    /// Every prefix may publish everywhere: local runs that only print,
+    /// and tests; never the default under Lambda.
     pub fn everything() -> Self {
         Self {
             by_prefix: None,
@@ -246,21 +177,18 @@ impl Allowlist {
     }
 
     /// Learns the relay's own partition, Region and account from its
-    /// function ARN (`arn:aws:lambda:us-east-1:123456789012:function:…`,
-    /// the invocation context's `invoked_function_arn`), which a bare bus
-    /// name and a queue URL stand in: the first ARN that parses is kept.
-    /// Until then (a local run) they are unknown, and a bare name matches
-    /// only a bare name, never an ARN. Whether the home is known after.
+    /// function ARN (the context's `invoked_function_arn`), which a bare
+    /// bus name and a queue URL stand in: the first that parses is kept.
+    /// Until then (a local run) a bare name matches only a bare name.
+    /// Whether the home is known after.
     pub fn set_home(&self, function_arn: &str) -> bool {
-        if self.home.get().is_none()
-            && let Some(rest) = function_arn.strip_prefix("arn:")
-        {
-            let fields: Vec<&str> = rest.split(':').collect();
-            if fields.get(1) == Some(&"lambda")
-                && let Some(place) = Place::of_arn(&fields)
-            {
-                let _ = self.home.set(place);
-            }
+        let fields: Vec<&str> = function_arn
+            .strip_prefix("arn:")
+            .unwrap_or("")
+            .split(':')
+            .collect();
+        if let Some(place) = place_of_arn(&fields).filter(|_| fields.get(1) == Some(&"lambda")) {
+            let _ = self.home.set(place);
         }
         self.home.get().is_some()
     }
@@ -282,21 +210,18 @@ impl Allowlist {
             ));
         };
         let home = self.home.get().cloned().unwrap_or_default();
-        match Target::of(destination).map(|t| t.within(&home)) {
-            Some(target) if allowed.iter().any(|a| a.within(&home) == target) => Ok(()),
-            _ => Err(format!(
-                "the prefix {prefix:?} may not publish to {} ({ALLOWLIST_ENV})",
-                describe(destination)
-            )),
+        let target = Target::of(destination).map(|t| t.within(&home));
+        if target.is_some_and(|t| allowed.iter().any(|a| a.within(&home) == t)) {
+            return Ok(());
         }
-    }
-}
-
-fn describe(destination: &Destination) -> String {
-    match destination {
-        Destination::Sqs { queue_url } => format!("the queue {queue_url}"),
-        Destination::EventBridge { bus, .. } => format!("the event bus {bus}"),
-        _ => "an unknown destination".to_owned(),
+        let what = match destination {
+            Destination::Sqs { queue_url } => format!("the queue {queue_url}"),
+            Destination::EventBridge { bus, .. } => format!("the event bus {bus}"),
+            _ => "an unknown destination".to_owned(),
+        };
+        Err(format!(
+            "the prefix {prefix:?} may not publish to {what} ({ALLOWLIST_ENV})"
+        ))
     }
 }
 

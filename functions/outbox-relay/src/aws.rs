@@ -1,32 +1,82 @@
-//! The publisher that calls SQS (`SendMessageBatch`) and EventBridge
-//! (`PutEvents`).
+//! Who sends the requests: the [`Publisher`] trait and what it answers per
+//! message ([`Delivery`]), the [`AwsPublisher`] (SQS and EventBridge) and
+//! the [`PrintPublisher`] of a local run.
 
-use crate::{Delivery, EventPut, Publisher, SqsSend};
 use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
-use std::collections::HashMap;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry as SqsEntry};
+use lambda_idempotency::outbox::{EventPut, SqsSend};
 
-/// Per-entry EventBridge error codes that retrying cannot fix.
-const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
+/// What became of one message in one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Accepted by the service.
+    Published,
+    /// Not accepted; may succeed later (throttling, 5xx, a lost answer).
+    Retry(String),
+    /// Refused for good (the sender's fault): skipped as poison.
+    Poison(String),
+}
+
+/// One request of ≤ 10 entries, as a local run prints it
+/// (`{"would_publish": "SendMessageBatch", "QueueUrl": .., "Entries": ..}`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "would_publish", rename_all_fields = "PascalCase")]
+#[allow(missing_docs, reason = "the services' own names")]
+pub enum Request {
+    SendMessageBatch {
+        queue_url: String,
+        entries: Vec<SqsSend>,
+    },
+    PutEvents {
+        entries: Vec<EventPut>,
+    },
+}
+
+impl Request {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::SendMessageBatch { entries, .. } => entries.len(),
+            Self::PutEvents { entries } => entries.len(),
+        }
+    }
+}
+
+/// Sends requests: one [`Delivery`] per entry, in order.
+#[async_trait]
+pub trait Publisher: Send + Sync + std::fmt::Debug {
+    /// Sends one `SendMessageBatch` or `PutEvents`.
+    async fn send(&self, request: &Request) -> Vec<Delivery>;
+}
+
+/// Prints each request as one JSON line on stdout, every entry published:
+/// what a local run (`--event`) would publish.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PrintPublisher;
+
+#[async_trait]
+impl Publisher for PrintPublisher {
+    async fn send(&self, request: &Request) -> Vec<Delivery> {
+        println!("{}", serde_json::json!(request));
+        vec![Delivery::Published; request.len()]
+    }
+}
 
 /// SQS and EventBridge clients.
 #[derive(Debug, Clone)]
-pub struct AwsPublisher {
-    sqs: aws_sdk_sqs::Client,
-    events: aws_sdk_eventbridge::Client,
-}
+pub struct AwsPublisher(aws_sdk_sqs::Client, aws_sdk_eventbridge::Client);
 
 impl AwsPublisher {
     /// Clients from one SDK configuration.
     pub fn new(config: &aws_config::SdkConfig) -> Self {
-        Self {
-            sqs: aws_sdk_sqs::Client::new(config),
-            events: aws_sdk_eventbridge::Client::new(config),
-        }
+        Self(
+            aws_sdk_sqs::Client::new(config),
+            aws_sdk_eventbridge::Client::new(config),
+        )
     }
 
-    /// Clients from the environment (the crate's retries and timeouts;
+    /// Clients from the environment (the library's retries and timeouts;
     /// `AWS_ENDPOINT_URL` honoured).
     pub async fn from_env() -> Self {
         Self::new(&lambda_idempotency::aws::aws_sdk_config().await)
@@ -34,141 +84,125 @@ impl AwsPublisher {
 }
 
 /// One `SendMessageBatch` entry, or why the SDK's builder refuses it.
-fn build_entry(send: &SqsSend) -> Result<SendMessageBatchRequestEntry, String> {
-    let mut entry = SendMessageBatchRequestEntry::builder()
+fn sqs_entry(send: &SqsSend) -> Result<SqsEntry, String> {
+    let mut entry = SqsEntry::builder()
         .id(&send.id)
         .message_body(&send.message_body)
         .set_message_group_id(send.message_group_id.clone())
         .set_message_deduplication_id(send.message_deduplication_id.clone());
     for (name, value) in &send.message_attributes {
-        let attribute = MessageAttributeValue::builder()
+        let value = MessageAttributeValue::builder()
             .data_type("String")
-            .string_value(value)
+            .string_value(value);
+        let value = value
             .build()
             .map_err(|e| format!("attribute {name:?}: {e}"))?;
-        entry = entry.message_attributes(name, attribute);
+        entry = entry.message_attributes(name, value);
     }
     entry.build().map_err(|e| e.to_string())
 }
 
-fn error_text<E: std::error::Error>(e: &E) -> String {
-    aws_sdk_sqs::error::DisplayErrorContext(e).to_string()
+/// A failed entry of `operation`: poison when retrying cannot fix it.
+fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
+    let reason = format!(
+        "{operation} entry failed: {code} ({})",
+        message.unwrap_or("no message")
+    );
+    if poison {
+        Delivery::Poison(reason)
+    } else {
+        Delivery::Retry(reason)
+    }
 }
+
+/// Per-entry EventBridge error codes that retrying cannot fix.
+const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
 
 #[async_trait]
 impl Publisher for AwsPublisher {
-    async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
-        // An entry the request builder refuses is poison on its own; the
-        // others are sent.
-        let mut refused: HashMap<&str, Delivery> = HashMap::new();
-        let mut request = self.sqs.send_message_batch().queue_url(queue_url);
-        let mut sent = 0;
-        for send in entries {
-            match build_entry(send) {
-                Ok(entry) => {
-                    request = request.entries(entry);
-                    sent += 1;
+    async fn send(&self, request: &Request) -> Vec<Delivery> {
+        let none = |op: &str| Delivery::Retry(format!("{op} answered nothing for this entry"));
+        let mut out = vec![None; request.len()];
+        match request {
+            Request::SendMessageBatch { queue_url, entries } => {
+                // An entry the builder refuses is poison on its own.
+                let mut call = self.0.send_message_batch().queue_url(queue_url);
+                for (slot, send) in out.iter_mut().zip(entries) {
+                    match sqs_entry(send) {
+                        Ok(entry) => call = call.entries(entry),
+                        Err(reason) => *slot = Some(Delivery::Poison(reason)),
+                    }
                 }
-                Err(reason) => {
-                    refused.insert(send.id.as_str(), Delivery::Poison(reason));
+                let answer = match out.iter().any(Option::is_none) {
+                    true => call.send().await,
+                    false => return out.into_iter().flatten().collect(),
+                };
+                match answer {
+                    Ok(answer) => {
+                        // Entry ids are positions ([`SqsSend::id`]).
+                        let mut set = |id: &str, d| {
+                            let slot = id.parse().ok().and_then(|i: usize| out.get_mut(i));
+                            slot.map(|s| *s = Some(d))
+                        };
+                        for ok in answer.successful() {
+                            set(ok.id(), Delivery::Published);
+                        }
+                        for f in answer.failed() {
+                            set(
+                                f.id(),
+                                failed("SendMessageBatch", f.code(), f.message(), f.sender_fault()),
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        let reason =
+                            format!("SendMessageBatch failed: {}", DisplayErrorContext(&e));
+                        let retry = || Delivery::Retry(reason.clone());
+                        for slot in out.iter_mut().filter(|s| s.is_none()) {
+                            *slot = Some(retry());
+                        }
+                    }
                 }
+                out.into_iter()
+                    .map(|d| d.unwrap_or_else(|| none("SendMessageBatch")))
+                    .collect()
             }
-        }
-        if sent == 0 {
-            return entries
-                .iter()
-                .map(|e| {
-                    refused
-                        .remove(e.id.as_str())
-                        .unwrap_or(Delivery::Retry("not sent".into()))
-                })
-                .collect();
-        }
-        let out = match request.send().await {
-            Ok(out) => out,
-            Err(e) => {
-                let reason = format!("SendMessageBatch failed: {}", error_text(&e));
-                return entries
-                    .iter()
-                    .map(|send| {
-                        refused
-                            .remove(send.id.as_str())
-                            .unwrap_or_else(|| Delivery::Retry(reason.clone()))
-                    })
-                    .collect();
-            }
-        };
-        let mut by_id: HashMap<&str, Delivery> = refused;
-        for ok in out.successful() {
-            by_id.insert(ok.id(), Delivery::Published);
-        }
-        for failed in out.failed() {
-            let reason = format!(
-                "SendMessageBatch entry failed: {} ({})",
-                failed.code(),
-                failed.message().unwrap_or("no message")
-            );
-            let delivery = if failed.sender_fault() {
-                Delivery::Poison(reason)
-            } else {
-                Delivery::Retry(reason)
-            };
-            by_id.insert(failed.id(), delivery);
-        }
-        entries
-            .iter()
-            .map(|e| {
-                by_id.remove(e.id.as_str()).unwrap_or_else(|| {
-                    Delivery::Retry("SendMessageBatch answered nothing for this entry".to_owned())
-                })
-            })
-            .collect()
-    }
-
-    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery> {
-        let request = self.events.put_events().set_entries(Some(
-            entries
-                .iter()
-                .map(|put| {
+            Request::PutEvents { entries } => {
+                let entry = |put: &EventPut| {
                     PutEventsRequestEntry::builder()
                         .event_bus_name(&put.event_bus_name)
                         .source(&put.source)
                         .detail_type(&put.detail_type)
                         .detail(&put.detail)
                         .build()
-                })
-                .collect(),
-        ));
-        let out = match request.send().await {
-            Ok(out) => out,
-            Err(e) => {
-                let reason = format!("PutEvents failed: {}", error_text(&e));
-                return vec![Delivery::Retry(reason); entries.len()];
-            }
-        };
-        let results = out.entries();
-        if out.failed_entry_count() == 0 && results.len() == entries.len() {
-            return vec![Delivery::Published; entries.len()];
-        }
-        (0..entries.len())
-            .map(|i| match results.get(i) {
-                None => Delivery::Retry("PutEvents answered nothing for this entry".to_owned()),
-                Some(r) => match r.error_code() {
-                    None if r.event_id().is_some() => Delivery::Published,
-                    None => Delivery::Retry("PutEvents entry without event id".to_owned()),
-                    Some(code) => {
-                        let reason = format!(
-                            "PutEvents entry failed: {code} ({})",
-                            r.error_message().unwrap_or("no message")
-                        );
-                        if EVENTBRIDGE_POISON.contains(&code) {
-                            Delivery::Poison(reason)
-                        } else {
-                            Delivery::Retry(reason)
-                        }
+                };
+                let call = self
+                    .1
+                    .put_events()
+                    .set_entries(Some(entries.iter().map(entry).collect()));
+                let answer = match call.send().await {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        let reason = format!("PutEvents failed: {}", DisplayErrorContext(&e));
+                        return vec![Delivery::Retry(reason); entries.len()];
                     }
-                },
-            })
-            .collect()
+                };
+                let results = answer.entries();
+                let result = |i: usize| match results.get(i).map(|r| (r, r.error_code())) {
+                    None => none("PutEvents"),
+                    Some((r, None)) if r.event_id().is_some() => Delivery::Published,
+                    Some((_, None)) => {
+                        Delivery::Retry("PutEvents entry without event id".to_owned())
+                    }
+                    Some((r, Some(code))) => failed(
+                        "PutEvents",
+                        code,
+                        r.error_message(),
+                        EVENTBRIDGE_POISON.contains(&code),
+                    ),
+                };
+                (0..entries.len()).map(result).collect()
+            }
+        }
     }
 }

@@ -4,71 +4,77 @@ use super::*;
 use async_trait::async_trait;
 use aws_lambda_events::dynamodb::{Event, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_idempotency::dynamodb_streams::DynamoDbRecord;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const SAMPLE: &str = include_str!("../../../events/dynamodb-stream-outbox.json");
 const FIFO: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications.fifo";
 const STANDARD: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/notifications";
 
 /// Records every request; answers from a script (by call number), else
-/// everything published.
-#[derive(Default)]
+/// everything published; each request takes `delay`.
+#[derive(Debug, Default)]
 struct Fake {
     calls: Mutex<Vec<(String, Vec<Value>)>>,
     script: Mutex<Vec<Option<Vec<Delivery>>>>,
+    delay: Duration,
 }
 
 impl Fake {
     fn scripted(script: Vec<Option<Vec<Delivery>>>) -> Self {
         Self {
-            calls: Mutex::default(),
             script: Mutex::new(script),
+            ..Self::default()
         }
-    }
-
-    fn answer(&self, n: usize) -> Vec<Delivery> {
-        let mut script = self.script.lock().unwrap();
-        if script.is_empty() {
-            return vec![Delivery::Published; n];
-        }
-        script
-            .remove(0)
-            .unwrap_or_else(|| vec![Delivery::Published; n])
     }
 
     fn calls(&self) -> Vec<(String, Vec<Value>)> {
         self.calls.lock().unwrap().clone()
     }
+
+    fn targets(&self) -> Vec<String> {
+        self.calls().into_iter().map(|(t, _)| t).collect()
+    }
 }
 
 #[async_trait]
 impl Publisher for Fake {
-    async fn send_message_batch(&self, queue_url: &str, entries: &[SqsSend]) -> Vec<Delivery> {
-        let values = entries
-            .iter()
-            .map(|e| serde_json::to_value(e).unwrap())
-            .collect();
+    async fn send(&self, request: &Request) -> Vec<Delivery> {
+        tokio::time::sleep(self.delay).await;
+        let json = serde_json::to_value(request).unwrap();
+        let target = json
+            .get("QueueUrl")
+            .and_then(Value::as_str)
+            .unwrap_or("events");
+        let entries = json["Entries"].as_array().unwrap().clone();
         self.calls
             .lock()
             .unwrap()
-            .push((queue_url.to_owned(), values));
-        self.answer(entries.len())
+            .push((target.to_owned(), entries));
+        let mut script = self.script.lock().unwrap();
+        let scripted = (!script.is_empty()).then(|| script.remove(0)).flatten();
+        scripted.unwrap_or_else(|| vec![Delivery::Published; request.len()])
     }
+}
 
-    async fn put_events(&self, entries: &[EventPut]) -> Vec<Delivery> {
-        let values = entries
-            .iter()
-            .map(|e| serde_json::to_value(e).unwrap())
-            .collect();
-        self.calls
-            .lock()
-            .unwrap()
-            .push(("events".to_owned(), values));
-        self.answer(entries.len())
-    }
+/// Relays `event` through `fake` under `policy`, with no deadline.
+async fn relay_with(
+    fake: &Arc<Fake>,
+    policy: Policy,
+    event: Value,
+) -> Result<Report, lambda_idempotency::batch::BatchError> {
+    Relay::new(fake.clone(), policy).relay(event, None).await
+}
+
+/// Relays `event` through `fake`, every writer allowed everywhere.
+async fn relay(
+    event: &Value,
+    fake: &Arc<Fake>,
+) -> Result<Report, lambda_idempotency::batch::BatchError> {
+    relay_with(fake, open(), event.clone()).await
 }
 
 fn sqs_entry(record: &str, index: usize, url: &str, group: Option<&str>) -> Value {
@@ -114,6 +120,11 @@ fn open() -> Policy {
 
 fn event(records: Vec<Value>) -> Value {
     json!({ "Records": records })
+}
+
+/// The handler's view of a stream record.
+fn record_of(raw: Value) -> DynamoDbRecord {
+    DynamoDbRecord::new(serde_json::from_value::<EventRecord>(raw).unwrap()).unwrap()
 }
 
 fn failures(report: &Report) -> Vec<String> {
@@ -189,8 +200,8 @@ fn only_completed_records_with_an_outbox_are_planned() {
     let parsed: Event = serde_json::from_str(SAMPLE).unwrap();
     let plans: Vec<RecordPlan> = parsed
         .records
-        .iter()
-        .map(|r| plan_record(r, &open()))
+        .into_iter()
+        .map(|r| plan_record(&DynamoDbRecord::new(r).unwrap(), &open()))
         .collect();
     assert_eq!(plans[0].ignored, Some("not COMPLETED"));
     assert!(plans[0].entries.is_empty());
@@ -221,16 +232,14 @@ fn only_completed_records_with_an_outbox_are_planned() {
         ("INSERT", "INPROGRESS", Some("not COMPLETED")),
         ("MODIFY", "COMPLETED", None),
     ] {
-        let record: EventRecord =
-            serde_json::from_value(stream_record(1, name, "k", status, Some(&outbox))).unwrap();
+        let record = record_of(stream_record(1, name, "k", status, Some(&outbox)));
         assert_eq!(
             plan_record(&record, &open()).ignored,
             ignored,
             "{name} {status}"
         );
     }
-    let record: EventRecord =
-        serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", None)).unwrap();
+    let record = record_of(stream_record(1, "INSERT", "k", "COMPLETED", None));
     assert_eq!(plan_record(&record, &open()).ignored, Some("no outbox"));
 }
 
@@ -240,8 +249,7 @@ fn a_modify_that_keeps_a_published_outbox_is_ignored() {
     let mut raw = stream_record(2, "MODIFY", "k", "COMPLETED", Some(&outbox));
     raw["dynamodb"]["OldImage"] = raw["dynamodb"]["NewImage"].clone();
     raw["dynamodb"]["StreamViewType"] = json!("NEW_AND_OLD_IMAGES");
-    let record: EventRecord = serde_json::from_value(raw).unwrap();
-    assert!(plan_record(&record, &open()).ignored.is_some());
+    assert!(plan_record(&record_of(raw), &open()).ignored.is_some());
 }
 
 #[test]
@@ -257,9 +265,7 @@ fn poison_entries_are_named_and_the_rest_kept() {
         sqs_entry("k", 0, FIFO, Some("g")),
         sqs_entry("k", 6, STANDARD, None),
     ]);
-    let record: EventRecord =
-        serde_json::from_value(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)))
-            .unwrap();
+    let record = record_of(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)));
     let plan = plan_record(&record, &open());
     let kept: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(kept, [stable_id("k", 0), stable_id("k", 6)]);
@@ -274,62 +280,10 @@ fn poison_entries_are_named_and_the_rest_kept() {
     for bad in ["{not json", "{\"a\":1}"] {
         let mut raw = stream_record(1, "INSERT", "k", "COMPLETED", None);
         raw["dynamodb"]["NewImage"]["outbox"] = json!({ "S": bad });
-        let plan = plan_record(&serde_json::from_value(raw).unwrap(), &open());
+        let plan = plan_record(&record_of(raw), &open());
         assert!(plan.entries.is_empty());
         assert_eq!(plan.poison.len(), 1, "{bad}");
     }
-}
-
-#[test]
-fn requests_carry_the_stable_id() {
-    let entry: OutboxEntry = serde_json::from_value(json!({
-        "id": stable_id("k", 0),
-        "destination": {"sqs": {"queue_url": FIFO}},
-        "body": "hello",
-        "group_id": "acct-1",
-        "attributes": {"type": "OrderConfirmed"},
-    }))
-    .unwrap();
-    let send = sqs_send(FIFO, 3, &entry);
-    assert_eq!(send.id, "3");
-    assert_eq!(
-        send.message_deduplication_id.as_deref(),
-        Some(entry.id.as_str())
-    );
-    assert_eq!(send.message_group_id.as_deref(), Some("acct-1"));
-    assert_eq!(send.message_attributes["outbox_id"], entry.id);
-    assert_eq!(send.message_attributes["type"], "OrderConfirmed");
-    let standard = sqs_send(STANDARD, 0, &entry);
-    assert_eq!(standard.message_deduplication_id, None);
-    assert_eq!(standard.message_group_id, None);
-    assert_eq!(standard.message_attributes["outbox_id"], entry.id);
-
-    let event: OutboxEntry = serde_json::from_value(json!({
-        "id": stable_id("k", 1),
-        "destination": {"eventbridge": {"bus": "default", "source": "orders", "detail_type": "OrderConfirmed"}},
-        "body": "{\"order_id\":\"o-1\"}",
-    }))
-    .unwrap();
-    let put = event_put(&event).unwrap();
-    assert_eq!(put.event_bus_name, "default");
-    let detail: Value = serde_json::from_str(&put.detail).unwrap();
-    assert_eq!(
-        detail,
-        json!({"order_id": "o-1", "outbox_id": stable_id("k", 1)})
-    );
-}
-
-#[test]
-fn chunks_hold_ten_entries_and_fit_the_size_limit() {
-    const MAX: usize = MAX_SQS_BATCH_BYTES;
-    let ranges = chunks(&[1; 25], MAX);
-    assert_eq!(ranges, vec![0..10, 10..20, 20..25]);
-    assert_eq!(chunks(&[], MAX), Vec::<std::ops::Range<usize>>::new());
-    let big = MAX / 2;
-    assert_eq!(
-        chunks(&[big, big, 1, MAX * 2, 1], MAX),
-        vec![0..2, 2..3, 3..4, 4..5]
-    );
 }
 
 fn many(records: usize, per_record: usize, url: &str) -> Value {
@@ -354,8 +308,8 @@ fn many(records: usize, per_record: usize, url: &str) -> Value {
 
 #[tokio::test]
 async fn messages_are_batched_ten_per_request_in_stream_order() {
-    let fake = Fake::default();
-    let report = relay(&many(25, 1, FIFO), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::default());
+    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
     assert_eq!(report.published, 25);
     assert_eq!(report.requests, 3);
     assert!(failures(&report).is_empty());
@@ -377,28 +331,27 @@ async fn messages_are_batched_ten_per_request_in_stream_order() {
 
 #[tokio::test]
 async fn queues_and_buses_get_their_own_requests() {
-    let fake = Fake::default();
+    let fake = Arc::new(Fake::default());
     let raw: Value = serde_json::from_str(SAMPLE).unwrap();
-    let report = relay(&raw, &fake, &open()).await.unwrap();
+    let report = relay(&raw, &fake).await.unwrap();
     assert_eq!(
         (report.published, report.requests, report.poison),
         (3, 3, 0)
     );
-    let targets: Vec<String> = fake.calls().into_iter().map(|(t, _)| t).collect();
-    assert_eq!(targets, [FIFO, "events", STANDARD]);
+    assert_eq!(fake.targets(), [FIFO, "events", STANDARD]);
 }
 
 #[tokio::test]
 async fn the_first_record_with_an_unpublished_message_is_reported() {
-    // 25 records, one message each: the second request has entry 3 failing
-    // (record 13): records 13.. are retried, so the third request (records
-    // 20..25, which the stream sends again from record 13) is not sent, on
-    // a standard queue as on a FIFO one.
+    // 25 records, one message each: the second request (records 11-20) has
+    // entry 3 failing (record 14): records 14.. are retried, so the third
+    // request (records 21-25, which the stream sends again from record 14)
+    // is not sent, on a standard queue as on a FIFO one.
     for queue in [STANDARD, FIFO] {
         let mut answer = vec![Delivery::Published; 10];
         answer[3] = Delivery::Retry("throttled".into());
-        let fake = Fake::scripted(vec![None, Some(answer)]);
-        let report = relay(&many(25, 1, queue), &fake, &open()).await.unwrap();
+        let fake = Arc::new(Fake::scripted(vec![None, Some(answer)]));
+        let report = relay(&many(25, 1, queue), &fake).await.unwrap();
         assert_eq!(failures(&report), [format!("{:024}", 14)], "{queue}");
         assert_eq!(
             (report.published, report.unpublished, report.requests),
@@ -414,7 +367,8 @@ async fn a_failure_on_one_target_holds_the_later_records_of_the_others() {
     // Records 1-10 to the standard queue, 11-30 to the FIFO queue: the
     // standard queue's only request fails at record 4; the FIFO queue's
     // requests (records 11.., all after it) are not sent, but for one that
-    // may start before the failure is known (targets run concurrently).
+    // may start before the failure is known (records of other items, and
+    // targets, run concurrently).
     let mut records: Vec<Value> = Vec::new();
     for r in 0..30usize {
         let key = format!("k{r}");
@@ -434,10 +388,10 @@ async fn a_failure_on_one_target_holds_the_later_records_of_the_others() {
     }
     let mut answer = vec![Delivery::Published; 10];
     answer[3] = Delivery::Retry("throttled".into());
-    let fake = Fake::scripted(vec![Some(answer)]);
-    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::scripted(vec![Some(answer)]));
+    let report = relay(&event(records), &fake).await.unwrap();
     assert_eq!(failures(&report), [format!("{:024}", 4)]);
-    let targets: Vec<String> = fake.calls().into_iter().map(|(t, _)| t).collect();
+    let targets = fake.targets();
     assert!(targets.len() <= 2, "{targets:?}");
     assert_eq!(targets[0], STANDARD);
     assert_eq!(report.published + report.unpublished, 30);
@@ -500,8 +454,8 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
             ]),
         ),
     ];
-    let fake = Fake::default();
-    let report = relay(&event(records), &fake, &policy).await.unwrap();
+    let fake = Arc::new(Fake::default());
+    let report = relay_with(&fake, policy, event(records)).await.unwrap();
     assert_eq!(report.refused, 4);
     assert_eq!(report.published, 4);
     assert_eq!((report.poison, report.unpublished), (0, 0));
@@ -525,8 +479,7 @@ async fn entries_the_allowlist_does_not_give_their_writer_are_refused() {
             "{refused} was sent"
         );
     }
-    let line: Value = serde_json::from_str(&emf_line(&report, "relay".into())).unwrap();
-    assert_eq!(line["OutboxRefused"], 4);
+    assert!(report.metrics().contains(&("OutboxRefused", 4)));
 }
 
 #[tokio::test]
@@ -565,15 +518,18 @@ async fn entries_that_break_the_library_check_are_poison() {
         "COMPLETED",
         Some(&outbox),
     )];
-    let fake = Fake::default();
-    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::default());
+    let report = relay(&event(records), &fake).await.unwrap();
     assert_eq!((report.poison, report.published), (5, 1));
 }
 
 #[tokio::test]
 async fn a_fifo_queue_stops_after_a_failed_request() {
-    let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("500".into()); 10])]);
-    let report = relay(&many(25, 1, FIFO), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::scripted(vec![
+        None,
+        Some(vec![Delivery::Retry("500".into()); 10]),
+    ]));
+    let report = relay(&many(25, 1, FIFO), &fake).await.unwrap();
     assert_eq!(report.requests, 2, "the third request is not sent");
     assert_eq!((report.published, report.unpublished), (10, 15));
     assert_eq!(failures(&report), [format!("{:024}", 11)]);
@@ -605,8 +561,11 @@ async fn the_earliest_failure_across_targets_wins() {
             Some(&json!([sqs_entry("c", 0, FIFO, Some("g"))])),
         ),
     ];
-    let fake = Fake::scripted(vec![None, Some(vec![Delivery::Retry("reset".into())])]);
-    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::scripted(vec![
+        None,
+        Some(vec![Delivery::Retry("reset".into())]),
+    ]));
+    let report = relay(&event(records), &fake).await.unwrap();
     assert_eq!(failures(&report), [format!("{:024}", 2)]);
 }
 
@@ -629,20 +588,22 @@ async fn poison_is_skipped_not_retried() {
         ),
         json!({"eventID": "broken", "dynamodb": {"SequenceNumber": "3"}}),
     ];
-    let fake = Fake::scripted(vec![Some(vec![Delivery::Poison("too large".into())])]);
-    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    let fake = Arc::new(Fake::scripted(vec![Some(vec![Delivery::Poison(
+        "too large".into(),
+    )])]));
+    let report = relay(&event(records), &fake).await.unwrap();
     assert!(failures(&report).is_empty());
     assert_eq!((report.published, report.poison), (0, 3));
 }
 
 #[tokio::test]
 async fn nothing_to_publish_sends_nothing() {
-    let fake = Fake::default();
+    let fake = Arc::new(Fake::default());
     let records = vec![stream_record(1, "INSERT", "a", "INPROGRESS", None)];
-    let report = relay(&event(records), &fake, &open()).await.unwrap();
+    let report = relay(&event(records), &fake).await.unwrap();
     assert_eq!(report.requests, 0);
     assert!(fake.calls().is_empty());
-    assert!(relay(&json!({"nope": 1}), &fake, &open()).await.is_err());
+    assert!(relay(&json!({"nope": 1}), &fake).await.is_err());
 }
 
 #[test]
@@ -657,30 +618,89 @@ fn the_response_is_the_partial_batch_shape() {
     );
 }
 
-#[test]
-fn the_request_window_keeps_time_in_hand() {
-    assert_eq!(request_window(0, 1_000), None);
-    assert_eq!(request_window(600_000, 1_764_547_200_000), None);
-    assert_eq!(request_window(31_000, 1_000), Some(Duration::from_secs(21)));
-    // A short timeout keeps half.
-    assert_eq!(request_window(5_000, 1_000), Some(Duration::from_secs(2)));
-}
-
+/// No request starts when the time is up: every record's message is
+/// reported, the first record named.
 #[tokio::test]
 async fn no_request_starts_after_the_cutoff() {
-    let fake = Fake::default();
-    let past = Instant::now();
-    let report = relay_until(&many(25, 1, STANDARD), &fake, &open(), Some(past))
+    let fake = Arc::new(Fake::default());
+    let relay = Relay::new(fake.clone(), open());
+    let report = relay
+        .relay(many(25, 1, STANDARD), Some(Duration::ZERO))
         .await
         .unwrap();
     assert_eq!(report.requests, 0);
     assert_eq!(report.unpublished, 25);
     assert_eq!(failures(&report), [format!("{:024}", 1)]);
-    let later = Instant::now() + Duration::from_secs(60);
-    let report = relay_until(&many(25, 1, FIFO), &fake, &open(), Some(later))
+    // Without a deadline (`None`: unknown), no cut-off.
+    let report = relay.relay(many(25, 1, FIFO), None).await.unwrap();
+    assert_eq!((report.requests, report.published), (3, 25));
+}
+
+/// The deadline margin (the processor's, and the requests' cut-off): no
+/// request starts when less than half the time left at the start (at most
+/// `REQUEST_BUDGET`) remains; the records not sent are reported from the
+/// first.
+#[tokio::test]
+async fn no_record_starts_within_the_deadline_margin() {
+    let fake = Arc::new(Fake {
+        delay: Duration::from_millis(600),
+        ..Fake::default()
+    });
+    let relay = Relay::new(fake.clone(), open());
+    let report = relay
+        .relay(many(25, 1, STANDARD), Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    // The first request (records 1-10) takes 600 ms; the second's turn
+    // comes with 400 ms left, under the 500 ms margin: the stream retries
+    // from record 11.
+    assert_eq!(failures(&report), [format!("{:024}", 11)]);
+    assert_eq!((report.requests, report.published), (1, 10));
+    assert_eq!(report.unpublished, 15);
+    // With time, all of it: REQUEST_BUDGET of 30 s kept in hand.
+    let fast = Arc::new(Fake::default());
+    let relay = Relay::new(fast.clone(), open());
+    let report = relay
+        .relay(many(25, 1, FIFO), Some(Duration::from_secs(30)))
         .await
         .unwrap();
     assert_eq!((report.requests, report.published), (3, 25));
+    assert_eq!(REQUEST_BUDGET, Duration::from_secs(9));
+}
+
+/// A record the library cannot read as a `DynamoDbRecord` (a number that
+/// is not a number in its image) is poison: skipped, counted, the shard
+/// goes on.
+#[tokio::test]
+async fn a_record_with_an_invalid_image_is_poison_and_the_shard_goes_on() {
+    let mut records = Vec::new();
+    for r in 0..3u64 {
+        let key = format!("k{r}");
+        let outbox = json!([sqs_entry(&key, 0, STANDARD, None)]);
+        records.push(stream_record(
+            r + 1,
+            "INSERT",
+            &key,
+            "COMPLETED",
+            Some(&outbox),
+        ));
+    }
+    records[1]["dynamodb"]["NewImage"]["expiration"] = json!({"N": "soon"});
+    let fake = Arc::new(Fake::default());
+    let report = relay(&event(records), &fake).await.unwrap();
+    assert!(failures(&report).is_empty());
+    assert_eq!((report.published, report.poison), (2, 1));
+    let ids: Vec<String> = fake.calls()[0]
+        .1
+        .iter()
+        .map(|e| {
+            e["MessageAttributes"]["outbox_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, [stable_id("k0", 0), stable_id("k2", 0)]);
 }
 
 #[tokio::test]
@@ -692,11 +712,100 @@ async fn another_trigger_fails_the_invocation_instead_of_being_skipped() {
         "eventSource": "aws:kinesis", "eventID": "shardId-000000000000:1",
         "kinesis": {"sequenceNumber": "1", "partitionKey": "p", "data": "e30="},
     }]});
-    let fake = Fake::default();
-    let err = relay(&kinesis, &fake, &open()).await.unwrap_err();
+    let fake = Arc::new(Fake::default());
+    let err = relay(&kinesis, &fake).await.unwrap_err();
     assert_eq!(
         lambda_idempotency::diagnostic::error_type(&err),
         "InvalidEvent"
     );
     assert!(fake.calls().is_empty());
+}
+
+/// Records 1-10 to the standard queue, 11-30 to the FIFO queue.
+fn two_targets() -> Vec<Value> {
+    (0..30usize)
+        .map(|r| {
+            let key = format!("k{r}");
+            let (url, group) = if r < 10 {
+                (STANDARD, None)
+            } else {
+                (FIFO, Some("g"))
+            };
+            let outbox = json!([sqs_entry(&key, 0, url, group)]);
+            stream_record(r as u64 + 1, "INSERT", &key, "COMPLETED", Some(&outbox))
+        })
+        .collect()
+}
+
+/// Records run out of stream order, as records of other lanes may: a
+/// record's run sends its target's earlier requests first, in order, and
+/// no request is sent twice.
+#[tokio::test]
+async fn a_record_sends_its_targets_earlier_requests_first_and_each_once() {
+    let records = two_targets();
+    let parsed =
+        lambda_idempotency::dynamodb_streams::parse_dynamodb_event(event(records.clone())).unwrap();
+    let fake = Fake::default();
+    let batch = crate::publish::Batch::new(&parsed, &fake, &open(), None);
+    // Record 25 (FIFO, second request): records 11-20 go first.
+    batch.publish(record_of(records[24].clone())).await.unwrap();
+    batch.publish(record_of(records[11].clone())).await.unwrap();
+    let firsts: Vec<(String, Value)> = fake
+        .calls()
+        .into_iter()
+        .map(|(t, e)| (t, e[0]["MessageDeduplicationId"].clone()))
+        .collect();
+    assert_eq!(
+        firsts,
+        [
+            (FIFO.to_owned(), json!(stable_id("k10", 0))),
+            (FIFO.to_owned(), json!(stable_id("k20", 0)))
+        ]
+    );
+}
+
+/// After a message of record 4 fails, a request whose messages all belong
+/// to later records is not sent, on any target (here: run before the
+/// stream would, as another lane's record); record 2's message went out
+/// with record 4's request.
+#[tokio::test]
+async fn after_a_failure_no_request_of_later_records_is_sent() {
+    let records = two_targets();
+    let parsed =
+        lambda_idempotency::dynamodb_streams::parse_dynamodb_event(event(records.clone())).unwrap();
+    let mut answer = vec![Delivery::Published; 10];
+    answer[3] = Delivery::Retry("throttled".into());
+    let fake = Fake::scripted(vec![Some(answer)]);
+    let batch = crate::publish::Batch::new(&parsed, &fake, &open(), None);
+    let failed = batch
+        .publish(record_of(records[3].clone()))
+        .await
+        .unwrap_err();
+    assert!(format!("{failed:?}").contains("throttled"), "{failed:?}");
+    let held = batch
+        .publish(record_of(records[11].clone()))
+        .await
+        .unwrap_err();
+    assert!(format!("{held:?}").contains("earlier record"), "{held:?}");
+    batch.publish(record_of(records[1].clone())).await.unwrap();
+    assert_eq!(fake.targets(), [STANDARD]);
+}
+
+/// A deadline already past when the invocation starts (`cargo lambda
+/// watch` gives 600000) is unknown, not a cut-off that publishes nothing;
+/// with no deadline (0) there is none either.
+#[tokio::test]
+async fn a_deadline_already_past_is_unknown() {
+    for deadline in [600_000, 0] {
+        let fake = Arc::new(Fake::default());
+        let mut ctx = lambda_runtime::Context::default();
+        ctx.deadline = deadline;
+        let event = lambda_runtime::LambdaEvent::new(many(25, 1, FIFO), ctx);
+        let response = Relay::new(fake.clone(), open())
+            .handle(event)
+            .await
+            .unwrap();
+        assert!(response.batch_item_failures.is_empty(), "{deadline}");
+        assert_eq!(fake.calls().len(), 3, "{deadline}");
+    }
 }

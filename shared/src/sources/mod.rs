@@ -8,3 +8,60 @@ pub mod kafka;
 pub mod kinesis;
 pub mod sns;
 pub mod sqs;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::batch::{Delivery, FailureReason, KeyInput, PayloadScope, Pipeline, Prepared};
+
+/// What payload validation hashes of `document` under `scope`.
+pub(crate) fn hashed(scope: PayloadScope, document: Value) -> Option<Value> {
+    match scope {
+        PayloadScope::None => None,
+        PayloadScope::Body => Some(document),
+    }
+}
+
+/// A stream record's body (`bytes`, its `what` in errors; `None`: a
+/// tombstone, JSON `null`) parsed into `M` and keyed: keys and payload
+/// hashes keep the exact text of numbers that `f64` cannot hold, as SQS
+/// bodies do.
+pub(crate) fn prepare_json<M: DeserializeOwned>(
+    pipeline: &Pipeline<'_>,
+    ident: &str,
+    what: &str,
+    bytes: Option<&[u8]>,
+    delivery: &dyn Delivery,
+    scope: PayloadScope,
+) -> Result<Prepared<M>, FailureReason> {
+    let parse = |m: String| FailureReason::Parse(m);
+    let type_name = std::any::type_name::<M>();
+    let (body, material) = match bytes {
+        None => {
+            let body = M::deserialize(&Value::Null).map_err(|e| {
+                parse(format!(
+                    "record {ident} is a tombstone (no {what}), which does not parse as \
+                     {type_name}: {e}"
+                ))
+            })?;
+            (body, Value::Null)
+        }
+        Some(bytes) => {
+            let text = std::str::from_utf8(bytes)
+                .map_err(|e| parse(format!("{what} of record {ident} is not UTF-8: {e}")))?;
+            let value: Value = serde_json::from_str(text)
+                .map_err(|e| parse(format!("{what} of record {ident} is not JSON: {e}")))?;
+            let body: M = serde_json::from_str(text).map_err(|e| {
+                parse(format!(
+                    "{what} of record {ident} does not parse as {type_name}: {e}"
+                ))
+            })?;
+            (
+                body,
+                crate::key::exact_material(text, &value).unwrap_or(value),
+            )
+        }
+    };
+    let key = pipeline.key_of(ident, KeyInput::new(&material, Some(delivery)))?;
+    Ok(Prepared::new(body, key, hashed(scope, material)))
+}

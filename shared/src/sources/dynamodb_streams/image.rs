@@ -1,7 +1,5 @@
-//! A stream record's images as the library's [`Item`]: converted exactly
-//! from `serde_dynamo`'s `AttributeValue` (numbers as exact decimals, in
-//! the canonical form DynamoDB stores), and the JSON view of a record that
-//! keys and payload hashes are made of.
+//! A stream record's images as the library's [`Item`], converted exactly,
+//! and as plain JSON.
 
 use base64::Engine as _;
 use serde_dynamo::AttributeValue;

@@ -1,51 +1,34 @@
-//! A DynamoDB stream record's key, and the preparation of its images.
-//!
-//! Keys are selected from the record's JSON view ([`record_json`]):
-//! `{"eventName": "MODIFY", "Keys": {..}, "NewImage": {..}, "OldImage": {..}}`
-//! (images as plain JSON, numbers as strings of their exact decimal text;
-//! an image the stream does not carry is absent).
-//!
-//! The default key is [`keys_and`]`("<attribute>")`: the item's `Keys`, the
-//! `eventName` and one attribute of the image that changes with every write
-//! (a version number, an `updated_at`). Every change of an item is then its
-//! own key, and the same change has the same key wherever it is read from:
-//! a redelivery of the batch, and also a new stream of the table (disabled
-//! and enabled again), a global table replica's stream or a backfill, where
-//! the same change has another `SequenceNumber`. The `Keys` alone are not a
-//! key: every change of the item would be taken for a duplicate of the
-//! first. [`KeySelector::Id`] (the `SequenceNumber`) catches redeliveries
-//! only. [`KeySelector::pointer`] into the view (`/NewImage/order_id`)
-//! suits items written once.
+//! A stream record's key, selected from its JSON view ([`record_json`]),
+//! and the preparation of its images.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::DynamoDbStreams;
 use super::image::item_json;
-use super::record::DynamoDbRecord;
-use crate::batch::{FailureReason, KeyInput, KeySelector, PayloadScope, Pipeline, Prepared};
+use super::{DynamoDbRecord, DynamoDbStreams, EventRecord};
+use crate::batch::{FailureReason, KeyInput, KeySelector, Pipeline, Prepare, Prepared};
 use crate::error::KeyError;
+use crate::sources::hashed;
 
-/// The JSON view of a record that keys and payload hashes are made of.
+/// The JSON view of a record that keys and payload hashes are made of:
+/// `{"eventName": .., "Keys": {..}, "NewImage": {..}, "OldImage": {..}}`,
+/// images as plain JSON ([`item_json`]), an image the stream lacks absent.
 pub fn record_json(record: &DynamoDbRecord) -> Value {
-    let mut view = Map::new();
-    view.insert("eventName".into(), Value::String(record.event_name.clone()));
-    view.insert("Keys".into(), item_json(&record.keys));
-    if let Some(new) = &record.new_image {
-        view.insert("NewImage".into(), item_json(new));
+    let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
+    for (name, image) in [
+        ("NewImage", &record.new_image),
+        ("OldImage", &record.old_image),
+    ] {
+        if let Some(image) = image {
+            view[name] = item_json(image);
+        }
     }
-    if let Some(old) = &record.old_image {
-        view.insert("OldImage".into(), item_json(old));
-    }
-    Value::Object(view)
+    view
 }
 
-/// The default key of a DynamoDB stream record: its `Keys`, its
-/// `eventName` and `attribute` of its `NewImage` (of its `OldImage` on a
-/// `REMOVE`). `attribute` must change with every write of the item and not
-/// start again when the item is deleted and written anew (a version that
-/// restarts at 1 would make the new item's first change a duplicate of the
-/// old one's). Missing (no such attribute, no image: a `KEYS_ONLY` stream)
-/// is [`KeyError::Missing`], handled by [`MissingKey`](crate::MissingKey).
+/// The default key of a stream record: its `Keys`, its `eventName` and
+/// `attribute` (one that changes with every write and never starts again)
+/// of its `NewImage` (its `OldImage` on a `REMOVE`). Missing (no such
+/// attribute, no image) is [`KeyError::Missing`].
 pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
     let attribute = attribute.into();
     KeySelector::custom(move |input: KeyInput<'_>| {
@@ -78,26 +61,19 @@ pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
     })
 }
 
-/// How a record's images are keyed and hashed: the part of a
-/// [`DynamoDbStreamsProcessor`](super::DynamoDbStreamsProcessor)'s settings
-/// its records' preparation reads.
-impl DynamoDbStreams {
+impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     /// Converts, keys and hashes one record.
-    pub(super) fn prepare_record(
+    fn prepare(
         &self,
         pipeline: &Pipeline<'_>,
         ident: &str,
-        raw: aws_lambda_events::dynamodb::EventRecord,
+        raw: EventRecord,
     ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
         let mut record = DynamoDbRecord::new(raw)
             .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
         let view = record_json(&record);
         let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
         record.key = key.clone();
-        let payload = match self.payload {
-            PayloadScope::None => None,
-            PayloadScope::Body => Some(view),
-        };
-        Ok(Prepared::new(record, key, payload))
+        Ok(Prepared::new(record, key, hashed(self.payload, view)))
     }
 }

@@ -1,6 +1,4 @@
-//! Telling a DynamoDB Streams event from other invocation payloads, record
-//! by record: a record that does not parse fails alone (and, the batch being
-//! one shard, stops what follows it), never the batch.
+//! Telling a DynamoDB Streams event from other payloads, record by record.
 
 use aws_lambda_events::dynamodb::EventRecord;
 use serde_json::Value;
@@ -10,8 +8,7 @@ use crate::batch::BatchError;
 pub use crate::batch::malformed::MalformedRecord;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 
-/// How a DynamoDB stream record that does not parse is read: its lane is
-/// its stream (`eventSourceARN`).
+/// How a stream record that does not parse is read: its lane is its stream.
 static SALVAGE: Salvage = Salvage {
     expected: "a DynamoDB Streams",
     event_source: "aws:dynamodb",
@@ -27,9 +24,8 @@ static SALVAGE: Salvage = Salvage {
     names: &DYNAMODB_STREAMS,
 };
 
-/// A DynamoDB Streams event as parsed: its records in stream order, each a
-/// stream record or, when it does not parse, a [`MalformedRecord`] (which
-/// fails on its own in [`process`](super::DynamoDbStreamsProcessor::process)).
+/// A DynamoDB Streams event as parsed: each record a stream record or a
+/// [`MalformedRecord`], which fails alone.
 pub type DynamoDbStreamEvent = StreamEvent<EventRecord>;
 
 impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
@@ -40,11 +36,9 @@ impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
 
 /// Parses an invocation payload as a DynamoDB Streams event: a `Records`
 /// array whose items do not come from another source (an `eventSource`
-/// other than `aws:dynamodb` rejects the event: the function is wired to
-/// another trigger; the field is optional in the record type, so a record
-/// without it is read as a stream record). Each item is parsed on its own: one that is not a
-/// stream record is kept as a [`MalformedRecord`]. An empty `Records` array
-/// is an empty batch.
+/// other than `aws:dynamodb` rejects the event; a record without one is
+/// read as a stream record). Each item is parsed on its own: one that is
+/// not a stream record is kept as a [`MalformedRecord`].
 pub fn parse_dynamodb_event(value: Value) -> Result<DynamoDbStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }

@@ -1,19 +1,7 @@
-//! A DynamoDB stream record as the pipeline sees it ([`Delivery`]) and as
-//! the handler sees it ([`DynamoDbRecord`]).
-//!
-//! * Its id (what `batchItemFailures[].itemIdentifier` names) and its
-//!   position are its `dynamodb.SequenceNumber`.
-//! * Its lane is the stream, its `eventSourceARN`. The shard is not in the
-//!   event, and it need not be: an event source mapping reads each batch
-//!   from one shard, so the records of a batch are one lane, and the
-//!   response checkpoints it (Lambda retries from the lowest failed
-//!   record). A record without an `eventSourceARN` has no known lane: it
-//!   fails, and so does every record after it.
-//! * Within the lane, a record keeps its order with the changes of its
-//!   item ([`item_of`]: its `Keys`, as one canonical text): DynamoDB
-//!   Streams orders the changes of each item, not of a shard. The changes
-//!   of different items run concurrently; after a failure nothing later of
-//!   its item runs.
+//! A DynamoDB stream record as the pipeline ([`Delivery`]) and the handler
+//! see it: its id and position its `SequenceNumber`, its lane its stream
+//! (`eventSourceARN`: a batch is one shard of it), and within the lane its
+//! item ([`item_of`]).
 
 use std::any::Any;
 
@@ -48,11 +36,9 @@ pub fn is_ttl_deletion(record: &EventRecord) -> bool {
             .is_some_and(|u| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL)
 }
 
-/// The item a record's `Keys` name, as what its changes keep their order
-/// with: the keys as one canonical text ([`key_text`](crate::write::key_text):
-/// attribute order does not matter, `N "1"` and `N "1.0"` are one item).
-/// Keys that are missing, empty or not valid DynamoDB values are
-/// [`Within::Unknown`]: the batch keeps stream order.
+/// The item a record's `Keys` name, as one canonical text
+/// ([`key_text`](crate::write::key_text)); [`Within::Unknown`] for keys
+/// missing, empty or invalid (the batch keeps stream order).
 pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
     match keys.filter(|k| !k.is_empty()).map(to_item) {
         Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
@@ -60,19 +46,18 @@ pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
     }
 }
 
-fn non_empty(s: Option<&str>) -> Option<&str> {
-    s.filter(|s| !s.is_empty())
-}
-
 impl Delivery for EventRecord {
     /// The `SequenceNumber`: what `batchItemFailures` names.
     fn id(&self) -> Option<&str> {
-        non_empty(self.change.sequence_number.as_deref())
+        self.change
+            .sequence_number
+            .as_deref()
+            .filter(|s| !s.is_empty())
     }
 
     /// The stream (`eventSourceARN`): a batch is one shard of it.
     fn lane(&self) -> Option<&str> {
-        non_empty(self.event_source_arn.as_deref())
+        self.event_source_arn.as_deref().filter(|s| !s.is_empty())
     }
 
     /// The `SequenceNumber`.
@@ -97,11 +82,9 @@ pub struct DynamoDbRecord {
     pub event_name: String,
     /// The item's primary key (`Keys`).
     pub keys: Item,
-    /// The item after the change (`NewImage`; with a `NEW_IMAGE` or
-    /// `NEW_AND_OLD_IMAGES` stream, not on a `REMOVE`).
+    /// The item after the change (`NewImage`; not on a `REMOVE`).
     pub new_image: Option<Item>,
-    /// The item before the change (`OldImage`; with an `OLD_IMAGE` or
-    /// `NEW_AND_OLD_IMAGES` stream, not on an `INSERT`).
+    /// The item before the change (`OldImage`; not on an `INSERT`).
     pub old_image: Option<Item>,
     /// The record as Lambda delivered it.
     pub record: EventRecord,
@@ -110,9 +93,8 @@ pub struct DynamoDbRecord {
 }
 
 impl DynamoDbRecord {
-    /// The handler's view of `record` (also for handler unit tests): its
-    /// images converted exactly ([`to_item`](super::to_item)); an error
-    /// names an attribute that is not a valid DynamoDB value.
+    /// The handler's view of `record`, its images converted exactly; an
+    /// error names an attribute that is not a valid DynamoDB value.
     pub fn new(record: EventRecord) -> Result<Self, String> {
         let image = |name: &str, item: &serde_dynamo::Item| -> Result<Option<Item>, String> {
             if item.is_empty() {
@@ -135,14 +117,12 @@ impl DynamoDbRecord {
         self.record.change.sequence_number.as_deref()
     }
 
-    /// The item as the change left it, or as it was before a `REMOVE`: the
-    /// `NewImage`, else the `OldImage`.
+    /// The `NewImage`, else the `OldImage`.
     pub fn image(&self) -> Option<&Item> {
         self.new_image.as_ref().or(self.old_image.as_ref())
     }
 
-    /// Whether this is a deletion by DynamoDB's Time to Live
-    /// ([`is_ttl_deletion`](super::is_ttl_deletion)).
+    /// Whether this is a Time to Live deletion ([`is_ttl_deletion`]).
     pub fn is_ttl_deletion(&self) -> bool {
         is_ttl_deletion(&self.record)
     }

@@ -1,9 +1,4 @@
-//! The partial batch response of a DynamoDB Streams event source mapping
-//! (`ReportBatchItemFailures`): `{"batchItemFailures":[{"itemIdentifier":
-//! "<SequenceNumber>"}]}`. Lambda checkpoints before the lowest sequence
-//! number listed and redelivers from there; the pipeline's
-//! [`Ordering::StopLane`](crate::batch::Ordering::StopLane) names the first
-//! failed record of the batch.
+//! The partial batch response: the batch's lowest failed `SequenceNumber`.
 
 pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 

@@ -7,6 +7,7 @@
 use super::*;
 use crate::HandlerError;
 use crate::batch::BatchError;
+use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::{MissingKey, Outcome};
@@ -718,4 +719,47 @@ async fn the_redelivery_from_the_lowest_failed_change_applies_nothing_twice() {
     for id in 0..10 {
         assert_eq!(item_total(&store, id), Some(all_of(id)), "item {id}, once");
     }
+}
+
+/// The former module example: the handler refuses a change, its item stops
+/// there, and the response names it.
+#[tokio::test]
+async fn a_refused_change_stops_its_item_and_is_named() {
+    let (engine, _, _) = memory_engine();
+    let processor = DynamoDbStreamsProcessor::new(engine, keys_and("version"));
+    let record = |seq: &str, version: &str, plan: &str| {
+        json!({
+            "eventID": format!("e{seq}"), "eventName": "MODIFY", "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+            "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/subs/stream/2026-11-30T00:00:00.000",
+            "dynamodb": {
+                "Keys": {"id": {"S": "sub-1"}},
+                "NewImage": {"id": {"S": "sub-1"}, "version": {"N": version}, "plan": {"S": plan}},
+                "SequenceNumber": seq, "SizeBytes": 40, "StreamViewType": "NEW_IMAGE",
+            },
+        })
+    };
+    let event = parse_dynamodb_event(json!({"Records": [
+        record("101", "1", "basic"),
+        record("102", "2", "gold"), // the handler refuses it: sub-1 stops here
+        record("103", "3", "pro"),  // not run
+    ]}))
+    .expect("a DynamoDB Streams event");
+    let report = processor
+        .process(event, None, |r: DynamoDbRecord| async move {
+            let plan = r
+                .new_image
+                .as_ref()
+                .and_then(|i| i["plan"].as_s())
+                .unwrap_or_default()
+                .to_owned();
+            if plan == "gold" {
+                return Err(HandlerError::retryable(std::io::Error::other(
+                    "no such plan yet",
+                )));
+            }
+            Ok(json!({"plan": plan}))
+        })
+        .await;
+    assert_eq!(named(&report), ["102"]);
 }

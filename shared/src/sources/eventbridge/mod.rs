@@ -1,29 +1,11 @@
-//! EventBridge events invoking the function directly (asynchronous invocation).
+//! EventBridge events invoking the function directly (asynchronous
+//! invocation): [`EventBridgeProcessor`], keyed by the event `id` by
+//! default; what is `Ok` (done) and what is an `Err` ([`EventError`]: Lambda
+//! retries, then the DLQ). Events through an SQS queue are the
+//! [`SqsProcessor`](crate::sqs::SqsProcessor)'s. The guide:
+//! [docs/sources/eventbridge.md].
 //!
-//! The key defaults to the event `id`, which EventBridge keeps across its
-//! retries; a business key from `detail` can be chosen instead
-//! ([`KeySelector::pointer`]`("/detail/order_id")`). Lambda retries a failed asynchronous invocation
-//! (twice by default), then sends the event to the on-failure destination or
-//! DLQ, so:
-//!
-//! * a duplicate returns the stored response (`Ok(`[`Outcome::Replayed`]`)`);
-//! * a terminal error recorded by the engine is `Ok(`[`Outcome::Rejected`]`)`:
-//!   done, not retried;
-//! * an in-progress conflict or a retryable handler error is `Err`: the
-//!   function fails and Lambda delivers the event again;
-//! * a bad event (its `detail` does not parse, no key) is `Err` too, marked
-//!   permanent ([`EventError::is_retryable`] is `false`): the retries fail the
-//!   same way and the event ends in the DLQ.
-//!
-//! [`EventBridgeProcessor::handle`] takes the Lambda event and returns the
-//! [`EventResponse`], so a function's handler is one call. Its payload is the
-//! invocation's text ([`EventPayload`]): keys and the `detail`'s payload hash
-//! read numbers from it by the rule SQS bodies follow, so a number past what
-//! `f64` holds (an order `12345678901234567890123`) keys as its exact text,
-//! and an event keys the same invoked directly as through a queue.
-//!
-//! EventBridge events delivered through an SQS queue are handled by the
-//! [`SqsProcessor`](crate::sqs::SqsProcessor), with the same key rules.
+//! [docs/sources/eventbridge.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/eventbridge.md
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -46,7 +28,7 @@ use crate::batch::{
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
-use crate::key::IdempotencyKey;
+use crate::sources::hashed;
 use crate::write::IntoStaged;
 
 /// What [`EventBridgeProcessor::handle`] returns to Lambda for an event that
@@ -106,21 +88,10 @@ fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
 
 /// An invocation payload as Lambda delivers it, kept as its JSON text: what
 /// [`EventBridgeProcessor::handle`] takes, so that keys and payload hashes
-/// see every number as written.
-///
-/// Parsed into a [`Value`] first, a number that an `f64` cannot hold
-/// exactly (an integer beyond `u64`/`i64`, a decimal of more than 15
-/// significant digits) would be rounded: two orders numbered
-/// `12345678901234567890123` and `12345678901234567890124` would share one
-/// key, and the second would be replayed instead of run. From the text,
-/// such a number keys as its exact text, by the rule SQS bodies follow (see
-/// [`KeySelector::Pointer`]): an event gets the same key invoking the
-/// function directly as delivered through a queue.
-///
-/// Under Lambda it deserializes from the invocation (`LambdaEvent<EventPayload>`);
-/// [`EventPayload::from_text`] reads an event file. `From<Value>` takes an
-/// event already parsed (tests, events built in code): its numbers are what
-/// that parse left.
+/// read a number that `f64` cannot hold exactly as its exact text, by the
+/// rule SQS bodies follow ([`KeySelector::Pointer`]): an event keys the same
+/// invoked directly as through a queue. `From<Value>` takes an event already
+/// parsed (tests, events built in code): its numbers are what that parse left.
 #[derive(Debug, Clone)]
 pub struct EventPayload(Payload);
 
@@ -140,17 +111,17 @@ impl EventPayload {
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
     pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
-        match &self.0 {
+        let value = match &self.0 {
             Payload::Text(raw) => {
-                let text = raw.get();
-                let value: Value =
-                    serde_json::from_str(text).map_err(|e| not_eventbridge(e.to_string()))?;
-                let event = envelope_of(&value)?;
-                let material = crate::key::exact_material(text, &value).unwrap_or(value);
-                Ok((event, material))
+                serde_json::from_str(raw.get()).map_err(|e| not_eventbridge(e.to_string()))?
             }
-            Payload::Parsed(value) => Ok((envelope_of(value)?, value.clone())),
-        }
+            Payload::Parsed(value) => value.clone(),
+        };
+        let event = envelope_of(&value)?;
+        let exact = self
+            .text()
+            .and_then(|text| crate::key::exact_material(text, &value));
+        Ok((event, exact.unwrap_or(value)))
     }
 
     /// The JSON text, when the payload was received as text.
@@ -172,15 +143,6 @@ impl<'de> Deserialize<'de> for EventPayload {
     fn deserialize<De: serde::Deserializer<'de>>(deserializer: De) -> Result<Self, De::Error> {
         Box::<RawValue>::deserialize(deserializer).map(|raw| Self(Payload::Text(raw)))
     }
-}
-
-/// An event to run: the envelope (the accept check, the log), the key
-/// material (the envelope the keys and the payload hash read), and the text
-/// the handler's typed event is parsed from, when there is one.
-struct Invocation<'a> {
-    event: EventBridgeEvent<Value>,
-    material: Value,
-    text: Option<&'a str>,
 }
 
 /// Runs EventBridge events through the engine.
@@ -237,16 +199,11 @@ impl EventBridgeProcessor {
         &self.engine
     }
 
-    /// Handles one invocation: parses the EventBridge event, runs
-    /// [`process_payload`] with the invocation's remaining time, and returns
-    /// the response for a done event. An `Err` (an [`EventError`]) fails the
-    /// invocation: Lambda delivers the event again, then sends it to the
-    /// on-failure destination or DLQ.
-    ///
-    /// The payload is the invocation's text ([`EventPayload`]): numbers in
-    /// keys and payload hashes stay exact.
-    ///
-    /// [`process_payload`]: EventBridgeProcessor::process_payload
+    /// Handles one invocation: runs
+    /// [`process_payload`](Self::process_payload) with the invocation's
+    /// remaining time and returns the response for a done event; an `Err`
+    /// fails the invocation (Lambda delivers the event again, then to the
+    /// on-failure destination or DLQ).
     #[cfg(feature = "lambda")]
     pub async fn handle<D, T, R, H, Fut>(
         &self,
@@ -275,13 +232,11 @@ impl EventBridgeProcessor {
     }
 
     /// Handles one event: `detail` is parsed into `D`, the key selected, and
-    /// `handler` run through the engine. See the module docs for what is
-    /// `Ok` and what is `Err`; an engine `InProgress` or `PayloadMismatch` is
-    /// an `Err` ([`EventError::InProgress`], [`EventError::PayloadMismatch`]).
-    ///
-    /// The key and the payload hash read the event as parsed; an invocation's
-    /// text goes through [`process_payload`](Self::process_payload), which
-    /// keeps its numbers exact.
+    /// `handler` run through the engine. An engine `InProgress` or
+    /// `PayloadMismatch` is an `Err` ([`EventError::InProgress`],
+    /// [`EventError::PayloadMismatch`]). The key and the payload hash read
+    /// the event as parsed; an invocation's text goes through
+    /// [`process_payload`](Self::process_payload), which keeps its numbers exact.
     pub async fn process<D, T, R, H, Fut>(
         &self,
         event: EventBridgeEvent<Value>,
@@ -295,21 +250,15 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let material = serde_json::to_value(&event).map_err(|e| not_eventbridge(e.to_string()))?;
-        let invocation = Invocation {
-            event,
-            material,
-            text: None,
-        };
-        self.process_invocation(invocation, remaining, handler)
-            .await
+        let value = serde_json::to_value(&event).map_err(|e| not_eventbridge(e.to_string()))?;
+        (self.process_payload(&EventPayload::from(value), remaining, handler)).await
     }
 
     /// [`process`](Self::process) for an invocation payload: checks that it
-    /// is an EventBridge event ([`parse_event`]'s errors), then runs it. The
-    /// key and the payload hash (the `detail`) read the envelope as
-    /// received, numbers that `f64` cannot hold as their exact text (see
-    /// [`EventPayload`]); `D` is parsed from the text.
+    /// is an EventBridge event ([`parse_event`]'s errors), then runs it,
+    /// logged and counted. The key and the payload hash (the `detail`) read
+    /// the envelope as received (see [`EventPayload`]); `D` is parsed from
+    /// the text.
     pub async fn process_payload<D, T, R, H, Fut>(
         &self,
         payload: &EventPayload,
@@ -324,107 +273,58 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (event, material) = payload.parse()?;
-        let invocation = Invocation {
-            event,
-            material,
-            text: payload.text(),
-        };
-        self.process_invocation(invocation, remaining, handler)
-            .await
-    }
-
-    /// Runs an event and logs and counts its outcome.
-    async fn process_invocation<D, T, R, H, Fut>(
-        &self,
-        invocation: Invocation<'_>,
-        remaining: Option<Duration>,
-        handler: H,
-    ) -> Result<Outcome<T>, EventError>
-    where
-        D: Serialize + DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
         let start = Instant::now();
-        let event_id = match invocation.event.id.as_deref() {
+        let event_id = match event.id.as_deref() {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => "(no id)".to_owned(),
         };
+        let id = || event_id.clone();
         let mut key = None;
-        let result = self
-            .run(&event_id, invocation, remaining, handler, &mut key)
-            .await;
-        let (id_field, key) = (IdField::EventId, key.as_ref());
+        // Checks and parses the event, then keys and runs it; `key` is set
+        // once selected (for the log line).
+        let result = async {
+            if let Some((source, detail_type)) = &self.accept
+                && (event.source != *source || event.detail_type != *detail_type)
+            {
+                return Err(EventError::WrongEvent {
+                    event_id: id(),
+                    found_source: event.source,
+                    found_detail_type: event.detail_type,
+                    expected_source: source.clone(),
+                    expected_detail_type: detail_type.clone(),
+                });
+            }
+            let typed: Result<EventBridgeEvent<D>, _> = match payload.text() {
+                Some(text) => serde_json::from_str(text),
+                None => EventBridgeEvent::<D>::deserialize(&material),
+            };
+            let typed = typed.map_err(|e| EventError::BadDetail {
+                event_id: id(),
+                expected: std::any::type_name::<D>(),
+                error: e.to_string(),
+            })?;
+            let detail = material.get("detail").cloned();
+            let payload = detail.and_then(|d| hashed(self.payload, d));
+            let keys = EventKeys {
+                engine: &self.engine,
+                key: &self.key,
+                missing_key: self.missing_key,
+            };
+            key = keys.key(&event_id, IdField::EventId, KeyInput::new(&material, None))?;
+            let run = || handler(typed);
+            (keys.run(&event_id, key.as_ref(), payload.as_ref(), remaining, run)).await
+        }
+        .await;
+        let (engine, id_field) = (&self.engine, IdField::EventId);
         finish_event(
-            &self.engine,
+            engine,
             &event_id,
             id_field,
-            key,
+            key.as_ref(),
             result.as_ref(),
             start,
         );
         result
-    }
-
-    /// Checks and parses the event, then keys and runs it; `key` is set
-    /// once selected (for the log line).
-    async fn run<D, T, R, H, Fut>(
-        &self,
-        event_id: &str,
-        invocation: Invocation<'_>,
-        remaining: Option<Duration>,
-        handler: H,
-        key: &mut Option<IdempotencyKey>,
-    ) -> Result<Outcome<T>, EventError>
-    where
-        D: Serialize + DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
-        let id = || event_id.to_owned();
-        let Invocation {
-            event,
-            material,
-            text,
-        } = invocation;
-        if let Some((source, detail_type)) = &self.accept
-            && (event.source != *source || event.detail_type != *detail_type)
-        {
-            return Err(EventError::WrongEvent {
-                event_id: id(),
-                found_source: event.source,
-                found_detail_type: event.detail_type,
-                expected_source: source.clone(),
-                expected_detail_type: detail_type.clone(),
-            });
-        }
-        let typed: Result<EventBridgeEvent<D>, _> = match text {
-            Some(text) => serde_json::from_str(text),
-            None => EventBridgeEvent::<D>::deserialize(&material),
-        };
-        let typed = typed.map_err(|e| EventError::BadDetail {
-            event_id: id(),
-            expected: std::any::type_name::<D>(),
-            error: e.to_string(),
-        })?;
-        let payload = match self.payload {
-            PayloadScope::Body => material.get("detail").cloned(),
-            PayloadScope::None => None,
-        };
-        let keys = EventKeys {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-        };
-        *key = keys.key(event_id, IdField::EventId, KeyInput::new(&material, None))?;
-        keys.run(event_id, key.as_ref(), payload.as_ref(), remaining, || {
-            handler(typed)
-        })
-        .await
     }
 }
 

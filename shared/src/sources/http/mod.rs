@@ -1,33 +1,11 @@
 //! HTTP APIs with an `Idempotency-Key` header: API Gateway HTTP APIs
-//! (payload format 2.0), Lambda function URLs (the same shape) and REST APIs
-//! (1.0), the third adapter on the engine next to [`crate::batch`] and
-//! [`crate::eventbridge`].
+//! (payload format 2.0), Lambda function URLs and REST APIs (1.0).
+//! [`HttpProcessor`] runs the handler once per caller-scoped key and
+//! answers every retry with the first answer; its own error answers are
+//! RFC 9457 [`Problem`]s. The guide, with the table of answers:
+//! [docs/sources/http.md].
 //!
-//! A client retrying a `POST` over a flaky network sends the same
-//! `Idempotency-Key` (Stripe's keys, the IETF `Idempotency-Key` header
-//! draft); the handler runs once and every retry gets the first answer:
-//!
-//! | request | answer |
-//! | --- | --- |
-//! | first with a key | the handler's, kept with the key (2xx and 4xx but 408, 425, 429) |
-//! | same key, same method, path and body | the kept answer, byte for byte, with `Idempotent-Replayed: true` |
-//! | same key, another request | **422** `key-reused` |
-//! | same key while the first is in flight | **409** `in-progress` with `Retry-After` |
-//! | a required key missing | **400** `key-missing` |
-//! | a key empty, too long, with a comma, or sent twice | **400** `key-invalid` |
-//! | no caller identity ([`Caller`], [`Anonymous`]) | **401** `no-caller` |
-//! | the handler answers 5xx, 408, 425 or 429, fails or crashes | its answer (or **500** / **503**); the key is released: a retry runs again |
-//!
-//! Error answers of the adapter are RFC 9457 `application/problem+json`
-//! ([`Problem`]). Keys are scoped to the caller ([`Caller`]): the same key
-//! from two callers is two keys. A request whose event carries an
-//! authorizer block naming no caller is always refused (401); one without
-//! any caller identity is refused too, unless every such request is
-//! explicitly one caller ([`Anonymous::ShareOneScope`]).
-//!
-//! A request the handler never starts on (its body does not parse: the
-//! `parse` step of [`HttpProcessor::process`]) is answered without touching
-//! the key, so the client can fix it and retry with the same key.
+//! [docs/sources/http.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/http.md
 
 mod problem;
 mod request;
@@ -331,7 +309,7 @@ impl HttpProcessor {
     /// Handles one request: checks the key and the caller, runs `parse`
     /// (its problem is answered without touching the key), then `handler`
     /// through the engine under the caller-scoped key, and answers per the
-    /// table in the module docs.
+    /// table in the guide.
     ///
     /// The handler answers with an [`HttpResponse`], alone or
     /// [`Staged`] with writes that commit with the key's record. A
@@ -485,11 +463,9 @@ impl HttpProcessor {
             .run(key.as_ref(), Some(&fingerprint), remaining, || async {
                 let staged: Staged<HttpResponse> = match handler(input).await {
                     Ok(r) => r.into_staged(),
-                    Err(e) if e.kind() == ErrorKind::Terminal => Staged::new(
-                        Problem::new(422, Problem::REJECTED, "Request rejected")
-                            .detail(e.to_string())
-                            .into_response(),
-                    ),
+                    Err(e) if e.kind() == ErrorKind::Terminal => {
+                        Staged::new(rejected(e.to_string()).into_response())
+                    }
                     Err(e) => return Err(e),
                 };
                 let status = staged.response.status;
@@ -520,6 +496,11 @@ impl HttpProcessor {
         seen: Seen,
     ) -> (HttpResponse, Result<Outcome<()>, Refused>) {
         let done = |o: Outcome<()>| Ok(o);
+        let failed = || {
+            Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
+                .detail("the request failed and nothing was kept; retry it with the same key")
+        };
+        let retry_after = self.retry_after.as_secs().max(1).to_string();
         match result {
             Ok(Outcome::Executed(kept)) => {
                 (seen.first.unwrap_or(kept), done(Outcome::Executed(())))
@@ -539,9 +520,7 @@ impl HttpProcessor {
                 done(Outcome::Replayed(None)),
             ),
             Ok(Outcome::Rejected { error, replayed }) => {
-                let response = Problem::new(422, Problem::REJECTED, "Request rejected")
-                    .detail(error.clone())
-                    .into_response();
+                let response = rejected(error.clone()).into_response();
                 let response = if replayed {
                     response.header(REPLAYED_HEADER, "true")
                 } else {
@@ -558,7 +537,7 @@ impl HttpProcessor {
                          Retry-After delay with the same key",
                     )
                     .into_response()
-                    .header("retry-after", self.retry_after.as_secs().max(1).to_string());
+                    .header("retry-after", retry_after);
                 (
                     response,
                     done(Outcome::InProgress {
@@ -576,26 +555,16 @@ impl HttpProcessor {
                 done(Outcome::PayloadMismatch),
             ),
             // Never from the engine (stream sources park, not HTTP).
-            Ok(Outcome::Parked { reason, .. }) => Refused::answer(
-                Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
-                    .detail("the request failed and nothing was kept; retry it with the same key"),
-                Some(reason),
-            ),
+            Ok(Outcome::Parked { reason, .. }) => Refused::answer(failed(), Some(reason)),
             Err(Error::Handler(e)) => match seen.unkept {
                 Some(response) => {
                     let status = response.status;
                     (response, Err(Refused::released(status, e.to_string())))
                 }
-                None if e.kind() == ErrorKind::Terminal => Refused::answer(
-                    Problem::new(422, Problem::REJECTED, "Request rejected").detail(e.to_string()),
-                    Some(e.to_string()),
-                ),
-                None => Refused::answer(
-                    Problem::new(500, Problem::HANDLER_FAILED, "Request failed").detail(
-                        "the request failed and nothing was kept; retry it with the same key",
-                    ),
-                    Some(e.to_string()),
-                ),
+                None if e.kind() == ErrorKind::Terminal => {
+                    Refused::answer(rejected(e.to_string()), Some(e.to_string()))
+                }
+                None => Refused::answer(failed(), Some(e.to_string())),
             },
             Err(e) if e.is_retryable() => {
                 let (response, refused) = Refused::answer(
@@ -603,10 +572,7 @@ impl HttpProcessor {
                         .detail("retry the request with the same key"),
                     Some(report(&e)),
                 );
-                (
-                    response.header("retry-after", self.retry_after.as_secs().max(1).to_string()),
-                    refused,
-                )
+                (response.header("retry-after", retry_after), refused)
             }
             Err(e) => Refused::answer(
                 Problem::new(500, Problem::HANDLER_FAILED, "Request failed"),
@@ -614,6 +580,11 @@ impl HttpProcessor {
             ),
         }
     }
+}
+
+/// The answer to a request the handler refused (a terminal error): 422.
+fn rejected(detail: String) -> Problem {
+    Problem::new(422, Problem::REJECTED, "Request rejected").detail(detail)
 }
 
 fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {

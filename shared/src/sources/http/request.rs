@@ -15,20 +15,13 @@ use crate::batch::json_type;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Caller {
-    /// The principal the event's authorizer names, read by the authorizer's
-    /// kind (see [`HttpRequest::authorizer`]):
-    ///
-    /// | authorizer | the caller |
-    /// | --- | --- |
-    /// | JWT (HTTP API), Cognito user pool (REST API) | the `iss` and `sub` claims together |
-    /// | IAM (HTTP API, function URL `AWS_IAM`) | `iam.userArn` |
-    /// | Lambda, HTTP API (`authorizer.lambda`) | the context value at [`HttpProcessor::lambda_principal`](super::HttpProcessor::lambda_principal), else `principalId` |
-    /// | Lambda, REST API | `principalId` |
-    /// | none, REST API with IAM | `identity.userArn` |
-    ///
-    /// An authorizer block that names no caller this way is never treated
-    /// as "no authorizer", nor passed on to the sources after this one: the
-    /// request is refused (401 `no-caller`).
+    /// The principal the event's authorizer names, read by its kind: a JWT's
+    /// (or Cognito's) `iss` and `sub` together, IAM's `userArn`, a Lambda
+    /// authorizer's context value at
+    /// [`HttpProcessor::lambda_principal`](super::HttpProcessor::lambda_principal)
+    /// else `principalId`; without an authorizer, a REST API's
+    /// `identity.userArn`. An authorizer block that names no caller is
+    /// refused (401 `no-caller`), never passed on to the sources after this.
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,

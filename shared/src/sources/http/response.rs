@@ -122,24 +122,18 @@ impl HttpResponse {
             }
         }
         let body = (!self.body.is_empty()).then(|| Body::Text(self.body.clone()));
-        let status = i64::from(self.status);
+        // The two formats' responses have the same fields.
+        macro_rules! response {
+            ($kind:ident, $type:ty) => {{
+                let mut r = <$type>::default();
+                r.status_code = i64::from(self.status);
+                (r.headers, r.body, r.is_base64_encoded) = (headers, body, self.base64);
+                HttpEventResponse::$kind(r)
+            }};
+        }
         match format {
-            EventFormat::RestApi => {
-                let mut r = ApiGatewayProxyResponse::default();
-                r.status_code = status;
-                r.headers = headers;
-                r.body = body;
-                r.is_base64_encoded = self.base64;
-                HttpEventResponse::RestApi(r)
-            }
-            EventFormat::HttpApi => {
-                let mut r = ApiGatewayV2httpResponse::default();
-                r.status_code = status;
-                r.headers = headers;
-                r.body = body;
-                r.is_base64_encoded = self.base64;
-                HttpEventResponse::HttpApi(r)
-            }
+            EventFormat::RestApi => response!(RestApi, ApiGatewayProxyResponse),
+            EventFormat::HttpApi => response!(HttpApi, ApiGatewayV2httpResponse),
         }
     }
 }

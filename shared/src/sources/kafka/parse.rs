@@ -1,5 +1,4 @@
-//! Telling a Kafka event (Amazon MSK or self-managed Apache Kafka) from
-//! other invocation payloads.
+//! Telling a Kafka event from other invocation payloads.
 
 use aws_lambda_events::kafka::KafkaEvent;
 use serde_json::Value;
@@ -13,8 +12,7 @@ pub const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
 
 /// Parses an invocation payload as a Kafka event, rejecting other shapes:
 /// `eventSource` `aws:kafka` (Amazon MSK) or `SelfManagedKafka`, and a
-/// `records` object of topic-partitions, each an array of records. An
-/// empty `records` object is an empty batch.
+/// `records` object of topic-partitions, each an array of records.
 pub fn parse_kafka_event(value: Value) -> Result<KafkaEvent, BatchError> {
     let wrong = |message: String| {
         Err(BatchError::WrongEvent {

@@ -1,5 +1,5 @@
-//! A Kafka record as the pipeline sees it ([`KafkaDelivery`], its
-//! [`Delivery`]) and as the handler sees it ([`KafkaMessage`]).
+//! A Kafka record as the pipeline ([`KafkaDelivery`], its [`Delivery`]) and
+//! the handler ([`KafkaMessage`]) see it.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -8,10 +8,9 @@ use aws_lambda_events::kafka::KafkaRecord;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
+use super::MSK_EVENT_SOURCE;
 use crate::batch::{Attribute, Delivery, IdField, LaneField, SourceNames};
 use crate::key::IdempotencyKey;
-
-use super::MSK_EVENT_SOURCE;
 
 /// The names of a Kafka record's notions.
 pub(crate) static KAFKA: SourceNames = SourceNames {
@@ -37,60 +36,46 @@ pub struct KafkaHeader {
 }
 
 /// One delivered Kafka record, decoded: what key functions see
-/// (`input.raw::<KafkaDelivery>()`) and what the handler gets beside the
-/// parsed value ([`KafkaMessage::delivery`]).
+/// (`input.raw::<KafkaDelivery>()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KafkaDelivery {
-    /// Its topic-partition as the event's `records` map names it
-    /// (`orders-0`): its ordering lane, and what the partial batch response
-    /// names with the offset.
+    /// Its topic-partition as the event's `records` map names it (`orders-0`).
     pub partition: String,
-    /// The record as Lambda delivered it (`topic`, `partition`, `offset`,
-    /// `timestamp`, the base64 `key` and `value`, the raw headers).
+    /// The record as Lambda delivered it (`key` and `value` in base64).
     pub record: KafkaRecord,
-    /// The record's key, base64-decoded (`None`: produced without a key, or
-    /// not valid base64).
+    /// The record's key, decoded (`None`: no key, or not base64).
     pub message_key: Option<Vec<u8>>,
-    /// The record's value, base64-decoded (`None`: a tombstone, or not valid
-    /// base64).
+    /// The record's value, decoded (`None`: a tombstone, or not base64).
     pub value: Option<Vec<u8>>,
     /// The headers in the order they were produced, decoded.
     pub headers: Vec<KafkaHeader>,
-    /// `<partition>@<offset>`.
+    /// `<partition>@<offset>`, and the offset as text.
     id: String,
-    /// The offset as text.
     offset: String,
     /// Why the key or the value could not be decoded.
     pub(super) undecodable: Option<String>,
-    /// The event's `eventSource` and `eventSourceARN` (a parked record
-    /// names them).
+    /// The event's `eventSource` and `eventSourceARN`.
     origin: (Arc<str>, Option<Arc<str>>),
 }
 
 impl KafkaDelivery {
-    /// The record `record` of topic-partition `partition` (the key of the
-    /// event's `records` map), its key, value and headers decoded.
+    /// The record `record` of topic-partition `partition`, decoded.
     pub fn new(partition: impl Into<String>, record: KafkaRecord) -> Self {
         let partition = partition.into();
         let mut undecodable = None;
-        let mut decode = |what: &str, text: Option<&str>| match text.map(|t| STANDARD.decode(t)) {
-            None => None,
-            Some(Ok(bytes)) => Some(bytes),
-            Some(Err(e)) => {
+        let mut decode = |what: &str, text: &Option<String>| {
+            let decoded = STANDARD.decode(text.as_ref()?).map_err(|e| {
                 undecodable.get_or_insert_with(|| format!("its {what} is not base64: {e}"));
-                None
-            }
+            });
+            decoded.ok()
         };
-        let message_key = decode("key", record.key.as_deref());
-        let value = decode("value", record.value.as_deref());
-        let headers = record
-            .headers
-            .iter()
-            .flat_map(|header| header.iter())
+        let message_key = decode("key", &record.key);
+        let value = decode("value", &record.value);
+        // Java's signed bytes, as Lambda writes them.
+        let headers = (record.headers.iter().flat_map(|h| h.iter()))
             .map(|(name, bytes)| KafkaHeader {
                 name: name.clone(),
-                // Java's signed bytes, as Lambda writes them.
                 value: bytes.iter().map(|&b| b as u8).collect(),
             })
             .collect();
@@ -107,8 +92,8 @@ impl KafkaDelivery {
         }
     }
 
-    /// The record as delivered by `source` (the event's `eventSource`) from
-    /// `arn` (its `eventSourceARN`).
+    /// The record as delivered by `source` from `arn` (the event's
+    /// `eventSource` and `eventSourceARN`).
     pub(super) fn with_origin(mut self, source: Arc<str>, arn: Option<Arc<str>>) -> Self {
         self.origin = (source, arn);
         self
@@ -119,9 +104,7 @@ impl KafkaDelivery {
         (&self.origin.0, self.origin.1.as_deref())
     }
 
-    /// `<topic-partition>@<offset>` (`orders-0@41`): what names the record
-    /// in logs, in [`FailureReason`](crate::batch::FailureReason)s and, split
-    /// again, in the partial batch response.
+    /// `<topic-partition>@<offset>` (`orders-0@41`).
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -133,10 +116,8 @@ impl KafkaDelivery {
 
     /// The value of the first header named `name`.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|h| h.name == name)
-            .map(|h| h.value.as_slice())
+        let header = self.headers.iter().find(|h| h.name == name);
+        header.map(|h| h.value.as_slice())
     }
 }
 
@@ -163,11 +144,8 @@ impl Delivery for KafkaDelivery {
 
     /// A header whose value is UTF-8 is text; any other is binary.
     fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
-        self.header(name)
-            .map(|bytes| match std::str::from_utf8(bytes) {
-                Ok(text) => Attribute::Text(text),
-                Err(_) => Attribute::Binary,
-            })
+        let text = |bytes| std::str::from_utf8(bytes).map_or(Attribute::Binary, Attribute::Text);
+        self.header(name).map(text)
     }
 
     fn source(&self) -> &'static SourceNames {
@@ -185,8 +163,7 @@ impl Delivery for KafkaDelivery {
 pub struct KafkaMessage<M> {
     /// The parsed value (base64-decoded, then JSON; `null` for a tombstone).
     pub body: M,
-    /// The record: its topic-partition, the raw record, its decoded key,
-    /// value and headers.
+    /// The record, decoded.
     pub delivery: KafkaDelivery,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
@@ -195,10 +172,11 @@ pub struct KafkaMessage<M> {
 impl<M> KafkaMessage<M> {
     /// A message (handler unit tests).
     pub fn new(body: M, delivery: KafkaDelivery) -> Self {
+        let key = None;
         Self {
             body,
             delivery,
-            key: None,
+            key,
         }
     }
 

@@ -4,6 +4,7 @@
 //! partition, keys from headers, the response's exact shape.
 
 use super::*;
+use crate::batch::FailureReason;
 use crate::batch::{BatchError, Delivery};
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};
@@ -753,4 +754,57 @@ async fn with_record_key_order_a_failure_holds_back_only_its_key() {
         .await;
     assert_eq!(sink.seen.lock().unwrap().len(), 1, "the partition stopped");
     assert_eq!(named(&report).len(), 6);
+}
+
+/// The former module example: a poison value stops its partition; by
+/// default the invocation fails naming what is not done, and under
+/// `Reported` the response names it.
+#[tokio::test]
+async fn a_poison_value_fails_the_batch_or_is_reported() {
+    use base64::Engine as _;
+    #[derive(Deserialize)]
+    struct Order {
+        #[allow(dead_code)]
+        event_id: String,
+        total_cents: i64,
+    }
+    let (engine, _, _) = memory_engine();
+    let processor = KafkaProcessor::new(engine, KeySelector::pointer("/event_id"));
+    let record = |offset: i64, value: &str| {
+        json!({
+            "topic": "orders", "partition": 0, "offset": offset,
+            "timestamp": 1796083200104_i64, "timestampType": "CREATE_TIME",
+            "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
+        })
+    };
+    let event = parse_kafka_event(json!({
+        "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
+        "records": {"orders-0": [
+            record(41, r#"{"event_id":"evt-1","total_cents":2500}"#),
+            record(42, "not json"),                                  // poison: stops the partition
+            record(43, r#"{"event_id":"evt-3","total_cents":900}"#), // not run
+        ]},
+    }))
+    .expect("a Kafka event");
+    let report = processor
+        .process(event, None, |m: KafkaMessage<Order>| async move {
+            Ok::<_, HandlerError>(json!({"charged": m.body.total_cents}))
+        })
+        .await;
+    // By default the invocation fails: Lambda retries the batch, 41 replays.
+    let err = processor.response(&report).unwrap_err();
+    assert!(
+        err.to_string().contains("orders-0@42, orders-0@43"),
+        "{err}"
+    );
+    // A mapping in provisioned mode with ReportBatchItemFailures: 42 and 43.
+    let reported = processor.clone().item_failures(KafkaItemFailures::Reported);
+    let response: KafkaEventResponse = reported.response(&report).unwrap();
+    assert_eq!(
+        serde_json::to_value(&response).unwrap(),
+        json!({"batchItemFailures": [
+            {"itemIdentifier": {"partition": "orders-0", "offset": 42}},
+            {"itemIdentifier": {"partition": "orders-0", "offset": 43}},
+        ]})
+    );
 }

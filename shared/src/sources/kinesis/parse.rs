@@ -1,7 +1,4 @@
-//! Telling a Kinesis event from other invocation payloads, record by
-//! record: a record that does not parse (its `data` is not base64, a field
-//! is missing) fails alone (and stops what follows it in its shard), never
-//! the batch.
+//! Telling a Kinesis event from other payloads, record by record.
 
 use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 use serde_json::Value;

@@ -1,5 +1,4 @@
-//! A Kinesis record as the pipeline sees it ([`Delivery`]) and as the
-//! handler sees it ([`KinesisRecord`]).
+//! A Kinesis record as the pipeline ([`Delivery`]) and the handler see it.
 
 use std::any::Any;
 

@@ -5,6 +5,7 @@
 use super::*;
 use crate::Outcome;
 use crate::batch::BatchError;
+use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};
 use base64::Engine as _;
@@ -960,4 +961,41 @@ async fn a_record_whose_partition_key_is_unreadable_keeps_its_shard_in_one_order
             })
         );
     }
+}
+
+/// The former module example: a poison record stops its partition key, and
+/// the response names it.
+#[tokio::test]
+async fn a_poison_record_stops_its_key_and_is_named() {
+    #[derive(Deserialize)]
+    struct Reading {
+        #[allow(dead_code)]
+        reading_id: String,
+        celsius: f64,
+    }
+    let (engine, _, _) = memory_engine();
+    let processor = KinesisProcessor::new(engine, KeySelector::pointer("/reading_id"));
+    let record = |seq: &str, data: &str| {
+        json!({
+            "eventSource": "aws:kinesis", "eventID": format!("shardId-000000000000:{seq}"),
+            "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/readings",
+            "kinesis": {
+                "partitionKey": "sensor-1", "sequenceNumber": seq,
+                "data": base64::engine::general_purpose::STANDARD.encode(data),
+                "approximateArrivalTimestamp": 1795946400.0,
+            },
+        })
+    };
+    let event = parse_kinesis_event(json!({"Records": [
+        record("101", r#"{"reading_id":"r-1","celsius":21.5}"#),
+        record("102", "not json"),                               // poison: stops sensor-1
+        record("103", r#"{"reading_id":"r-3","celsius":22.0}"#), // not run
+    ]}))
+    .expect("a Kinesis event");
+    let report = processor
+        .process(event, None, |r: KinesisRecord<Reading>| async move {
+            Ok::<_, HandlerError>(json!({"stored": r.body.celsius}))
+        })
+        .await;
+    assert_eq!(named(&report), ["102"]);
 }

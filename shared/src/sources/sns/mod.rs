@@ -1,68 +1,8 @@
-//! Amazon SNS on the batch core: a function subscribed to a topic, and
-//! SNS notifications delivered through an SQS queue.
+//! Amazon SNS on the batch core: [`SnsProcessor`] for a function subscribed
+//! to a topic (no partial response: [`answer`]); notifications delivered
+//! through SQS are [`crate::envelope`]s. The guide: [docs/sources/sns.md].
 //!
-//! **A subscribed function** is invoked asynchronously with an [`SnsEvent`]
-//! (one record per invocation). An [`SnsProcessor`] runs its records
-//! through the core pipeline as an [`Ordering::Unordered`] batch: the
-//! `Message` is parsed (JSON, or its text as a JSON string) into the
-//! handler's type, the key selected from the notification
-//! ([`KeySelector::pointer`]`("/Message/event_id")` into the parsed
-//! `Message`, or the SNS `MessageId`: [`KeySelector::Id`]), and the handler
-//! run through the engine. [`SnsProcessor::handle`] answers `Ok(())` when
-//! every notification is done, and an [`SnsError`] when one failed: the
-//! invocation fails and Lambda's asynchronous retries deliver it again (see
-//! [`answer`]). SNS may deliver a notification more than once and a
-//! publisher may publish twice: the key makes the copies replays.
-//!
-//! **Through SQS** (the queue subscribed with raw message delivery off),
-//! each SQS body is the SNS notification as JSON. The SQS
-//! [`SqsProcessor`](crate::sqs::SqsProcessor) opens it when told to
-//! ([`EnvelopeMode`](crate::envelope::EnvelopeMode)`::Unwrap(Envelopes::Sns)`;
-//! by default a body is the message): the handler gets the parsed `Message`
-//! as its body and the notification in
-//! [`SqsRecord::envelope`](crate::sqs::SqsRecord::envelope), and the key
-//! reads the same parsed `Message` (`/event_id`), or the SNS `MessageId`
-//! ([`KeySelector::EventId`]: the same in every copy SNS delivers, where
-//! each copy has its own SQS `messageId`). See [`crate::envelope`]. With
-//! raw message delivery on, the body is the `Message` itself, an ordinary
-//! body (`/event_id`).
-//!
-//! ```
-//! use serde::Deserialize;
-//! use serde_json::json;
-//! use lambda_idempotency::sns::{Notification, SnsProcessor, answer, parse_sns_event};
-//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
-//!
-//! #[derive(Deserialize)]
-//! struct Order { order_id: String }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.v1"));
-//! let processor = SnsProcessor::new(engine, KeySelector::pointer("/Message/order_id"));
-//! let event = || parse_sns_event(json!({"Records": [{
-//!     "EventSource": "aws:sns", "EventVersion": "1.0",
-//!     "EventSubscriptionArn": "arn:aws:sns:us-east-1:123456789012:orders:5f1c",
-//!     "Sns": {
-//!         "Type": "Notification", "MessageId": "95df01b4-ee98-5cb9-9903-4c221d41eb5e",
-//!         "TopicArn": "arn:aws:sns:us-east-1:123456789012:orders",
-//!         "Message": r#"{"order_id":"ord-1"}"#, "Timestamp": "2026-12-01T00:00:00.000Z",
-//!         "SignatureVersion": "1", "Signature": "EXAMPLE",
-//!         "SigningCertUrl": "https://sns.us-east-1.amazonaws.com/cert.pem",
-//!         "UnsubscribeUrl": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
-//!         "MessageAttributes": {},
-//!     },
-//! }]}))
-//! .expect("an SNS event");
-//! let ship = |n: Notification<Order>| async move {
-//!     Ok::<_, HandlerError>(json!({"shipped": n.body.order_id}))
-//! };
-//! let first = processor.process(event(), None, ship).await;
-//! assert!(answer(&first).is_ok());
-//! let again = processor.process(event(), None, ship).await; // SNS delivered it twice
-//! assert!(matches!(again.records[0].outcome, Ok(lambda_idempotency::Outcome::Replayed(_))));
-//! # }
-//! ```
+//! [docs/sources/sns.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sns.md
 
 pub(crate) mod key;
 mod parse;
@@ -72,7 +12,6 @@ mod response;
 mod tests;
 
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use parse::{SNS_EVENT_SOURCE, SnsStreamEvent, parse_sns_event};
@@ -82,15 +21,13 @@ pub use response::{SnsError, answer};
 #[cfg(doc)]
 use crate::batch::KeySelector;
 use crate::batch::{
-    BatchError, BatchReport, FailureReason, MalformedRecord, Ordering, PayloadScope, Pipeline,
-    Prepare, Prepared, Processor, Source, SourceNames,
+    BatchError, BatchReport, MalformedRecord, Ordering, PayloadScope, Processor, Source,
+    SourceNames,
 };
 use record::SNS;
 
 /// Processes the SNS events of a function subscribed to a topic
-/// ([`Processor`] over [`Sns`]): the engine plus how keys and failures are
-/// handled. Build it once per execution environment; cheap to clone. Its
-/// key is a business key in the `Message`
+/// ([`Processor`] over [`Sns`]). Its key is a business key in the `Message`
 /// (`KeySelector::pointer("/Message/order_id")`), or the SNS `MessageId`
 /// ([`KeySelector::Id`]).
 pub type SnsProcessor = Processor<Sns>;
@@ -124,24 +61,6 @@ impl Source for Sns {
     /// ([`answer`]).
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
         answer(report)
-    }
-}
-
-impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
-    fn prepare(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        record: SnsRecord,
-    ) -> Result<Prepared<Notification<M>>, FailureReason> {
-        let p = self.parse::<M>(pipeline, ident, &record)?;
-        let key = p.key.clone();
-        let record = Notification {
-            body: p.body,
-            record,
-            key: p.key,
-        };
-        Ok(Prepared::new(record, key, p.payload))
     }
 }
 

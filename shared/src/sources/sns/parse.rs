@@ -1,6 +1,4 @@
-//! Telling an SNS event (a function subscribed to a topic) from other
-//! invocation payloads, record by record. (An SNS notification in an SQS
-//! body is an envelope: [`crate::envelope`].)
+//! Telling an SNS event from other payloads, record by record.
 
 use aws_lambda_events::sns::{SnsEvent, SnsRecord};
 use serde_json::Value;

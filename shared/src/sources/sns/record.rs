@@ -1,5 +1,4 @@
-//! An SNS record as the pipeline sees it ([`Delivery`]) and as the handler
-//! sees it ([`Notification`]).
+//! An SNS record as the pipeline ([`Delivery`]) and the handler see it.
 
 use std::any::Any;
 

@@ -1,11 +1,6 @@
-//! How a function subscribed to a topic answers: SNS invokes it
-//! asynchronously, so there is no partial batch response. When every
-//! notification is done (executed, replayed, rejected with a recorded
-//! terminal error), the invocation succeeds; when one failed, the
-//! invocation fails with an [`SnsError`], and Lambda's asynchronous retries
-//! deliver the event again (by default twice more, one and then two minutes
-//! later, then to the function's on-failure destination or DLQ). The
-//! notifications that were done replay on the retry.
+//! How a subscribed function answers: no partial response, the invocation
+//! fails when a notification does, and Lambda's asynchronous retries deliver
+//! it again.
 
 use crate::batch::report::{BatchReport, FailureReason};
 use crate::error::ErrorKind;

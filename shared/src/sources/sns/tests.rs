@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::Outcome;
-use crate::batch::BatchError;
+use crate::batch::{BatchError, FailureReason};
 use crate::sqs::{Envelope, EnvelopeMode, Envelopes, SqsProcessor, SqsRecord};
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};
@@ -465,4 +465,42 @@ async fn through_sqs_a_second_publication_is_no_payload_mismatch() {
         Ok(Outcome::Replayed(_))
     ));
     assert_eq!(queue_handler.events(), ["evt-6101", "evt-6102"]);
+}
+
+/// The former module example: a notification SNS delivers twice runs once,
+/// and the second delivery replays.
+#[tokio::test]
+async fn a_notification_delivered_twice_replays() {
+    #[derive(serde::Deserialize)]
+    struct Order {
+        order_id: String,
+    }
+    let (engine, _, _) = memory_engine();
+    let processor = SnsProcessor::new(engine, KeySelector::pointer("/Message/order_id"));
+    let event = || {
+        parse_sns_event(json!({"Records": [{
+            "EventSource": "aws:sns", "EventVersion": "1.0",
+            "EventSubscriptionArn": "arn:aws:sns:us-east-1:123456789012:orders:5f1c",
+            "Sns": {
+                "Type": "Notification", "MessageId": "95df01b4-ee98-5cb9-9903-4c221d41eb5e",
+                "TopicArn": "arn:aws:sns:us-east-1:123456789012:orders",
+                "Message": r#"{"order_id":"ord-1"}"#, "Timestamp": "2026-12-01T00:00:00.000Z",
+                "SignatureVersion": "1", "Signature": "EXAMPLE",
+                "SigningCertUrl": "https://sns.us-east-1.amazonaws.com/cert.pem",
+                "UnsubscribeUrl": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+                "MessageAttributes": {},
+            },
+        }]}))
+        .expect("an SNS event")
+    };
+    let ship = |n: Notification<Order>| async move {
+        Ok::<_, HandlerError>(json!({"shipped": n.body.order_id}))
+    };
+    let first = processor.process(event(), None, ship).await;
+    assert!(answer(&first).is_ok());
+    let again = processor.process(event(), None, ship).await; // SNS delivered it twice
+    assert!(matches!(
+        again.records[0].outcome,
+        Ok(crate::Outcome::Replayed(_))
+    ));
 }

@@ -1,73 +1,9 @@
-//! SQS batches, standard and FIFO, on top of the engine.
+//! SQS batches, standard and FIFO, on the batch core: [`SqsProcessor`] and
+//! the partial batch response ([`SqsBatchResponse`]); bodies optionally
+//! signed or opened as envelopes ([`EnvelopeMode`]). The guide:
+//! [docs/sources/sqs.md].
 //!
-//! A [`SqsProcessor`] turns an [`SqsEvent`] into per-record idempotent work
-//! and the per-record outcomes into the [`SqsBatchResponse`] Lambda expects
-//! (`ReportBatchItemFailures`): exactly the records that must be delivered
-//! again, each listed once, never an id that was not in the batch.
-//! [`SqsProcessor::handle`] takes the `LambdaEvent` and returns that
-//! response, so a function's handler is one call; [`SqsProcessor::process`]
-//! returns the [`BatchReport`]: per record, the engine's
-//! [`Outcome`](crate::Outcome) or a [`FailureReason`].
-//!
-//! * **Standard queues**: records run concurrently, at most
-//!   [`SqsProcessor::concurrency`] at a time (default: [`DEFAULT_CONCURRENCY`](crate::batch::DEFAULT_CONCURRENCY), whatever the batch size).
-//! * **FIFO queues** (recognised by an `eventSourceARN` ending in `.fifo`, or
-//!   forced with [`QueueKind::Fifo`]): the records of one `MessageGroupId`
-//!   run one after another in batch order, groups concurrently. When a record
-//!   fails, what else fails without running is set by [`FifoFailureMode`].
-//! * **In-batch duplicates** (records sharing an idempotency key) run once;
-//!   the others wait for that run and get its outcome as a replay.
-//! * **Poison records** (a body that does not parse, a missing key, a panic)
-//!   fail alone; the rest of the batch finishes. A body over
-//!   [`SqsProcessor::max_body_bytes`] fails without being parsed.
-//! * **Signed bodies** (optional, [`SqsProcessor::verify_signatures`]): a
-//!   record whose HMAC-SHA256 is missing or wrong fails before its body is
-//!   parsed ([`crate::Verifier`]).
-//! * **Envelopes** (opt-in, [`SqsProcessor::envelope`]): a queue that is
-//!   an EventBridge rule's target, or subscribed to an SNS topic with raw
-//!   message delivery off, opens each body that is a *strict* EventBridge
-//!   event or SNS notification ([`EnvelopeMode`]). The handler's body, the
-//!   key ([`KeySelector::Pointer`] into the `detail` or the parsed
-//!   `Message`) and the payload hash then read that one inner document; the
-//!   envelope is in [`SqsRecord::envelope`], and its id (the EventBridge
-//!   `id`, the SNS `MessageId`, kept across that service's retries) is
-//!   [`KeySelector::EventId`]. By default the body is the message. See
-//!   [`crate::envelope`].
-//!
-//! ```
-//! use serde::Deserialize;
-//! use serde_json::json;
-//! use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
-//! use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
-//!
-//! #[derive(Deserialize)]
-//! struct Order { event_id: String, amount_cents: i64 }
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.v1"));
-//! let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"));
-//! let record = |id: &str, body: &str| json!({
-//!     "messageId": id, "body": body, "eventSource": "aws:sqs",
-//!     "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
-//! });
-//! let event = parse_sqs_event(json!({"Records": [
-//!     record("m-1", r#"{"event_id":"evt-1","amount_cents":100}"#),
-//!     record("m-2", r#"{"event_id":"evt-1","amount_cents":100}"#), // duplicate
-//!     record("m-3", "not json"),                                   // poison
-//! ]}))
-//! .expect("an SQS event");
-//!
-//! let report = processor
-//!     .process(event, None, |r: SqsRecord<Order>| async move {
-//!         Ok::<_, HandlerError>(json!({"charged": r.body.amount_cents}))
-//!     })
-//!     .await;
-//! let response = processor.response(&report).expect("every failed record has a messageId");
-//! let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
-//! assert_eq!(failed, ["m-3"]);
-//! # }
-//! ```
+//! [docs/sources/sqs.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sqs.md
 
 mod fifo;
 mod parse;
@@ -80,7 +16,6 @@ mod record;
 mod tests;
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::batch::envelope::{Envelope, EnvelopeMode, Envelopes};
@@ -93,11 +28,8 @@ pub use record::SqsRecord;
 
 #[cfg(doc)]
 use crate::batch::KeySelector;
-use crate::batch::{
-    MalformedRecord, PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames,
-};
+use crate::batch::{MalformedRecord, PayloadScope, Processor, Source, SourceNames};
 use crate::signature::Verifier;
-use prepare::BodyRules;
 use record::SQS;
 
 /// The SQS system attribute holding a FIFO record's message group.
@@ -110,9 +42,7 @@ pub const APPROXIMATE_RECEIVE_COUNT: &str = "ApproximateReceiveCount";
 /// maximum message size.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 262_144;
 
-/// Processes SQS batches: the engine plus how keys, groups and failures are
-/// handled ([`Processor`] over [`Sqs`]). Build it once per execution
-/// environment; cheap to clone.
+/// Processes SQS batches ([`Processor`] over [`Sqs`]).
 pub type SqsProcessor = Processor<Sqs>;
 
 /// The SQS source and its settings: the queue kind, the FIFO failure mode,
@@ -121,7 +51,10 @@ pub type SqsProcessor = Processor<Sqs>;
 pub struct Sqs {
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
-    rules: BodyRules,
+    max_body_bytes: usize,
+    verifier: Option<Verifier>,
+    envelope: EnvelopeMode,
+    payload: PayloadScope,
 }
 
 impl Default for Sqs {
@@ -129,12 +62,10 @@ impl Default for Sqs {
         Self {
             queue_kind: QueueKind::default(),
             fifo_failure_mode: FifoFailureMode::default(),
-            rules: BodyRules {
-                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-                verifier: None,
-                envelope: EnvelopeMode::default(),
-                payload: PayloadScope::default(),
-            },
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            verifier: None,
+            envelope: EnvelopeMode::default(),
+            payload: PayloadScope::default(),
         }
     }
 }
@@ -166,24 +97,6 @@ impl Source for Sqs {
     }
 }
 
-impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
-    fn prepare(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        message: SqsMessage,
-    ) -> Result<Prepared<SqsRecord<M>>, FailureReason> {
-        let p = self.rules.prepare::<M>(pipeline, ident, &message)?;
-        let record = SqsRecord {
-            body: p.body,
-            message,
-            envelope: p.envelope,
-            key: p.key.clone(),
-        };
-        Ok(Prepared::new(record, p.key, p.payload))
-    }
-}
-
 impl PartialResponse for SqsBatchResponse {
     fn add_item_failure(&mut self, id: &str) {
         self.add_failure(id);
@@ -196,7 +109,7 @@ impl Processor<Sqs> {
     /// [`DEFAULT_MAX_BODY_BYTES`] (256 KiB); raise it for queues configured
     /// with a larger `MaximumMessageSize`.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.source.rules.max_body_bytes = bytes;
+        self.source.max_body_bytes = bytes;
         self
     }
 
@@ -205,7 +118,7 @@ impl Processor<Sqs> {
     /// record with [`FailureReason::BadSignature`]; only its message id and
     /// the reason are logged. Off by default.
     pub fn verify_signatures(mut self, verifier: Verifier) -> Self {
-        self.source.rules.verifier = Some(verifier);
+        self.source.verifier = Some(verifier);
         self
     }
 
@@ -223,7 +136,7 @@ impl Processor<Sqs> {
 
     /// What payload validation hashes. Default [`PayloadScope::Body`].
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.rules.payload = scope;
+        self.source.payload = scope;
         self
     }
 
@@ -234,7 +147,7 @@ impl Processor<Sqs> {
     /// [`EnvelopeMode::Unwrap`] or [`EnvelopeMode::Require`]; the key and
     /// the payload hash then read the opened document, as the handler does.
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
-        self.source.rules.envelope = mode;
+        self.source.envelope = mode;
         self
     }
 }

@@ -1,6 +1,4 @@
-//! Telling an SQS event from other invocation payloads, record by record: a
-//! message that is not an SQS message (a field of the wrong type) fails
-//! alone ([`MalformedRecord`]), never the batch.
+//! Telling an SQS event from other payloads, message by message.
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use serde_json::Value;

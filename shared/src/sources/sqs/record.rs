@@ -1,5 +1,4 @@
-//! One record as the handler sees it, and an SQS message as the pipeline
-//! sees it ([`Delivery`]).
+//! An SQS message as the pipeline ([`Delivery`]) and the handler see it.
 
 use std::any::Any;
 
@@ -57,18 +56,12 @@ impl<M> SqsRecord<M> {
 
     /// The FIFO `MessageGroupId`.
     pub fn group_id(&self) -> Option<&str> {
-        self.message
-            .attributes
-            .get(MESSAGE_GROUP_ID)
-            .map(String::as_str)
+        self.message.lane()
     }
 
     /// The FIFO `MessageDeduplicationId`.
     pub fn deduplication_id(&self) -> Option<&str> {
-        self.message
-            .attributes
-            .get(MESSAGE_DEDUPLICATION_ID)
-            .map(String::as_str)
+        Delivery::deduplication_id(&self.message)
     }
 
     /// `ApproximateReceiveCount`: 1 on the first delivery.

@@ -258,3 +258,41 @@ fn process_future_is_send() {
         }),
     );
 }
+
+/// The former module example: an in-batch duplicate runs once and only the
+/// poison record is reported.
+#[tokio::test]
+async fn a_duplicate_runs_once_and_only_the_poison_record_is_reported() {
+    #[derive(serde::Deserialize)]
+    struct Order {
+        #[allow(dead_code)]
+        event_id: String,
+        amount_cents: i64,
+    }
+    let (engine, _, _) = memory_engine();
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"));
+    let record = |id: &str, body: &str| {
+        json!({
+            "messageId": id, "body": body, "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+        })
+    };
+    let event = parse_sqs_event(json!({"Records": [
+        record("m-1", r#"{"event_id":"evt-1","amount_cents":100}"#),
+        record("m-2", r#"{"event_id":"evt-1","amount_cents":100}"#), // duplicate
+        record("m-3", "not json"),                                   // poison
+    ]}))
+    .expect("an SQS event");
+    let runs = AtomicUsize::new(0);
+    let report = processor
+        .process(event, None, |r: SqsRecord<Order>| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, HandlerError>(json!({"charged": r.body.amount_cents})) }
+        })
+        .await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let response = processor
+        .response(&report)
+        .expect("every failed record has a messageId");
+    assert_eq!(failed_ids(&response), ["m-3"]);
+}
