@@ -4,40 +4,29 @@
 
 use std::any::Any;
 
-/// One delivered record, whatever its source.
-///
-/// A source implements it on the record type its event carries
-/// (`SqsMessage`, `KinesisEventRecord`, ...). Everything but [`id`],
-/// [`source`] and [`as_any`] has a default for sources without the notion.
-///
-/// [`id`]: Delivery::id
-/// [`source`]: Delivery::source
-/// [`as_any`]: Delivery::as_any
+/// One delivered record, whatever its source, implemented on the record
+/// type its event carries. Everything but [`id`](Delivery::id),
+/// [`source`](Delivery::source) and [`as_any`](Delivery::as_any) has a
+/// default for sources without the notion.
 pub trait Delivery {
-    /// What names the record in the partial batch response
-    /// (`batchItemFailures[].itemIdentifier`): the SQS `messageId`, the
-    /// Kinesis `sequenceNumber`. Also what [`KeySelector::Id`] keys on.
-    ///
-    /// [`KeySelector::Id`]: crate::KeySelector::Id
+    /// What names the record in `batchItemFailures` (the SQS `messageId`,
+    /// the Kinesis `sequenceNumber`); what [`KeySelector::Id`](crate::KeySelector::Id) keys on.
     fn id(&self) -> Option<&str>;
 
-    /// Its ordering lane: the FIFO `MessageGroupId`, the Kinesis shard, the
-    /// Kafka topic-partition: what the partial batch response checkpoints.
-    /// A stream source may order a lane's records by a narrower key (a
-    /// partition key, an item). `None` for unordered sources.
+    /// Its ordering lane, what the partial batch response checkpoints (the
+    /// FIFO `MessageGroupId`, the Kinesis shard, the Kafka topic-partition);
+    /// `None` for unordered sources.
     fn lane(&self) -> Option<&str> {
         None
     }
 
-    /// Its position in its lane (a sequence number, an offset), when the
-    /// source has one. Never a safe idempotency key: a producer's retry
-    /// writes the same record at a new position.
+    /// Its position in its lane (a sequence number, an offset): never a
+    /// safe idempotency key (a producer's retry writes a new one).
     fn position(&self) -> Option<&str> {
         None
     }
 
-    /// The raw body as delivered (an SQS body, a Kinesis record's decoded
-    /// `data`).
+    /// The raw body as delivered (an SQS body, a Kinesis record's `data`).
     fn body(&self) -> Option<&[u8]> {
         None
     }
@@ -48,15 +37,14 @@ pub trait Delivery {
         None
     }
 
-    /// The source's own deduplication id (SQS FIFO
-    /// `MessageDeduplicationId`), for
+    /// The source's own deduplication id (SQS FIFO), for
     /// [`KeySelector::DeduplicationId`](crate::KeySelector::DeduplicationId).
     fn deduplication_id(&self) -> Option<&str> {
         None
     }
 
-    /// How often it was delivered (1 on the first delivery), when the source
-    /// counts: it decides [`PreRead::OnRedelivery`](crate::batch::PreRead::OnRedelivery).
+    /// How often it was delivered (1 the first time), when the source counts:
+    /// it decides [`PreRead::OnRedelivery`](crate::batch::PreRead::OnRedelivery).
     fn receive_count(&self) -> Option<u32> {
         None
     }
@@ -64,8 +52,7 @@ pub trait Delivery {
     /// The names of its source's notions, for messages and log lines.
     fn source(&self) -> &'static SourceNames;
 
-    /// The record itself, for key functions that need what the neutral view
-    /// does not show: see [`KeyInput::raw`](crate::KeyInput::raw).
+    /// The record itself, for [`KeyInput::raw`](crate::KeyInput::raw).
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -121,53 +108,39 @@ pub struct SourceNames {
     pub no_lane: &'static str,
 }
 
-/// Which records of its lane a record keeps its order with: its lane is
-/// what the partial batch response checkpoints (a shard, a
-/// topic-partition); its order may be narrower (a partition key, an item).
+/// Which records of its lane a record keeps its order with: the lane is
+/// what the partial batch response checkpoints; the order may be narrower.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Within {
-    /// Every record of its lane (SQS FIFO groups, Kafka partitions, Kinesis
-    /// shards with [`KinesisOrder::Shard`](crate::kinesis::KinesisOrder::Shard)).
+    /// Every record of its lane.
     #[default]
     Lane,
-    /// The records of its lane with the same key: records of other keys run
-    /// concurrently with it, and a failure holds back only its key.
+    /// The records of its lane with the same key (a Kinesis partition key, a
+    /// DynamoDB item): a failure holds back only its key.
     Key(String),
     /// Ordered by key, but its key could not be read (a record that did not
-    /// parse): it could belong with any record of its lane, so the whole
-    /// lane keeps one order in this batch.
+    /// parse): the whole lane keeps one order in this batch.
     Unknown,
 }
 
 /// The identifiers of one record the pipeline keeps (owned).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ids {
-    /// [`Delivery::id`].
     pub(crate) id: Option<String>,
-    /// [`Delivery::lane`].
     pub(crate) lane: Option<String>,
-    /// [`Delivery::receive_count`].
     pub(crate) receive_count: Option<u32>,
-    /// Which records of its lane it keeps its order with (set by the
-    /// adapter: a Kinesis partition key, a DynamoDB item's keys).
     pub(crate) within: Within,
 }
 
 impl Ids {
-    /// The identifiers of `delivery`.
-    pub(crate) fn of(delivery: &dyn Delivery) -> Self {
+    /// The identifiers of `delivery`, ordered `within` its lane.
+    pub(crate) fn of(delivery: &dyn Delivery, within: Within) -> Self {
         Self {
             id: delivery.id().map(str::to_owned),
             lane: delivery.lane().map(str::to_owned),
             receive_count: delivery.receive_count(),
-            within: Within::Lane,
+            within,
         }
-    }
-
-    /// These identifiers, ordered `within` their lane.
-    pub(crate) fn within(mut self, within: Within) -> Self {
-        self.within = within;
-        self
     }
 
     /// The id, or a description of the record at `index` when it has none
@@ -180,34 +153,28 @@ impl Ids {
     }
 }
 
-/// How a source orders its records, and what a failure takes down.
+/// How a source orders its records, and what a failure takes down (the
+/// units of `docs/guarantees.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Ordering {
-    /// SQS standard queues, SNS: every record is its own unit (all
-    /// concurrent); each fails alone, and every failed record is named in
-    /// the response.
+    /// SQS standard queues, SNS: each record is its own unit and fails
+    /// alone; every failed record is named in the response.
     #[default]
     Unordered,
     /// SQS FIFO ([`FifoFailureMode::SkipGroup`](crate::sqs::FifoFailureMode::SkipGroup)):
-    /// each lane (message group) is a unit; after a failure the lane's later
-    /// records fail without running, and every one of them is named in the
-    /// response (SQS must deliver each again).
+    /// each lane is a unit; after a failure its later records fail without
+    /// running, and every one of them is named.
     SkipLane,
     /// SQS FIFO ([`FifoFailureMode::StopBatch`](crate::sqs::FifoFailureMode::StopBatch)):
     /// the whole batch is one unit.
     StopBatch,
-    /// Kinesis, DynamoDB Streams, Kafka: each lane (shard,
-    /// topic-partition) is a unit, or, when its records order by key (a
-    /// Kinesis partition key, a DynamoDB item, a Kafka record key), each key
-    /// of the lane is; after a failure nothing later in that unit runs, and
-    /// the response names only the lane's first failed record in batch
-    /// order: the lowest among its keys' first failures (the stream
-    /// checkpoints before it and redelivers from there; what other keys
-    /// committed after it replays). Units run in parallel.
+    /// Kinesis, DynamoDB Streams, Kafka: each lane (or each key of a lane
+    /// ordered by key) is a unit; after a failure nothing later in it runs,
+    /// and the response names only the lane's first failed record in batch
+    /// order (the stream redelivers from there).
     StopLane,
 }
-
 impl Ordering {
     /// Whether records are kept in order within their lane.
     pub fn is_ordered(self) -> bool {

@@ -1,37 +1,8 @@
 //! Envelopes: an EventBridge event or an SNS notification carried in a
-//! record's body, and the one rule for opening them.
-//!
-//! A queue can receive documents wrapped by another service: an EventBridge
-//! rule whose target is the queue writes the whole event as the body, and a
-//! queue subscribed to an SNS topic (raw message delivery off) gets the
-//! notification as JSON. Opening such a body is **opt-in**
-//! ([`EnvelopeMode`]; the default is [`EnvelopeMode::Never`]: the body is the
-//! message), and only a **strict** envelope is opened: an object holding the
-//! service's own fields and nothing else at the top level, each of the type
-//! the service writes. An EventBridge event: `version`, `id`, `detail-type`,
-//! `source`, `account`, `time`, `region`, `replay-name`, `resources` and
-//! `detail` only, with `id`, `detail-type`, `source` and an object `detail`
-//! present. An SNS notification: `Type` `Notification`, `MessageId`,
-//! `TopicArn`, `Message`, `Timestamp`, `SignatureVersion`, `Signature`,
-//! `SigningCertURL`, `UnsubscribeURL`, and optionally `Subject`,
-//! `MessageAttributes` and `SequenceNumber`, nothing else.
-//! A body that merely looks like one (a `detail` beside a business field of
-//! its own) is not an envelope.
-//!
-//! Once a body is opened, **one document** is read by everything: the
-//! handler's body, the key (a [`KeySelector::Pointer`] resolves against the
-//! inner document: `/order_id`, not `/detail/order_id`) and the payload
-//! hash all read the event's `detail` or the notification's parsed
-//! `Message`. The envelope itself is handed to the handler beside it, and
-//! its service-given id (the EventBridge `id`, the SNS `MessageId`, kept
-//! across that service's retries) is the key [`KeySelector::EventId`].
-//!
-//! Without this rule a lookalike body (top-level `payment_id` Q, `detail`
-//! holding payment P) was keyed on Q and applied as P: P credited twice, Q
-//! never.
-//!
-//! [`KeySelector::Pointer`]: crate::KeySelector::Pointer
-//! [`KeySelector::EventId`]: crate::KeySelector::EventId
+//! record's body, opened only when asked ([`EnvelopeMode`]) and only when
+//! strict (the service's own fields and nothing else). Once opened, the
+//! handler's body, the key and the payload hash read one document.
+//! The rule and its reasons: `docs/sources/envelopes.md`.
 
 use std::any::type_name;
 
@@ -47,13 +18,10 @@ use super::{FailureReason, json_type};
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Envelope {
-    /// An EventBridge event (a rule whose target is the queue); the
-    /// handler's body is its `detail`.
+    /// An EventBridge event; the handler's body is its `detail`.
     EventBridge(Box<EventBridgeEvent<Value>>),
-    /// An SNS notification (a queue subscribed to a topic, raw message
-    /// delivery off): `MessageId`, `TopicArn`, `Subject`,
-    /// `MessageAttributes`, the raw `Message`; the handler's body is the
-    /// parsed `Message`.
+    /// An SNS notification (raw message delivery off); the handler's body is
+    /// its parsed `Message`.
     Sns(Box<SnsMessage>),
 }
 
@@ -91,22 +59,13 @@ impl Envelope {
 pub enum Envelopes {
     /// EventBridge events (a rule whose target is the queue).
     EventBridge,
-    /// SNS notifications (a queue subscribed to a topic with raw message
-    /// delivery off).
+    /// SNS notifications (a queue subscribed to a topic).
     Sns,
     /// Either.
     Any,
 }
 
 impl Envelopes {
-    fn eventbridge(self) -> bool {
-        matches!(self, Self::EventBridge | Self::Any)
-    }
-
-    fn sns(self) -> bool {
-        matches!(self, Self::Sns | Self::Any)
-    }
-
     fn name(self) -> &'static str {
         match self {
             Self::EventBridge => "an EventBridge event",
@@ -120,31 +79,25 @@ impl Envelopes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum EnvelopeMode {
-    /// The body is the message; nothing is opened. The default: a body
-    /// that happens to have the shape of an envelope is the handler's own
-    /// document.
+    /// The body is the message; nothing is opened (the default).
     #[default]
     Never,
     /// A body that is a strict envelope of these kinds is opened; any other
-    /// body is the message itself. A body that is neither a strict envelope
-    /// nor the handler's type fails its record, saying why it is neither.
+    /// body is the message itself (a body that is neither fails its record,
+    /// saying why).
     Unwrap(Envelopes),
     /// Every body must be a strict envelope of these kinds; any other body
     /// fails its record, saying why it is not one.
     Require(Envelopes),
 }
 
-/// A body opened: the handler's body, the document keys and the payload
-/// hash read, and the envelope it came from.
+/// A body opened: the handler's body, the one document keys and the
+/// payload hash read (numbers `f64` cannot hold kept as their exact text),
+/// and the envelope it came from.
 #[derive(Debug)]
 pub(crate) struct Opened<M> {
-    /// The handler's body.
     pub(crate) body: M,
-    /// The one document of the record (the body, the `detail`, or the
-    /// parsed `Message`), numbers that `f64` cannot hold as their exact
-    /// text: what keys are selected from and the payload hash reads.
     pub(crate) document: Value,
-    /// The envelope, when the body was opened.
     pub(crate) envelope: Option<Envelope>,
 }
 
@@ -161,13 +114,13 @@ pub(crate) fn open<M: DeserializeOwned>(
         EnvelopeMode::Unwrap(kinds) | EnvelopeMode::Require(kinds) => kinds,
     };
     let mut why_not = Vec::new();
-    if kinds.eventbridge() {
+    if matches!(kinds, Envelopes::EventBridge | Envelopes::Any) {
         match check_eventbridge(&value) {
             Ok(()) => return open_eventbridge(ident, text, value),
             Err(why) => why_not.push(format!("not an EventBridge event ({why})")),
         }
     }
-    if kinds.sns() {
+    if matches!(kinds, Envelopes::Sns | Envelopes::Any) {
         match check_notification(&value) {
             Ok(()) => return open_notification(ident, value),
             Err(why) => why_not.push(format!("not an SNS notification ({why})")),
@@ -200,8 +153,7 @@ fn plain<M: DeserializeOwned>(
             type_name::<M>()
         ))
     })?;
-    // Keys and payload hashes keep the exact text of numbers that `f64`
-    // cannot hold (a second parse, only for bodies with such numbers).
+    // A second parse, only for bodies with numbers `f64` cannot hold.
     let document = crate::key::exact_material(text, &value).unwrap_or(value);
     Ok(Opened {
         body,
@@ -210,8 +162,7 @@ fn plain<M: DeserializeOwned>(
     })
 }
 
-/// A strict EventBridge event: the handler's body and the document are its
-/// `detail`.
+/// A strict EventBridge event: the body and the document are its `detail`.
 fn open_eventbridge<M: DeserializeOwned>(
     ident: &str,
     text: &str,
@@ -238,8 +189,8 @@ fn open_eventbridge<M: DeserializeOwned>(
     })
 }
 
-/// A strict SNS notification: the handler's body and the document are its
-/// parsed `Message`.
+/// A strict SNS notification: the body and the document are its parsed
+/// `Message`.
 fn open_notification<M: DeserializeOwned>(
     ident: &str,
     value: Value,
@@ -250,31 +201,19 @@ fn open_notification<M: DeserializeOwned>(
         ))
     })?;
     let opened = open_message::<M>(&format!("message {ident}"), &notification.message)?;
-    Ok(Opened {
-        body: opened.body,
-        document: opened.document,
-        envelope: Some(Envelope::Sns(Box::new(notification))),
-    })
+    let envelope = Some(Envelope::Sns(Box::new(notification)));
+    Ok(Opened { envelope, ..opened })
 }
 
-/// An SNS `Message`, opened: the handler's body and the document.
-pub(crate) struct Message<M> {
-    /// The handler's body.
-    pub(crate) body: M,
-    /// The `Message` parsed as JSON, or its text as a JSON string; numbers
-    /// `f64` cannot hold kept exact.
-    pub(crate) document: Value,
-}
-
-/// Parses `message`, the `Message` of the SNS notification in `ident`, into
-/// `M` (JSON text), or `M` from the text as a JSON string (any other text).
+/// Opens `message`, the `Message` of the SNS notification in `ident`: `M`
+/// from its JSON, or from its text as a JSON string when it is not JSON.
 /// One rule for a notification invoking the function and one in a body.
 pub(crate) fn open_message<M: DeserializeOwned>(
     ident: &str,
     message: &str,
-) -> Result<Message<M>, FailureReason> {
+) -> Result<Opened<M>, FailureReason> {
     let parse = FailureReason::Parse;
-    match serde_json::from_str::<Value>(message) {
+    let (body, document) = match serde_json::from_str::<Value>(message) {
         Ok(value) => {
             let body: M = serde_json::from_str(message).map_err(|e| {
                 parse(format!(
@@ -282,8 +221,10 @@ pub(crate) fn open_message<M: DeserializeOwned>(
                     type_name::<M>()
                 ))
             })?;
-            let document = crate::key::exact_material(message, &value).unwrap_or(value);
-            Ok(Message { body, document })
+            (
+                body,
+                crate::key::exact_material(message, &value).unwrap_or(value),
+            )
         }
         Err(not_json) => {
             let text = Value::String(message.to_owned());
@@ -294,18 +235,18 @@ pub(crate) fn open_message<M: DeserializeOwned>(
                     type_name::<M>()
                 ))
             })?;
-            Ok(Message {
-                body,
-                document: text,
-            })
+            (body, text)
         }
-    }
+    };
+    Ok(Opened {
+        body,
+        document,
+        envelope: None,
+    })
 }
 
-/// The top-level fields of an EventBridge event, from the event structure
-/// reference (EventBridge User Guide, "Amazon service event metadata":
-/// `version`, `id`, `detail-type`, `source`, `account`, `time`, `region`,
-/// `replay-name`, `resources`, `detail`).
+/// The top-level fields of an EventBridge event (EventBridge User Guide,
+/// "Amazon service event metadata").
 const EVENTBRIDGE_FIELDS: &[&str] = &[
     "version",
     "id",
@@ -318,14 +259,12 @@ const EVENTBRIDGE_FIELDS: &[&str] = &[
     "resources",
     "detail",
 ];
-/// The fields an EventBridge event must have to be opened: what it is
-/// (`detail-type`, `source`), its id and its `detail`.
+/// What an EventBridge event must have to be opened.
 const EVENTBRIDGE_REQUIRED: &[&str] = &["id", "detail-type", "source", "detail"];
 
-/// The top-level fields of an SNS notification as SNS writes it to a queue
-/// or an HTTP endpoint (SNS Developer Guide, "HTTP/HTTPS notification JSON
-/// format"; `SequenceNumber` on FIFO topics; the `…Url` spellings are
-/// Lambda's).
+/// The top-level fields of an SNS notification (SNS Developer Guide,
+/// "HTTP/HTTPS notification JSON format"; `SequenceNumber` on FIFO topics;
+/// the `…Url` spellings are Lambda's).
 const SNS_FIELDS: &[&str] = &[
     "Type",
     "MessageId",
@@ -353,53 +292,47 @@ const SNS_REQUIRED: &[&str] = &[
     "Signature",
 ];
 
-/// Whether `value` is a strict EventBridge event: an object with only the
-/// event's own fields ([`EVENTBRIDGE_FIELDS`]), `id`, `detail-type`,
-/// `source` and `detail` present, every field but `detail` a string
-/// (`resources` an array of strings), `detail` an object. `Err` says why not.
+/// Whether `value` is a strict EventBridge event: only
+/// [`EVENTBRIDGE_FIELDS`], the required ones present, every field a string
+/// but `resources` (strings) and `detail` (an object). `Err` says why not.
 pub(crate) fn check_eventbridge(value: &Value) -> Result<(), String> {
     let object = fields(value, EVENTBRIDGE_FIELDS, EVENTBRIDGE_REQUIRED)?;
-    for (name, field) in object {
-        let ok = match name.as_str() {
-            "detail" => field.is_object(),
-            "resources" => field
-                .as_array()
-                .is_some_and(|items| items.iter().all(Value::is_string)),
-            _ => field.is_string(),
-        };
-        if !ok {
-            return Err(format!("its {name} is {}", json_type(field)));
+    types(object, |name, field| match name {
+        "detail" => field.is_object(),
+        "resources" => (field.as_array()).is_some_and(|items| items.iter().all(Value::is_string)),
+        _ => field.is_string(),
+    })
+}
+
+/// Whether `value` is a strict SNS notification: only [`SNS_FIELDS`], the
+/// required ones present, `Type` `Notification`, every field a string but
+/// `MessageAttributes` (an object). `Err` says why not.
+pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
+    let object = fields(value, SNS_FIELDS, SNS_REQUIRED)?;
+    types(object, |name, field| match name {
+        "MessageAttributes" => field.is_object(),
+        _ => field.is_string(),
+    })?;
+    if value.get("Type").and_then(Value::as_str) != Some("Notification") {
+        return Err("its Type is not Notification".to_owned());
+    }
+    for (a, b) in [
+        ("SigningCertURL", "SigningCertUrl"),
+        ("UnsubscribeURL", "UnsubscribeUrl"),
+    ] {
+        if !object.contains_key(a) && !object.contains_key(b) {
+            return Err(format!("it has no {a}"));
         }
     }
     Ok(())
 }
 
-/// Whether `value` is a strict SNS notification: an object with only a
-/// notification's own fields ([`SNS_FIELDS`]), what SNS always writes
-/// present, `Type` `Notification`, every field a string but
-/// `MessageAttributes` (an object). `Err` says why not.
-pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
-    let object = fields(value, SNS_FIELDS, SNS_REQUIRED)?;
-    for (name, field) in object {
-        let ok = match name.as_str() {
-            "MessageAttributes" => field.is_object(),
-            _ => field.is_string(),
-        };
-        if !ok {
-            return Err(format!("its {name} is {}", json_type(field)));
-        }
+/// Whether every field of `object` is of the type `ok` wants.
+fn types(object: &Map<String, Value>, ok: impl Fn(&str, &Value) -> bool) -> Result<(), String> {
+    match object.iter().find(|(name, field)| !ok(name, field)) {
+        Some((name, field)) => Err(format!("its {name} is {}", json_type(field))),
+        None => Ok(()),
     }
-    if value.get("Type").and_then(Value::as_str) != Some("Notification") {
-        return Err("its Type is not Notification".to_owned());
-    }
-    let either = |a: &str, b: &str| object.contains_key(a) || object.contains_key(b);
-    if !either("SigningCertURL", "SigningCertUrl") {
-        return Err("it has no SigningCertURL".to_owned());
-    }
-    if !either("UnsubscribeURL", "UnsubscribeUrl") {
-        return Err("it has no UnsubscribeURL".to_owned());
-    }
-    Ok(())
 }
 
 /// `value`'s object when it has every `required` field and no field
@@ -412,23 +345,19 @@ fn fields<'v>(
     let Some(object) = value.as_object() else {
         return Err(format!("it is {}", json_type(value)));
     };
-    let missing: Vec<&str> = required
-        .iter()
-        .copied()
+    let missing: Vec<&str> = (required.iter().copied())
         .filter(|k| !object.contains_key(*k))
         .collect();
     if !missing.is_empty() {
         return Err(format!("it has no {}", missing.join(", ")));
     }
-    let foreign: Vec<&str> = object
-        .keys()
-        .map(String::as_str)
+    let foreign: Vec<&str> = (object.keys().map(String::as_str))
         .filter(|k| !allowed.contains(k))
         .collect();
     if !foreign.is_empty() {
+        let foreign = foreign.join(", ");
         return Err(format!(
-            "it has fields of its own at the top level: {}",
-            foreign.join(", ")
+            "it has fields of its own at the top level: {foreign}"
         ));
     }
     Ok(object)

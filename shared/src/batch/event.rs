@@ -1,6 +1,5 @@
 //! One event per invocation (EventBridge invoking the function, the tower
-//! layer): its failures ([`EventError`]), and its one path through the
-//! engine: keyed, run, logged and counted ([`run_event`], [`finish_event`]).
+//! layer): its failures ([`EventError`]), and its path through the engine.
 
 use std::future::Future;
 use std::time::Instant;
@@ -12,21 +11,19 @@ use serde_json::Value;
 use super::delivery::IdField;
 use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
 use super::log::{Failure, Unit, finish_one};
-use super::report::{EngineFailure, split};
+use super::report::kind_name;
 use super::settings::millis;
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
 use crate::key::IdempotencyKey;
 use crate::write::IntoStaged;
 
-/// Why an event was not handled. Return it from the function (it is
-/// `Send + Sync + 'static`; use [`crate::error::report`] for the whole chain)
-/// so that Lambda retries the event, then sends it to the DLQ.
+/// Why an event was not handled: return it from the function so that
+/// Lambda retries the event, then sends it to the DLQ.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EventError {
-    /// The payload is not the event expected: not an EventBridge event, not
-    /// what a layer's [`Shape`](crate::layer::Shape) reads (permanent).
+    /// The payload is not the event expected (permanent).
     #[error("not {expected} event: {message}")]
     InvalidEvent {
         /// The expected event, with its article (`an EventBridge`).
@@ -34,8 +31,7 @@ pub enum EventError {
         /// What is wrong.
         message: String,
     },
-    /// Not the `source` and `detail-type` the processor accepts
-    /// ([`EventBridgeProcessor::accept`](crate::eventbridge::EventBridgeProcessor::accept); permanent).
+    /// Not the `source` and `detail-type` the processor accepts (permanent).
     #[error(
         "event {event_id}: expected detail-type {expected_detail_type:?} from source \
          {expected_source:?}, got detail-type {found_detail_type:?} from source {found_source:?}: is the \
@@ -82,8 +78,7 @@ pub enum EventError {
         /// The panic message.
         message: String,
     },
-    /// Another invocation is processing the same key: the function fails so
-    /// that Lambda's asynchronous retry delivers the event again.
+    /// Another invocation is processing the same key (retryable).
     #[error(
         "event {event_id} is being processed by another invocation; failing so that Lambda \
          delivers it again"
@@ -121,13 +116,6 @@ pub enum EventError {
     },
 }
 
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Retryable => "retryable",
-        ErrorKind::Terminal => "terminal",
-    }
-}
-
 impl EventError {
     /// Whether a redelivery can succeed.
     pub fn is_retryable(&self) -> bool {
@@ -144,18 +132,21 @@ impl EventError {
         }
     }
 
-    /// The error for an engine answer that is not a done outcome.
-    pub(crate) fn from_engine(event_id: String, failure: EngineFailure) -> Self {
-        match failure {
-            EngineFailure::InProgress {
+    /// The engine's answer for the event `event_id`: an engine
+    /// `InProgress` or `PayloadMismatch` is a failure.
+    fn outcome<T>(event_id: &str, result: Result<Outcome<T>, Error>) -> Result<Outcome<T>, Self> {
+        let event_id = event_id.to_owned();
+        match result {
+            Ok(Outcome::InProgress {
                 lease_expires_at_ms,
-            } => Self::InProgress {
+            }) => Err(Self::InProgress {
                 event_id,
                 lease_expires_at_ms,
-            },
-            EngineFailure::PayloadMismatch => Self::PayloadMismatch { event_id },
-            EngineFailure::Handler(error) => Self::Handler { event_id, error },
-            EngineFailure::Engine(error) => Self::Idempotency { event_id, error },
+            }),
+            Ok(Outcome::PayloadMismatch) => Err(Self::PayloadMismatch { event_id }),
+            Ok(done) => Ok(done),
+            Err(Error::Handler(error)) => Err(Self::Handler { event_id, error }),
+            Err(error) => Err(Self::Idempotency { event_id, error }),
         }
     }
 }
@@ -201,8 +192,7 @@ impl Failure for EventError {
     }
 }
 
-/// How one event is keyed: the engine, the key selector and the policy for
-/// an event without a key.
+/// How one event is keyed and run.
 pub(crate) struct EventKeys<'a> {
     pub(crate) engine: &'a Idempotency,
     pub(crate) key: &'a KeySelector,
@@ -218,12 +208,7 @@ impl EventKeys<'_> {
         id_field: IdField,
         input: KeyInput<'_>,
     ) -> Result<Option<IdempotencyKey>, EventError> {
-        let unit = Unit {
-            noun: "event",
-            id: Some(event_id),
-            id_field,
-            ..Unit::default()
-        };
+        let unit = Unit::new("event", event_id, id_field);
         let event_id = event_id.to_owned();
         key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
             KeyFailure::Bad(error) => EventError::Key { event_id, error },
@@ -247,7 +232,7 @@ impl EventKeys<'_> {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let result = self.engine.run(key, payload, remaining, handler).await;
-        split(result).map_err(|failure| EventError::from_engine(event_id.to_owned(), failure))
+        EventError::outcome(event_id, result)
     }
 }
 
@@ -261,11 +246,8 @@ pub(crate) fn finish_event<T>(
     started: Instant,
 ) {
     let unit = Unit {
-        noun: "event",
-        id: Some(event_id),
-        id_field,
         key: key.map(IdempotencyKey::hash),
-        ..Unit::default()
+        ..Unit::new("event", event_id, id_field)
     };
     finish_one(engine, &unit, result, millis(started.elapsed()));
 }

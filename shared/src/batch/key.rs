@@ -24,18 +24,13 @@ pub type KeyFn = Arc<dyn Fn(KeyInput<'_>) -> Result<Value, KeyError> + Send + Sy
 #[non_exhaustive]
 pub struct KeyInput<'a> {
     /// The record's one document, the one its handler reads: the parsed
-    /// body (an SQS body, a Kinesis record's decoded `data`, a Kafka
-    /// record's decoded value), or, for a body opened as an envelope
-    /// ([`crate::envelope`]), the EventBridge `detail` or the SNS
-    /// `Message` parsed. For an event invoking the function directly it is
-    /// the event as delivered: the EventBridge envelope (`detail`
-    /// included), or the SNS notification with its `Message` parsed. A
-    /// number that `f64` cannot hold exactly, read from the body's or the
-    /// invocation's text, is a string of that text.
+    /// body, the `detail` or parsed `Message` of an opened envelope
+    /// ([`crate::envelope`]), or an event invoking the function as
+    /// delivered (an SNS notification with its `Message` parsed). A number
+    /// `f64` cannot hold exactly is a string of its text.
     pub value: &'a Value,
-    /// The delivered record (its id, lane, attributes), for a record of a
-    /// batch; `None` for an EventBridge event invoking the function
-    /// directly.
+    /// The delivered record; `None` for an EventBridge event invoking the
+    /// function directly.
     pub delivery: Option<&'a dyn Delivery>,
     /// The envelope the record's body was opened from, if any.
     pub envelope: Option<&'a Envelope>,
@@ -75,55 +70,33 @@ impl fmt::Debug for KeyInput<'_> {
     }
 }
 
-/// Where an idempotency key comes from, for every source alike.
-///
-/// A key that is absent ([`KeyError::Missing`]), null or empty is *missing*
-/// and handled by [`MissingKey`]; any other error (wrong type, a panicking
-/// key function) fails the record or event.
+/// Where an idempotency key comes from, for every source alike (which to
+/// choose: `docs/handlers.md`). A key that is absent, null or empty is
+/// missing ([`MissingKey`]); any other error (a wrong type, a panicking key
+/// function) fails the record or event.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum KeySelector {
-    /// An RFC 6901 JSON Pointer (`/event_id`, `/order/id`, `/items/0/sku`)
-    /// into the record's one document ([`KeyInput::value`]): the parsed body
-    /// (an SQS body, a Kinesis record's `data`, a Kafka record's value), the
-    /// `detail` or the parsed `Message` of a body opened as an envelope
-    /// (`/order_id`), the EventBridge envelope of an event invoking the
-    /// function (`/id`, `/detail/order_id`), or the SNS notification
-    /// invoking it with its `Message` parsed (`/MessageId`,
-    /// `/Message/order_id`). The value found must be a string or a number;
-    /// `"1103"` and `1103` give the same key.
+    /// An RFC 6901 JSON Pointer (`/order/id`) into [`KeyInput::value`]: a
+    /// string or a number (`"1103"` and `1103` give the same key).
     Pointer(String),
-    /// A text attribute of the delivery ([`Delivery::attribute`]): the
-    /// `stringValue` of an SQS message attribute, a UTF-8 Kafka header, the
-    /// `Value` of an SNS message attribute (a notification invoking the
-    /// function; through SQS they are in the body: `pointer("/MessageAttributes/x/Value")`).
-    /// Missing on sources without attributes (Kinesis) and for EventBridge
-    /// events.
+    /// A text attribute of the delivery ([`Delivery::attribute`]): an SQS
+    /// message attribute, a UTF-8 Kafka header, an SNS message attribute of
+    /// a notification invoking the function.
     MessageAttribute(String),
-    /// The delivery's own id ([`Delivery::id`]): the SQS `messageId` of a
-    /// record (it changes when a producer sends the same message twice, so
-    /// it only catches redeliveries of one send: prefer a business key), the
-    /// Kinesis `sequenceNumber` (a producer's retry of `PutRecord` writes a
-    /// new one: the same caveat), a Kafka record's `<topic-partition>@<offset>`
-    /// (never key on offsets: a producer's retry writes a new one), the SNS
-    /// `MessageId` of a notification invoking the function (kept across
-    /// SNS's redeliveries, not a second publication), or the `id` of an EventBridge event
-    /// invoking the function (kept by EventBridge across its retries). For
-    /// an envelope delivered through SQS, see [`KeySelector::EventId`].
+    /// The delivery's own id ([`Delivery::id`]), or the `id` of an
+    /// EventBridge event invoking the function: only redeliveries of one
+    /// send have the same one (prefer a business key).
     Id,
-    /// The id the wrapping service gave the event, kept across that
-    /// service's retries: the EventBridge `id` and the SNS `MessageId`, of
-    /// an event invoking the function or of a body opened as an envelope
-    /// ([`crate::envelope`]). Missing for a body that was not opened, and on
-    /// sources that carry no envelope.
+    /// The id the wrapping service gave the event, kept across its
+    /// retries: the EventBridge `id` or the SNS `MessageId`, of an event
+    /// invoking the function or of a body opened as an envelope.
     EventId,
-    /// The source's own deduplication id ([`Delivery::deduplication_id`]):
-    /// the SQS FIFO `MessageDeduplicationId` attribute (missing on standard
-    /// queues, on sources without one and for EventBridge events).
+    /// The source's own deduplication id ([`Delivery::deduplication_id`]:
+    /// the SQS FIFO `MessageDeduplicationId`).
     DeduplicationId,
-    /// A function of the [`KeyInput`]. It may return any non-empty JSON value
-    /// (objects combine several fields; they are hashed in canonical form).
-    /// A panic fails only that record or event.
+    /// A function of the [`KeyInput`] returning any non-empty JSON value
+    /// (hashed in canonical form). A panic fails only that record or event.
     Custom(KeyFn),
 }
 
@@ -138,10 +111,7 @@ impl KeySelector {
         Self::MessageAttribute(name.into())
     }
 
-    /// [`KeySelector::EventId`]: the EventBridge event id or the SNS
-    /// `MessageId`, invoking the function or opened from a queue's body.
-    /// The service keeps it across its retries, while the SQS `messageId`
-    /// differs for each copy it puts on the queue.
+    /// [`KeySelector::EventId`].
     pub fn event_id() -> Self {
         Self::EventId
     }
@@ -158,69 +128,53 @@ impl KeySelector {
     /// key function.
     fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {
         let delivery = input.delivery;
-        Ok(match self {
-            Self::Pointer(pointer) => pointer_key(input.value, pointer),
-            Self::MessageAttribute(name) => {
-                let at = || format!("message attribute {name}");
-                match delivery.and_then(|d| d.attribute(name)) {
-                    None => Err(KeyError::Missing(at())),
-                    Some(Attribute::Text(s)) => Ok(Value::String(s.to_owned())),
-                    Some(Attribute::Binary) => Err(KeyError::WrongType {
-                        at: at(),
-                        found: "a binary attribute",
-                    }),
-                }
-            }
-            Self::Id => match delivery {
-                Some(d) => d
-                    .id()
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| KeyError::Missing(d.source().id.to_owned())),
-                None => input
-                    .value
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| KeyError::Missing("id".to_owned())),
-            },
-            Self::EventId => {
-                let direct = match delivery {
-                    // An EventBridge event invoking the function: its `id`.
-                    None => input.value.get("id").and_then(Value::as_str),
-                    // An SNS notification invoking the function: its `MessageId`.
-                    Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
-                    Some(_) => None,
-                };
-                input
-                    .envelope
-                    .and_then(Envelope::id)
-                    .or(direct)
-                    .map(|id| Value::String(id.to_owned()))
-                    .ok_or_else(|| {
-                        KeyError::Missing(
-                            "the event id (an EventBridge id or SNS MessageId; this body was not \
-                             opened as an envelope)"
-                                .to_owned(),
-                        )
-                    })
-            }
-            Self::DeduplicationId => delivery
-                .and_then(|d| d.deduplication_id())
-                .map(|id| Value::String(id.to_owned()))
-                .ok_or_else(|| {
-                    KeyError::Missing(
-                        delivery
-                            .map_or("a deduplication id (no record)", |d| {
-                                d.source().deduplication_id
-                            })
-                            .to_owned(),
-                    )
-                }),
+        let found = match self {
+            Self::Pointer(pointer) => return Ok(pointer_key(input.value, pointer)),
             Self::Custom(f) => {
                 return catch_unwind(AssertUnwindSafe(|| f(input)))
                     .map_err(|panic| panic_message(&*panic));
             }
-        })
+            Self::MessageAttribute(name) => match delivery.and_then(|d| d.attribute(name)) {
+                Some(Attribute::Text(s)) => Some(s),
+                Some(Attribute::Binary) => {
+                    let at = format!("message attribute {name}");
+                    let found = "a binary attribute";
+                    return Ok(Err(KeyError::WrongType { at, found }));
+                }
+                None => None,
+            },
+            Self::Id => match delivery {
+                Some(d) => d.id(),
+                None => input.value.get("id").and_then(Value::as_str),
+            },
+            Self::EventId => input.envelope.and_then(Envelope::id).or(match delivery {
+                // An EventBridge event invoking the function: its `id`.
+                None => input.value.get("id").and_then(Value::as_str),
+                // An SNS notification invoking the function: its `MessageId`.
+                Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                Some(_) => None,
+            }),
+            Self::DeduplicationId => delivery.and_then(|d| d.deduplication_id()),
+        };
+        let missing = || KeyError::Missing(self.looked_for(delivery));
+        Ok(found
+            .map(|s| Value::String(s.to_owned()))
+            .ok_or_else(missing))
+    }
+
+    /// What a missing key was looked for as, for its message.
+    fn looked_for(&self, delivery: Option<&dyn Delivery>) -> String {
+        match (self, delivery) {
+            (Self::MessageAttribute(name), _) => format!("message attribute {name}"),
+            (Self::Id, Some(d)) => d.source().id.to_owned(),
+            (Self::DeduplicationId, Some(d)) => d.source().deduplication_id.to_owned(),
+            (Self::DeduplicationId, None) => "a deduplication id (no record)".to_owned(),
+            (Self::EventId, _) => "the event id (an EventBridge id or SNS MessageId; this body \
+                                   was not opened as an envelope)"
+                .to_owned(),
+            // An EventBridge event's `id`.
+            _ => "id".to_owned(),
+        }
     }
 }
 
@@ -270,7 +224,7 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
-            let (message_id, event_id, sequence_number, offset) = unit.ids();
+            let [message_id, event_id, sequence_number, offset] = unit.ids();
             tracing::warn!(
                 message_id,
                 event_id,
@@ -314,12 +268,9 @@ fn is_missing(error: &KeyError) -> bool {
 /// What is hashed for payload validation (same key, other payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PayloadScope {
-    /// The parsed body: the one document the handler and the key read. For
-    /// an EventBridge event (invoking the function, or opened from an SQS
-    /// body), its `detail` (the envelope's `id` and `time` differ between
-    /// two publications of the same business event, which a business key
-    /// would otherwise flag); for an SNS notification, its parsed `Message`
-    /// (likewise its `MessageId`, `Timestamp`, `Signature`).
+    /// The one document the handler and the key read: the parsed body, an
+    /// EventBridge `detail`, an SNS `Message` (not the envelope, whose id
+    /// and time differ between two publications of one business event).
     #[default]
     Body,
     /// Nothing: no payload validation for this processor.

@@ -1,11 +1,6 @@
-//! The ordering policies: how a batch is cut into units run one after
-//! another, and what a failure takes down with it.
-//!
-//! A unit is a list of records run one after another, in batch order; after
-//! the first failure in a unit, its later records are failed without running
-//! ([`FailureReason::Skipped`]); units run concurrently. What differs between
-//! the policies is the cut, and what the partial batch response names
-//! ([`BatchReport::item_failures`](super::report::BatchReport::item_failures)).
+//! The ordering policies: how a batch is cut into units, each run one
+//! record after another (after a failure, the rest are
+//! [`FailureReason::Skipped`]), units concurrently.
 
 use std::collections::HashMap;
 
@@ -14,9 +9,7 @@ use super::report::FailureReason;
 use super::slot::{Slot, State};
 
 /// In an ordered batch, fails the first record without a lane with
-/// `no_lane` and every record after it (without running them): its lane is
-/// unknown, so it could precede any of them in its lane. Records before it
-/// are unaffected. Nothing happens in an unordered batch.
+/// `no_lane` and every record after it: it could precede any of them.
 pub(crate) fn fail_after_missing_lane<Rec>(
     slots: &mut [Slot<Rec>],
     ordering: Ordering,
@@ -54,10 +47,8 @@ pub(crate) fn units<Rec>(slots: Vec<Slot<Rec>>, ordering: Ordering) -> Vec<Vec<S
     }
 }
 
-/// One unit per lane, in the order lanes first appear; a record without a
-/// lane is a unit of its own. A lane whose records all order by key
-/// ([`Within::Key`]) is cut further, one unit per key, in the order keys
-/// first appear; any other lane stays one unit.
+/// One unit per lane (a record without one is its own), cut further by key
+/// when all its records order by key ([`Within::Key`]).
 fn by_lane<Rec>(slots: Vec<Slot<Rec>>) -> Vec<Vec<Slot<Rec>>> {
     group(slots, |slot| {
         slot.ids.lane.clone().filter(|g| !g.is_empty())
@@ -80,8 +71,8 @@ fn by_lane<Rec>(slots: Vec<Slot<Rec>>) -> Vec<Vec<Slot<Rec>>> {
     .collect()
 }
 
-/// `slots` grouped by `name`, in batch order, groups in the order they first
-/// appear; a slot without a name is a group of its own.
+/// `slots` grouped by `name` in the order names first appear; a slot
+/// without a name is a group of its own.
 fn group<Rec>(
     slots: Vec<Slot<Rec>>,
     name: impl Fn(&Slot<Rec>) -> Option<String>,

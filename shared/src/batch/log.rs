@@ -6,28 +6,28 @@ use super::delivery::{IdField, LaneField};
 use crate::engine::{Idempotency, Outcome};
 use crate::metrics::Counts;
 
-/// What the log line and the counts need to know of a source's failure.
+/// What the log line and the counts need to know of a source's failure
+/// (the defaults are a batch record's).
 pub(crate) trait Failure {
     /// Another invocation holds the key.
     fn in_progress(&self) -> bool;
     /// Part of normal operation (logged as a warning, not an error).
     fn expected(&self) -> bool;
     /// Whether a redelivery can succeed, when the source knows.
-    fn retryable(&self) -> Option<bool>;
+    fn retryable(&self) -> Option<bool> {
+        None
+    }
     /// What happens next, for the log line.
-    fn next(&self) -> &'static str;
+    fn next(&self) -> &'static str {
+        "it will be delivered again"
+    }
     /// The failure with its causes, for the log line.
     fn describe(&self) -> String;
 }
 
 /// A unit's id in its log field: `(message_id, event_id, sequence_number,
 /// offset)`.
-pub(crate) type Ids4<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-);
+type Ids4<'a> = [Option<&'a str>; 4];
 
 /// One record, event or request, as its log line names it.
 #[derive(Debug, Default)]
@@ -49,14 +49,25 @@ pub(crate) struct Unit<'a> {
 }
 
 impl<'a> Unit<'a> {
+    /// The `noun` whose id `id` goes to its log field `id_field`.
+    pub(crate) fn new(noun: &'static str, id: &'a str, id_field: IdField) -> Self {
+        let id = Some(id);
+        Self {
+            noun,
+            id,
+            id_field,
+            ..Self::default()
+        }
+    }
+
     /// The id as `(message_id, event_id, sequence_number, offset)`: one of
     /// them set.
     pub(crate) fn ids(&self) -> Ids4<'a> {
         match self.id_field {
-            IdField::MessageId => (self.id, None, None, None),
-            IdField::EventId => (None, self.id, None, None),
-            IdField::SequenceNumber => (None, None, self.id, None),
-            IdField::Offset => (None, None, None, self.id),
+            IdField::MessageId => [self.id, None, None, None],
+            IdField::EventId => [None, self.id, None, None],
+            IdField::SequenceNumber => [None, None, self.id, None],
+            IdField::Offset => [None, None, None, self.id],
         }
     }
 
@@ -123,7 +134,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         duplicate_of,
         ..
     } = *unit;
-    let (message_id, event_id, sequence_number, offset) = unit.ids();
+    let [message_id, event_id, sequence_number, offset] = unit.ids();
     let (group, shard, partition) = unit.lanes();
     let (mut replayed, mut parked_id, mut retryable, mut error) = (None, None, None, None);
     // The message is `{before}{noun}{after}{tail}`.
@@ -193,29 +204,5 @@ pub(crate) fn log_outcome<T, F: Failure>(
         Level::INFO => line!(info),
         Level::WARN => line!(warn),
         _ => line!(error),
-    }
-}
-
-impl<T> Outcome<T> {
-    /// The handler's response, run now or replayed.
-    pub fn response(&self) -> Option<&T> {
-        match self {
-            Self::Executed(t) | Self::Unprotected(t) | Self::Replayed(Some(t)) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// A short name for logs: `executed`, `replayed`, `rejected`,
-    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
-    pub(crate) fn label(&self) -> &'static str {
-        match self {
-            Self::Executed(_) => "executed",
-            Self::Replayed(_) => "replayed",
-            Self::Rejected { .. } => "rejected",
-            Self::Unprotected(_) => "unprotected",
-            Self::InProgress { .. } => "in_progress",
-            Self::PayloadMismatch => "payload_mismatch",
-            Self::Parked { .. } => "parked",
-        }
     }
 }

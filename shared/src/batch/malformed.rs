@@ -1,8 +1,5 @@
 //! Stream events parsed record by record: a record that is not a record of
-//! its source (a missing field, `data` that is not base64, a malformed
-//! image...) is kept as a [`MalformedRecord`] and fails alone; the event
-//! and its other records stand. Every source with a `Records` array (SQS,
-//! SNS, Kinesis, DynamoDB Streams) parses so.
+//! its source is kept as a [`MalformedRecord`] and fails alone.
 
 use std::any::Any;
 
@@ -15,37 +12,29 @@ use super::pipeline::Pipeline;
 use super::report::{BatchError, FailureReason, json_type};
 use super::slot::Slot;
 
-/// A record of a stream event that does not parse as its source's record.
-/// What of it could be read is kept, so that the partial batch response can
-/// still name it, its lane still be kept in order, and the record itself be
-/// parked as it was delivered.
+/// A record of a stream event that does not parse as its source's record:
+/// what of it could be read, to name it, keep its lane's order and park it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MalformedRecord {
     /// Its position in the batch.
     pub index: usize,
-    /// Its id (a `messageId`, a sequence number), when that much could be
-    /// read.
+    /// Its id (a `messageId`, a sequence number), if it could be read.
     pub id: Option<String>,
-    /// Its `eventSourceARN`, when that much could be read.
+    /// Its `eventSourceARN`, if it could be read.
     pub event_source_arn: Option<String>,
-    /// Its ordering lane, when that much could be read: the shard of a
-    /// Kinesis record's `eventID`, a DynamoDB stream record's
-    /// `eventSourceARN`.
+    /// Its ordering lane, if it could be read.
     pub lane: Option<String>,
     /// Why it does not parse.
     pub error: String,
     /// The record as delivered.
     pub raw: Value,
-    /// Its source's names.
     names: &'static SourceNames,
-    /// Its source's `eventSource`.
     event_source: &'static str,
 }
 
-/// A stream event as parsed: its records in batch order, each a record of
-/// its source (`R`) or, when it does not parse, a [`MalformedRecord`]
-/// (which fails on its own when the batch is processed).
+/// A stream event as parsed: its records in batch order, each an `R` or a
+/// [`MalformedRecord`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct StreamEvent<R> {
@@ -79,11 +68,9 @@ impl<R: Delivery> StreamEvent<R> {
 }
 
 /// How a source's event is told from other payloads, and its records read
-/// when they do not parse: what the record is called in messages, and where
-/// its sequence number and lane are.
+/// when they do not parse.
 pub(crate) struct Salvage {
-    /// `a Kinesis`, `a DynamoDB Streams`: what a wrong payload was expected
-    /// to be.
+    /// `a Kinesis`: what a wrong payload was expected to be.
     pub(crate) expected: &'static str,
     /// The records' `eventSource`.
     pub(crate) event_source: &'static str,
@@ -92,20 +79,16 @@ pub(crate) struct Salvage {
     /// Whether a record without `eventSource` is read as one of the source
     /// (the field is optional in DynamoDB's record type).
     pub(crate) event_source_optional: bool,
-    /// `a Kinesis record`, `a DynamoDB stream record`.
+    /// `a Kinesis record`.
     pub(crate) noun: &'static str,
-    /// The JSON pointer of its id (what the partial batch response names).
+    /// The JSON pointer of its id.
     pub(crate) id: &'static str,
-    /// Its lane, from the raw record.
     pub(crate) lane: fn(&Value) -> Option<String>,
-    /// The source's names.
     pub(crate) names: &'static SourceNames,
 }
 
-/// Parses an invocation payload as `salvage`'s stream event: a `Records`
-/// array whose items come from its `eventSource` (any other source rejects
-/// the event: the function is wired to another trigger). Each item is
-/// parsed on its own ([`parse_each`]). An empty array is an empty batch.
+/// Parses a payload as `salvage`'s stream event: a `Records` array whose
+/// items all come from its `eventSource`, each parsed on its own.
 pub(crate) fn parse_stream<R: DeserializeOwned>(
     value: Value,
     salvage: &Salvage,
@@ -158,21 +141,13 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
     records: Vec<Value>,
     salvage: &Salvage,
 ) -> Vec<Result<R, MalformedRecord>> {
-    let mut parsed = Vec::with_capacity(records.len());
-    for (index, raw) in records.into_iter().enumerate() {
-        let error = match R::deserialize(&raw) {
-            Ok(record) => {
-                parsed.push(Ok(record));
-                continue;
-            }
-            Err(e) => e,
-        };
-        let text = |pointer: &str| {
+    let malformed = |index, raw: Value, error| {
+        let text = |pointer| {
             raw.pointer(pointer)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        parsed.push(Err(MalformedRecord {
+        MalformedRecord {
             index,
             id: text(salvage.id),
             event_source_arn: text("/eventSourceARN"),
@@ -181,22 +156,28 @@ pub(crate) fn parse_each<R: DeserializeOwned>(
             raw,
             names: salvage.names,
             event_source: salvage.event_source,
-        }));
+        }
+    };
+    let mut parsed = Vec::with_capacity(records.len());
+    for (index, raw) in records.into_iter().enumerate() {
+        parsed.push(match R::deserialize(&raw) {
+            Ok(record) => Ok(record),
+            Err(e) => Err(malformed(index, raw, e)),
+        });
     }
     parsed
 }
 
 impl MalformedRecord {
-    /// Its slot in the batch at `index`: failed for not parsing, keyed
-    /// `within` its lane, with its parking ticket (`event_source`) when the
-    /// pipeline parks.
+    /// Its slot at `index`: failed for not parsing, ordered `within` its
+    /// lane, with its parking ticket when the pipeline parks.
     pub(crate) fn into_slot<Rec>(
         self,
         index: usize,
         within: Within,
         pipeline: &Pipeline<'_>,
     ) -> Slot<Rec> {
-        let ids = Ids::of(&self as &dyn Delivery).within(within);
+        let ids = Ids::of(&self, within);
         let ident = ids.ident(index, self.names.id);
         let ticket = pipeline
             .parks()
@@ -205,7 +186,8 @@ impl MalformedRecord {
                 Ticket::new(self.event_source, arn, &self, self.raw.clone())
             })
             .flatten();
-        Slot::new(index, ident, ids, Err(FailureReason::Parse(self.error))).with_ticket(ticket)
+        let failed = Err(FailureReason::Parse(self.error));
+        Slot::new(index, ident, ids, failed, ticket)
     }
 }
 
@@ -214,12 +196,10 @@ fn non_empty(s: Option<&str>) -> Option<&str> {
 }
 
 impl Delivery for MalformedRecord {
-    /// The sequence number, when it could be read.
     fn id(&self) -> Option<&str> {
         non_empty(self.id.as_deref())
     }
 
-    /// The lane, when it could be read.
     fn lane(&self) -> Option<&str> {
         non_empty(self.lane.as_deref())
     }

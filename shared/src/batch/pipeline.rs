@@ -1,15 +1,13 @@
-//! The one pipeline every batch source runs through: link in-batch
-//! duplicates, read the batch's records ahead, cut the batch into lanes by
-//! the [`Ordering`], run each lane's records one after another (lanes
-//! concurrently, at most `concurrency` handlers at a time), share a first
-//! copy's outcome with its duplicates, isolate panics, log one line per
-//! record, and count. A source only turns its raw records into [`Slot`]s
-//! (parse, key) and the [`BatchReport`] into its response; its settings
-//! (`settings.rs`) make the pipeline of each batch.
+//! The one pipeline every batch source runs through: in-batch duplicates
+//! linked, the pre-read, the batch cut into units by the [`Ordering`]
+//! (`lanes.rs`), at most `concurrency` handlers at a time, the deadline
+//! margin, panics isolated, one log line per record, the batch line and the
+//! metric counts. What it guarantees: `docs/guarantees.md`.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -21,44 +19,29 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
 use super::delivery::{Ordering, SourceNames};
-use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
+use super::key::{KeyFailure, KeyInput, key_for};
 use super::lanes;
 use super::log::{Unit, log_outcome};
-use super::parking::Parking;
-use super::report::{BatchReport, FailureReason, RecordResult};
+use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, Settings, margin, millis};
 use super::slot::{Role, Shared, Slot, State};
-use crate::engine::{CommitGroup, Idempotency, Outcome, Prefetched, Seat, panic_message};
+use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::write::IntoStaged;
 
 /// How one batch runs: what every source's processor hands the pipeline.
 pub struct Pipeline<'a> {
-    /// The engine.
-    pub(crate) engine: &'a Idempotency,
-    /// Where keys come from.
-    pub(crate) key: &'a KeySelector,
-    /// What to do without a key.
-    pub(crate) missing_key: MissingKey,
-    /// When to read the batch's records ahead.
-    pub(crate) pre_read: PreRead,
-    /// At most this many handlers at a time (`None`: [`DEFAULT_CONCURRENCY`]).
-    pub(crate) concurrency: Option<usize>,
-    /// A record not started when less than this is left of the invocation
-    /// fails without starting (`None`: see [`DEFAULT_DEADLINE_MARGIN`]).
-    pub(crate) deadline_margin: Option<Duration>,
+    pub(crate) settings: &'a Settings,
     /// How records are ordered and what a failure takes down.
     pub(crate) ordering: Ordering,
     /// The source's names, for messages and log lines.
     pub(crate) names: &'static SourceNames,
-    /// Where records that can never succeed are parked (ordered streams;
-    /// `None`: they fail and stop their lane).
-    pub(crate) parking: Option<&'a dyn Parking>,
 }
 
 /// What every record of one batch shares.
-struct Run<'a, H> {
+struct Run<'a, Rec, T, H> {
+    pipeline: &'a Pipeline<'a>,
     handler: &'a H,
     /// Records read ahead ([`PreRead`]).
     known: &'a Prefetched,
@@ -69,36 +52,17 @@ struct Run<'a, H> {
     margin: Duration,
     /// Where optimistic commits go to share transactions (batch commits).
     group: Option<&'a CommitGroup>,
+    types: PhantomData<fn(Rec) -> T>,
 }
 
 /// A record's outcome: done, or why it failed.
 type RecordOutcome<T> = Result<Outcome<T>, FailureReason>;
 
-impl<'a> Pipeline<'a> {
-    /// The pipeline for one batch of a source ordered by `ordering`, with
-    /// `settings`.
-    pub(crate) fn new(
-        settings: &'a Settings,
-        ordering: Ordering,
-        names: &'static SourceNames,
-    ) -> Self {
-        Pipeline {
-            engine: &settings.engine,
-            key: &settings.key,
-            missing_key: settings.missing_key,
-            pre_read: settings.pre_read,
-            concurrency: settings.concurrency,
-            deadline_margin: settings.deadline_margin,
-            ordering,
-            names,
-            parking: settings.parking.as_deref(),
-        }
-    }
-
+impl Pipeline<'_> {
     /// Whether records that can never succeed are parked: each record then
     /// gets its [`Ticket`](super::parking::Ticket) ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
-        self.parking.is_some()
+        self.settings.parking.is_some()
     }
 
     /// The key of the record `ident` from `input`; `None` to run
@@ -108,13 +72,9 @@ impl<'a> Pipeline<'a> {
         ident: &str,
         input: KeyInput<'_>,
     ) -> Result<Option<IdempotencyKey>, FailureReason> {
-        let unit = Unit {
-            noun: "record",
-            id: Some(ident),
-            id_field: self.names.id_field,
-            ..Unit::default()
-        };
-        key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
+        let unit = Unit::new("record", ident, self.names.id_field);
+        let s = self.settings;
+        key_for(&s.engine, &s.key, s.missing_key, input, &unit).map_err(|e| match e {
             KeyFailure::Bad(e) => FailureReason::Key(e),
             KeyFailure::Panic(panic) => {
                 FailureReason::Panic(format!("key selector panicked on message {ident}: {panic}"))
@@ -123,11 +83,8 @@ impl<'a> Pipeline<'a> {
     }
 
     /// Runs a batch of prepared `slots` (in batch order) and reports every
-    /// record, logs the batch line and emits the metric counts.
-    ///
-    /// `remaining` is the invocation's remaining time at the call (`None`:
-    /// unknown); each record's lease is capped by what is left when it
-    /// starts. `started` is when the batch's processing began.
+    /// record, logs the batch line and emits the metric counts. `remaining`
+    /// is the invocation's remaining time at `started` (`None`: unknown).
     pub(crate) async fn run<Rec, T, R, H, Fut>(
         &self,
         mut slots: Vec<Slot<Rec>>,
@@ -144,88 +101,48 @@ impl<'a> Pipeline<'a> {
         let size = slots.len();
         self.assign_duplicates(&mut slots);
         let known = self.read_ahead(&slots).await;
-        let units = lanes::units(slots, self.ordering);
-
-        let limit = self
-            .concurrency
+        let engine = &self.settings.engine;
+        let limit = (self.settings.concurrency)
             .unwrap_or(DEFAULT_CONCURRENCY)
             .clamp(1, Semaphore::MAX_PERMITS);
         let permits = Semaphore::new(limit);
-        let group = self.engine.commit_group();
+        let group = engine.commit_group();
         let run = Run {
+            pipeline: self,
             handler: &handler,
             known: &known,
             permits: &permits,
             started,
             remaining,
-            margin: margin(self.deadline_margin, remaining),
+            margin: margin(self.settings.deadline_margin, remaining),
             group: group.as_ref(),
+            types: PhantomData,
         };
-        // Unordered, each record is a unit: at most `limit` of them that run
-        // a handler are admitted at a time, so a batch of 10,000 holds
-        // `limit` futures, not 10,000. Units come in batch order, so a
-        // copy's first copy is always admitted before it (a copy and a
-        // record failed before running take no place). Ordered, the units
-        // are lanes (or a lane's keys), all admitted: a unit's copy may wait
-        // for its first copy in a later unit; a unit waiting for a permit
-        // holds a small future (its handler's is boxed).
+        // Unordered, each record is a unit, and at most `limit` units that
+        // run a handler are admitted at a time (a batch of 10,000 holds
+        // `limit` futures); units come in batch order, so a copy's first
+        // copy is admitted before it. Ordered, every unit is admitted: a
+        // unit's copy may wait for its first copy in a later unit.
         let window = if self.ordering.is_ordered() {
             usize::MAX
         } else {
             limit
         };
-        let run = &run;
-        let work = async {
-            let mut pending = units.into_iter();
-            let mut running = FuturesUnordered::new();
-            let mut admitted = 0usize;
-            let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
-            loop {
-                while admitted < window
-                    && let Some(unit) = pending.next()
-                {
-                    let counts = unit.iter().any(|s| {
-                        matches!(s.state, State::Ready { .. })
-                            && !matches!(s.role, Role::Follower { .. })
-                    });
-                    admitted += usize::from(counts);
-                    // Taken at admission, before any record of the batch
-                    // runs: the group waits for every admitted unit.
-                    let seat = run.group.filter(|_| counts).map(CommitGroup::seat);
-                    running.push(async move { (counts, self.run_unit(unit, run, seat).await) });
-                }
-                let Some((counted, done)) = running.next().await else {
-                    break;
-                };
-                admitted -= usize::from(counted);
-                for result in done {
-                    let position = result.position;
-                    results[position] = Some(result);
-                }
-            }
-            results
-        };
-        let results = match &group {
+        let work = run.all(lanes::units(slots, self.ordering), window, size);
+        let records = match &group {
             None => work.await,
             Some(group) => {
-                let work = async {
-                    let results = work.await;
-                    group.close();
-                    results
-                };
-                futures_util::future::join(group.drive(self.engine), work)
+                let work = work.inspect(|_| group.close());
+                futures_util::future::join(group.drive(engine), work)
                     .await
                     .1
             }
         };
-        let records: Vec<RecordResult<T>> = results.into_iter().flatten().collect();
         debug_assert_eq!(records.len(), size);
-
-        let fifo = self.ordering.is_ordered();
         let count = |label: &str| records.iter().filter(|r| r.label() == label).count();
         tracing::info!(
             records = size,
-            fifo,
+            fifo = self.ordering.is_ordered(),
             ordering = self.ordering.label(),
             executed = count("executed"),
             replayed = count("replayed"),
@@ -238,7 +155,7 @@ impl<'a> Pipeline<'a> {
         );
         let report = BatchReport::new(records, self.ordering, self.names);
         crate::metrics::emit(&crate::metrics::Counts {
-            undecodable: self.engine.take_undecodable(),
+            undecodable: engine.take_undecodable(),
             ..report.counts()
         });
         report
@@ -248,7 +165,7 @@ impl<'a> Pipeline<'a> {
     /// take its outcome. A later copy with another payload fails as a payload
     /// mismatch without waiting. Nothing is linked when the kill switch is on.
     fn assign_duplicates<Rec>(&self, slots: &mut [Slot<Rec>]) {
-        let config = self.engine.config();
+        let config = self.settings.engine.config();
         if config.disabled {
             return;
         }
@@ -284,69 +201,95 @@ impl<'a> Pipeline<'a> {
                     rx
                 }
             };
-            slots[i].role = Role::Follower {
-                first: slots[leader].ident.clone(),
-                outcome,
-            };
+            let first = slots[leader].ident.clone();
+            slots[i].role = Role::Follower { first, outcome };
         }
     }
 
     /// Reads ahead the records of the batch's keys when [`PreRead`] says so.
     /// A failed read is logged and ignored: each record then claims as usual.
     async fn read_ahead<Rec>(&self, slots: &[Slot<Rec>]) -> Prefetched {
-        let redelivered = || {
-            slots.iter().any(|s| match &s.state {
-                State::Ready { .. } => s.ids.receive_count.is_some_and(|c| c > 1),
-                State::Failed(_) => false,
-            })
-        };
-        let wanted = match self.pre_read {
+        let wanted = match self.settings.pre_read {
             PreRead::Never => false,
             PreRead::Always => true,
-            PreRead::OnRedelivery => redelivered(),
+            PreRead::OnRedelivery => slots.iter().any(|s| {
+                matches!(s.state, State::Ready { .. }) && s.ids.receive_count.is_some_and(|c| c > 1)
+            }),
         };
         if !wanted {
             return Prefetched::default();
         }
-        let keys: Vec<&IdempotencyKey> = slots
-            .iter()
-            .filter(|s| !matches!(s.role, Role::Follower { .. }))
-            .filter_map(|s| match &s.state {
-                State::Ready { key: Some(k), .. } => Some(k),
+        let keys: Vec<&IdempotencyKey> = (slots.iter())
+            .filter_map(|s| match (&s.state, &s.role) {
+                (State::Ready { key: Some(k), .. }, Role::Solo | Role::Leader(_)) => Some(k),
                 _ => None,
             })
             .collect();
-        match self.engine.prefetch(&keys).await {
-            Ok(known) => known,
-            Err(err) => {
+        self.settings
+            .engine
+            .prefetch(&keys)
+            .await
+            .unwrap_or_else(|err| {
                 tracing::warn!(error = %report(&err), "pre-read failed; records claim one by one");
                 Prefetched::default()
+            })
+    }
+}
+
+impl<Rec, T, R, H, Fut> Run<'_, Rec, T, H>
+where
+    T: Serialize + DeserializeOwned,
+    R: IntoStaged<T>,
+    H: Fn(Rec) -> Fut,
+    Fut: Future<Output = Result<R, HandlerError>>,
+{
+    /// Runs `units`, at most `window` of those that run a handler admitted
+    /// at a time: the `size` records' results, in batch order.
+    async fn all(
+        &self,
+        units: Vec<Vec<Slot<Rec>>>,
+        window: usize,
+        size: usize,
+    ) -> Vec<RecordResult<T>> {
+        let mut pending = units.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut admitted = 0usize;
+        let mut results: Vec<Option<RecordResult<T>>> = (0..size).map(|_| None).collect();
+        loop {
+            while admitted < window
+                && let Some(unit) = pending.next()
+            {
+                let counts = unit.iter().any(|s| {
+                    matches!(s.state, State::Ready { .. })
+                        && !matches!(s.role, Role::Follower { .. })
+                });
+                admitted += usize::from(counts);
+                // Taken at admission, before any record of the batch runs:
+                // the group waits for every admitted unit.
+                let seat = self.group.filter(|_| counts).map(CommitGroup::seat);
+                running.push(async move { (counts, self.unit(unit, seat).await) });
+            }
+            let Some((counted, done)) = running.next().await else {
+                break;
+            };
+            admitted -= usize::from(counted);
+            for result in done {
+                let position = result.position;
+                results[position] = Some(result);
             }
         }
+        results.into_iter().flatten().collect()
     }
 
-    /// Runs the records of one unit (one record; a lane; a whole batch in
-    /// [`Ordering::StopBatch`]) one after another. After the first failure,
-    /// the unit's later records are failed without running.
-    async fn run_unit<Rec, T, R, H, Fut>(
-        &self,
-        unit: Vec<Slot<Rec>>,
-        run: &Run<'_, H>,
-        seat: Option<Seat<'_>>,
-    ) -> Vec<RecordResult<T>>
-    where
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: Fn(Rec) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
+    /// Runs the records of one unit (one record; a lane or a lane's key; a
+    /// whole batch in [`Ordering::StopBatch`]) one after another. After the
+    /// first failure, the unit's later records are failed without running.
+    async fn unit(&self, unit: Vec<Slot<Rec>>, seat: Option<Seat<'_>>) -> Vec<RecordResult<T>> {
         let mut results = Vec::with_capacity(unit.len());
         let mut failed: Option<String> = None;
         for slot in unit {
             let ident = slot.ident.clone();
-            let result = self
-                .run_slot(slot, failed.as_deref(), run, seat.as_ref())
-                .await;
+            let result = self.slot(slot, failed.as_deref(), seat.as_ref()).await;
             if failed.is_none() && result.is_failure() {
                 failed = Some(ident);
             }
@@ -357,44 +300,27 @@ impl<'a> Pipeline<'a> {
 
     /// Runs one record (or fails it without running when `skip_after` names
     /// an earlier failure it must follow), shares its outcome with its
-    /// in-batch duplicates and logs it.
-    async fn run_slot<Rec, T, R, H, Fut>(
+    /// in-batch duplicates, parks it if it failed terminally, and logs it.
+    async fn slot(
         &self,
         slot: Slot<Rec>,
         skip_after: Option<&str>,
-        run: &Run<'_, H>,
         seat: Option<&Seat<'_>>,
-    ) -> RecordResult<T>
-    where
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: Fn(Rec) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
+    ) -> RecordResult<T> {
         let start = Instant::now();
-        let Slot {
-            index,
-            ident,
-            ids,
-            state,
-            role,
-            ticket,
-        } = slot;
-        let key_hash = match &state {
+        let (p, ident, role) = (self.pipeline, slot.ident, slot.role);
+        let key_hash = match &slot.state {
             State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
             _ => None,
         };
-        let outcome = match (state, skip_after, &role) {
+        let outcome = match (slot.state, skip_after, &role) {
             (State::Failed(reason), _, _) => Err(reason),
             (State::Ready { .. }, Some(after), _) => Err(FailureReason::Skipped {
                 after: after.to_owned(),
             }),
+            // Its first copy may be waiting for the batch's commit.
             (State::Ready { .. }, None, Role::Follower { first, outcome }) => {
-                // Its first copy may be waiting for the batch's commit.
-                seat.inspect(|s| s.park());
-                let followed = follow(first, outcome.clone()).await;
-                seat.inspect(|s| s.resume());
-                followed
+                aside(seat, follow(first, outcome.clone())).await
             }
             (
                 State::Ready {
@@ -404,13 +330,13 @@ impl<'a> Pipeline<'a> {
                 },
                 None,
                 _,
-            ) => AssertUnwindSafe(self.execute(*record, key, payload, run, seat))
+            ) => AssertUnwindSafe(self.execute(*record, key, payload, seat))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
+                    let panic = panic_message(&*panic);
                     Err(FailureReason::Panic(format!(
-                        "processing message {ident} panicked: {}",
-                        panic_message(&*panic)
+                        "processing message {ident} panicked: {panic}"
                     )))
                 }),
         };
@@ -419,7 +345,7 @@ impl<'a> Pipeline<'a> {
         if let Role::Leader(tx) = &role {
             tx.send_replace(Some(share(&outcome)));
         }
-        let outcome = match (outcome, ticket, self.parking) {
+        let outcome = match (outcome, slot.ticket, p.settings.parking.as_deref()) {
             (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
                 ticket.park(parking, reason, &ident).await
             }
@@ -434,22 +360,20 @@ impl<'a> Pipeline<'a> {
         // is the account id).
         let lane = match &outcome {
             Err(FailureReason::BadSignature(_)) => None,
-            _ => ids.lane.as_deref(),
+            _ => slot.ids.lane.as_deref(),
         };
         let unit = Unit {
-            noun: "record",
-            id: Some(&ident),
-            id_field: self.names.id_field,
             lane,
-            lane_field: self.names.lane_field,
+            lane_field: p.names.lane_field,
             key: key_hash.as_deref(),
             duplicate_of,
+            ..Unit::new("record", &ident, p.names.id_field)
         };
         log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
         RecordResult {
-            position: index,
-            message_id: ids.id,
-            lane: ids.lane,
+            position: slot.index,
+            message_id: slot.ids.id,
+            lane: slot.ids.lane,
             key_hash,
             outcome,
         }
@@ -457,64 +381,53 @@ impl<'a> Pipeline<'a> {
 
     /// Runs the handler through the engine (or unprotected without a key),
     /// holding one of the batch's concurrency permits.
-    async fn execute<Rec, T, R, H, Fut>(
+    async fn execute(
         &self,
         record: Rec,
         key: Option<IdempotencyKey>,
         payload: Option<Value>,
-        run: &Run<'_, H>,
         seat: Option<&Seat<'_>>,
-    ) -> RecordOutcome<T>
-    where
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: Fn(Rec) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
+    ) -> RecordOutcome<T> {
+        let engine = &self.pipeline.settings.engine;
         // A record read ahead may settle the outcome without a request.
-        if let Some(known) = key.as_ref().and_then(|k| run.known.get(k))
-            && let Some(settled) = self.engine.settle(known, payload.as_ref())
+        if let Some(known) = key.as_ref().and_then(|k| self.known.get(k))
+            && let Some(settled) = engine.settle(known, payload.as_ref())
         {
-            return super::report::split(Ok(settled)).map_err(FailureReason::from);
+            return record_outcome(Ok(settled));
         }
         // The semaphore is never closed; without a permit, run anyway. The
         // batch's commit does not wait for a record waiting for a permit
         // (the permits may all be held by records waiting for the commit).
-        let _permit = match run.permits.try_acquire() {
+        let _permit = match self.permits.try_acquire() {
             Ok(permit) => Some(permit),
-            Err(_) => {
-                seat.inspect(|s| s.park());
-                let permit = run.permits.acquire().await.ok();
-                seat.inspect(|s| s.resume());
-                permit
-            }
+            Err(_) => aside(seat, self.permits.acquire()).await.ok(),
         };
-        let remaining = run
-            .remaining
-            .map(|r| r.saturating_sub(run.started.elapsed()));
+        let remaining = (self.remaining).map(|r| r.saturating_sub(self.started.elapsed()));
         // Too close to the deadline: fail without starting, so nothing is
         // cut off half way and the batch answers in time.
         if let Some(left) = remaining
-            && left < run.margin
+            && left < self.margin
         {
             return Err(FailureReason::OutOfTime {
                 remaining_ms: millis(left),
-                margin_ms: millis(run.margin),
+                margin_ms: millis(self.margin),
             });
         }
         // Boxed: a record waiting for its permit holds a small future; only
-        // the records in flight hold the engine's and the handler's (large:
-        // the SDK's request futures) state.
-        let result = Box::pin(self.engine.run_seated(
-            seat,
-            key.as_ref(),
-            payload.as_ref(),
-            remaining,
-            || (run.handler)(record),
-        ))
-        .await;
-        super::report::split(result).map_err(FailureReason::from)
+        // the records in flight hold the engine's and the handler's state.
+        let (key, payload) = (key.as_ref(), payload.as_ref());
+        let handler = || (self.handler)(record);
+        record_outcome(Box::pin(engine.run_seated(seat, key, payload, remaining, handler)).await)
     }
+}
+
+/// Awaits `f` with `seat` parked: the batch's commit does not wait for it
+/// (what `f` waits for may itself wait for the commit).
+async fn aside<F: Future>(seat: Option<&Seat<'_>>, f: F) -> F::Output {
+    seat.inspect(|s| s.park());
+    let output = f.await;
+    seat.inspect(|s| s.resume());
+    output
 }
 
 /// Waits for the first copy of an in-batch duplicate and takes its outcome.
@@ -525,28 +438,27 @@ async fn follow<T: DeserializeOwned>(
     let shared = outcome
         .wait_for(Option::is_some)
         .await
-        .map(|s| s.clone())
         .ok()
-        .flatten();
-    let failed = |reason| {
-        Err(FailureReason::DuplicateOf {
-            first: first.to_owned(),
-            reason: Box::new(reason),
-        })
+        .and_then(|s| s.clone());
+    let reason = match shared {
+        Some(Shared::Done(response)) => {
+            return Ok(Outcome::Replayed(
+                response.and_then(|v| serde_json::from_value(v).ok()),
+            ));
+        }
+        Some(Shared::Rejected(error)) => {
+            return Ok(Outcome::Rejected {
+                error,
+                replayed: true,
+            });
+        }
+        Some(Shared::Failed(reason)) => reason,
+        None => FailureReason::Idempotency("the first copy ended without an outcome".to_owned()),
     };
-    match shared {
-        Some(Shared::Done(response)) => Ok(Outcome::Replayed(
-            response.and_then(|v| serde_json::from_value(v).ok()),
-        )),
-        Some(Shared::Rejected(error)) => Ok(Outcome::Rejected {
-            error,
-            replayed: true,
-        }),
-        Some(Shared::Failed(reason)) => failed(reason),
-        None => failed(FailureReason::Idempotency(
-            "the first copy ended without an outcome".to_owned(),
-        )),
-    }
+    Err(FailureReason::DuplicateOf {
+        first: first.to_owned(),
+        reason: Box::new(reason),
+    })
 }
 
 /// A first copy's outcome for its duplicates.
@@ -555,18 +467,13 @@ fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
         Ok(Outcome::Executed(t) | Outcome::Unprotected(t)) => Shared::Done(to_value(t)),
         Ok(Outcome::Replayed(t)) => Shared::Done(t.as_ref().and_then(to_value)),
         Ok(Outcome::Rejected { error, .. }) => Shared::Rejected(error.clone()),
-        // Never from `execute` (split makes them failures).
-        Ok(Outcome::InProgress {
-            lease_expires_at_ms,
-        }) => Shared::Failed(FailureReason::InProgress {
-            lease_expires_at_ms: *lease_expires_at_ms,
-        }),
-        Ok(Outcome::PayloadMismatch) => Shared::Failed(FailureReason::PayloadMismatch),
-        // Never: a record is shared before it is parked.
-        Ok(Outcome::Parked { reason, .. }) => Shared::Failed(FailureReason::Idempotency(format!(
-            "the first copy was parked: {reason}"
-        ))),
         Err(reason) => Shared::Failed(reason.clone()),
+        // Never: `execute` makes `InProgress` and `PayloadMismatch` failures,
+        // and a record is shared before it is parked.
+        Ok(other) => Shared::Failed(FailureReason::Idempotency(format!(
+            "the first copy ended {}",
+            other.label()
+        ))),
     }
 }
 

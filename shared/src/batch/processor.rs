@@ -1,7 +1,5 @@
-//! [`Processor`]: one processor for every batch source, over the engine,
-//! the pipeline's settings and the source's own ([`Source`]). `handle` and
-//! `process` are written once here; a source's builders (its body limit,
-//! its ordering option) live in its folder.
+//! [`Processor`]: one processor for every batch source; a source's own
+//! builders live in its folder.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,36 +25,28 @@ use crate::engine::Idempotency;
 use crate::error::HandlerError;
 use crate::write::IntoStaged;
 
-/// Processes the batches of source `S`: the engine, how keys and failures
-/// are handled, and the source's own settings. Build it once per execution
-/// environment; cheap to clone. Named per source:
-/// [`SqsProcessor`](crate::sqs::SqsProcessor),
-/// [`KinesisProcessor`](crate::kinesis::KinesisProcessor),
-/// [`DynamoDbStreamsProcessor`](crate::dynamodb_streams::DynamoDbStreamsProcessor),
-/// [`KafkaProcessor`](crate::kafka::KafkaProcessor),
-/// [`SnsProcessor`](crate::sns::SnsProcessor).
+/// Processes the batches of source `S` ([`SqsProcessor`](crate::sqs::SqsProcessor)
+/// is `Processor<Sqs>`, and so on). Build it once per execution
+/// environment; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Processor<S> {
     pub(crate) settings: Settings,
     pub(crate) source: S,
 }
 
-/// A source whose records can be parked when they can never succeed
-/// ([`Processor::parking`]): the ordered streams (Kinesis, DynamoDB
-/// Streams, Kafka). An SQS queue has its own redrive policy instead.
+/// A source whose records can be parked ([`Processor::parking`]): the
+/// ordered streams.
 pub trait Parks: Source {}
 
 impl<S: Source + Default> Processor<S> {
-    /// A processor over `engine` taking each record's key from `key`, with
-    /// the source's defaults.
+    /// A processor over `engine`, keys from `key`, the source's defaults.
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
         Self::with_source(engine, key, S::default())
     }
 }
 
 impl<S: Source> Processor<S> {
-    /// A processor over `engine` taking each record's key from `key`, for
-    /// `source` and its settings.
+    /// A processor over `engine`, keys from `key`, for `source`.
     pub fn with_source(engine: Idempotency, key: KeySelector, source: S) -> Self {
         Self {
             settings: Settings::new(engine, key),
@@ -74,21 +64,17 @@ impl<S: Source> Processor<S> {
         &self.source
     }
 
-    /// At most `n` records run at a time (0 counts as 1). Default:
-    /// [`DEFAULT_CONCURRENCY`](super::DEFAULT_CONCURRENCY), whatever the
-    /// batch size. Records waiting for the earlier records of their lane, or
-    /// for an in-batch duplicate's first copy, do not count.
+    /// At most `n` records run at a time (0 counts as 1; records waiting
+    /// for their lane or their first copy do not count). Default:
+    /// [`DEFAULT_CONCURRENCY`](super::DEFAULT_CONCURRENCY).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.settings.concurrency = Some(n.max(1));
         self
     }
 
     /// A record whose turn comes when less than `margin` is left of the
-    /// invocation fails without starting ([`FailureReason::OutOfTime`]): the
-    /// records in flight finish and the batch answers before Lambda's
-    /// timeout. Default [`DEFAULT_DEADLINE_MARGIN`](super::DEFAULT_DEADLINE_MARGIN)
-    /// (1 s), or a tenth of the time the batch had at its start when that
-    /// is less; set it above the time one record takes.
+    /// invocation fails without starting ([`FailureReason::OutOfTime`]).
+    /// Default: [`DEFAULT_DEADLINE_MARGIN`](super::DEFAULT_DEADLINE_MARGIN).
     pub fn deadline_margin(mut self, margin: Duration) -> Self {
         self.settings.deadline_margin = Some(margin);
         self
@@ -100,10 +86,8 @@ impl<S: Source> Processor<S> {
         self
     }
 
-    /// When to read the batch's records ahead, in one `BatchGetItem` per 100
-    /// keys. Default [`PreRead::OnRedelivery`]: when a record's receive
-    /// count shows a redelivery (sources without one, streams and Kafka,
-    /// then never read ahead; [`PreRead::Always`] does).
+    /// When to read the batch's records ahead. Default
+    /// [`PreRead::OnRedelivery`].
     pub fn pre_read(mut self, policy: PreRead) -> Self {
         self.settings.pre_read = policy;
         self
@@ -116,10 +100,8 @@ impl<S: Source> Processor<S> {
     }
 
     /// Handles one invocation: parses the event, runs
-    /// [`process`](Self::process) with the invocation's remaining time, and
-    /// returns the partial batch response. An `Err` fails the whole
-    /// invocation (Lambda retries the batch): the payload is not this
-    /// source's event, or a failed record cannot be named in the response.
+    /// [`process`](Self::process) and answers. An `Err` (not this source's
+    /// event, a failed record that cannot be named) fails the invocation.
     #[cfg(feature = "lambda")]
     pub async fn handle<Rec, T, R, H, Fut>(
         &self,
@@ -141,14 +123,10 @@ impl<S: Source> Processor<S> {
         Ok(self.response(&report)?)
     }
 
-    /// Processes `event`: each record is checked, parsed, keyed and run
-    /// through the engine with `handler`, in the source's order. Never
-    /// fails as a whole: per-record failures are in the report (a record
-    /// that did not parse fails alone).
-    ///
-    /// `remaining` is the invocation's remaining time at the call (`None`:
-    /// unknown); each record's lease is capped by what is left when it
-    /// starts. `T` is the response recorded and replayed to duplicates.
+    /// Processes `event`: each record prepared and run through the engine
+    /// with `handler`, in the source's order; every failure is one record's.
+    /// `remaining` is the invocation's remaining time (`None`: unknown); `T`
+    /// is the response recorded and replayed to duplicates.
     pub async fn process<Rec, T, R, H, Fut>(
         &self,
         event: impl Into<S::Event>,
@@ -165,7 +143,11 @@ impl<S: Source> Processor<S> {
         let started = Instant::now();
         let event = event.into();
         let ordering = self.source.ordering(&event);
-        let pipeline = Pipeline::new(&self.settings, ordering, S::NAMES);
+        let pipeline = Pipeline {
+            settings: &self.settings,
+            ordering,
+            names: S::NAMES,
+        };
         let mut slots: Vec<Slot<Rec>> = self
             .source
             .records(event)
@@ -184,7 +166,7 @@ impl<S: Source> Processor<S> {
                     .parks()
                     .then(|| self.source.ticket(&record))
                     .flatten();
-                let ids = Ids::of(&record).within(self.source.within(&record));
+                let ids = Ids::of(&record, self.source.within(&record));
                 let ident = ids.ident(index, S::NAMES.id);
                 let prepared = guard(|| self.source.prepare(&pipeline, &ident, record))
                     .unwrap_or_else(|panic| {
@@ -192,7 +174,7 @@ impl<S: Source> Processor<S> {
                             "preparing record {ident} panicked: {panic}"
                         )))
                     });
-                Slot::new(index, ident, ids, prepared).with_ticket(ticket)
+                Slot::new(index, ident, ids, prepared, ticket)
             })
             .collect();
         let no_lane = FailureReason::NoLane(S::NAMES.no_lane);
@@ -202,20 +184,14 @@ impl<S: Source> Processor<S> {
 }
 
 impl<S: Parks> Processor<S> {
-    /// Parks each record that can never succeed
-    /// ([`FailureReason::is_terminal`]) in `parking` ([`crate::parking`]):
-    /// its outcome is then [`Outcome::Parked`](crate::Outcome::Parked), it
-    /// is not named in the partial batch response, and the records after it
-    /// in its lane run. Only retryable failures stop a lane; a record whose
-    /// parking fails fails as without parking. Default: no parking (a
-    /// terminal failure stops its lane like any other).
+    /// Parks each record that can never succeed in `parking`
+    /// ([`crate::parking`]). Default: no parking.
     pub fn parking(mut self, parking: impl Parking + 'static) -> Self {
         self.settings.parking = Some(Arc::new(parking));
         self
     }
 
-    /// [`parking`](Self::parking) when `parking` is `Some`; no parking
-    /// otherwise.
+    /// [`parking`](Self::parking) when `parking` is `Some`.
     pub fn parking_opt(mut self, parking: Option<Arc<dyn Parking>>) -> Self {
         self.settings.parking = parking;
         self

@@ -2,29 +2,32 @@
 //! for Lambda, for every source.
 
 use std::collections::HashSet;
-use std::fmt;
 
 use serde_json::Value;
 
-use super::delivery::Ordering;
-use super::delivery::{Delivery, SourceNames};
+use super::delivery::{Delivery, Ordering, SourceNames};
 use super::log::Failure;
 use crate::engine::Outcome;
-use crate::error::ErrorType;
-use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
+use crate::error::{Error, ErrorKind, ErrorType, KeyError, report};
 use crate::signature::SignatureError;
 
 /// Why a record failed. Every failure puts the record in `batchItemFailures`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FailureReason {
     /// No body, a body that is not JSON, not the handler's body type, or a
-    /// broken EventBridge envelope. The message says which and why.
+    /// broken envelope. The message says which and why.
+    #[error("unparseable record: {0}")]
     Parse(String),
     /// No usable idempotency key (with [`MissingKey::Fail`](crate::MissingKey::Fail), or a wrong type).
+    #[error("no usable idempotency key: {0}")]
     Key(KeyError),
     /// The body is larger than [`SqsProcessor::max_body_bytes`](crate::sqs::SqsProcessor::max_body_bytes); it was
     /// not parsed (permanent).
+    #[error(
+        "body of {size} bytes is over the {limit}-byte limit (SqsProcessor::max_body_bytes); \
+         not parsed (permanent)"
+    )]
     BodyTooLarge {
         /// The body's size in bytes.
         size: usize,
@@ -34,15 +37,22 @@ pub enum FailureReason {
     /// Signatures are verified ([`SqsProcessor::verify_signatures`](crate::sqs::SqsProcessor::verify_signatures)) and
     /// this record's is missing, malformed or wrong; its body was not parsed
     /// (permanent).
+    #[error("signature check failed: {0}; body not parsed (permanent)")]
     BadSignature(SignatureError),
     /// Another invocation holds the key: retry later.
+    #[error(
+        "another invocation is processing the same idempotency key{}; retry later",
+        lease_lapses(*lease_expires_at_ms)
+    )]
     InProgress {
         /// When that claim lapses (epoch ms), if known.
         lease_expires_at_ms: Option<u64>,
     },
     /// The key was used before with a different payload (permanent).
+    #[error("the idempotency key was already used with a different payload (permanent)")]
     PayloadMismatch,
     /// The handler returned an error (or panicked: retryable).
+    #[error("handler failed ({}): {message}", kind_name(*kind))]
     Handler {
         /// The error with its sources.
         message: String,
@@ -50,23 +60,31 @@ pub enum FailureReason {
         kind: ErrorKind,
     },
     /// A panic outside the handler (key function, body deserializer, ...).
+    #[error("panicked: {0}")]
     Panic(String),
     /// The idempotency store failed; the handler may not have run.
+    #[error("idempotency store failed: {0}")]
     Store(String),
     /// Another engine failure (lease lost, response too large, ...).
+    #[error("{0}")]
     Idempotency(String),
     /// An ordered record whose lane (FIFO group, shard, partition) is
-    /// unknown: its order cannot be kept. It names the record and what it
-    /// lacks ([`SourceNames::no_lane`](crate::batch::SourceNames::no_lane)).
+    /// unknown: it names the record and what it lacks
+    /// ([`SourceNames::no_lane`](crate::batch::SourceNames::no_lane)).
+    #[error("{0}: its order cannot be kept, so it and every later record of the batch are failed")]
     NoLane(&'static str),
-    /// Ordered lanes (FIFO group, shard): not run because an earlier record
-    /// it must follow failed.
+    /// Not run because an earlier record of its unit failed.
+    #[error("not run: an earlier record it must follow ({after}) failed")]
     Skipped {
         /// The record that failed first.
         after: String,
     },
     /// Not started: less than the deadline margin was left of the
     /// invocation when its turn came (retry later; nothing ran).
+    #[error(
+        "not started: {remaining_ms} ms of the invocation left, under the {margin_ms} ms \
+         deadline margin (deadline_margin); nothing ran, retry later"
+    )]
     OutOfTime {
         /// What was left of the invocation, in ms.
         remaining_ms: u64,
@@ -74,6 +92,7 @@ pub enum FailureReason {
         margin_ms: u64,
     },
     /// An in-batch duplicate whose first copy failed.
+    #[error("in-batch duplicate of {first}, which failed: {reason}")]
     DuplicateOf {
         /// The first copy.
         first: String,
@@ -82,80 +101,24 @@ pub enum FailureReason {
     },
 }
 
-impl fmt::Display for FailureReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Parse(m) => write!(f, "unparseable record: {m}"),
-            Self::Key(e) => write!(f, "no usable idempotency key: {e}"),
-            Self::NoLane(record) => write!(
-                f,
-                "{record}: its order cannot be kept, so it and every later record of the batch \
-                 are failed"
-            ),
-            Self::BodyTooLarge { size, limit } => write!(
-                f,
-                "body of {size} bytes is over the {limit}-byte limit \
-                 (SqsProcessor::max_body_bytes); not parsed (permanent)"
-            ),
-            Self::BadSignature(e) => write!(
-                f,
-                "signature check failed: {e}; body not parsed (permanent)"
-            ),
-            Self::InProgress {
-                lease_expires_at_ms,
-            } => {
-                f.write_str("another invocation is processing the same idempotency key")?;
-                if let Some(t) = lease_expires_at_ms {
-                    write!(f, " (its lease lapses at {t} ms)")?;
-                }
-                f.write_str("; retry later")
-            }
-            Self::PayloadMismatch => f.write_str(
-                "the idempotency key was already used with a different payload (permanent)",
-            ),
-            Self::Handler { message, kind } => {
-                let kind = match kind {
-                    ErrorKind::Retryable => "retryable",
-                    ErrorKind::Terminal => "terminal",
-                };
-                write!(f, "handler failed ({kind}): {message}")
-            }
-            Self::Panic(m) => write!(f, "panicked: {m}"),
-            Self::Store(m) => write!(f, "idempotency store failed: {m}"),
-            Self::Idempotency(m) => f.write_str(m),
-            Self::Skipped { after } => write!(
-                f,
-                "not run: an earlier record it must follow ({after}) failed"
-            ),
-            Self::OutOfTime {
-                remaining_ms,
-                margin_ms,
-            } => write!(
-                f,
-                "not started: {remaining_ms} ms of the invocation left, under the \
-                 {margin_ms} ms deadline margin (deadline_margin); nothing ran, retry later"
-            ),
-            Self::DuplicateOf { first, reason } => {
-                write!(f, "in-batch duplicate of {first}, which failed: {reason}")
-            }
-        }
+fn lease_lapses(at_ms: Option<u64>) -> String {
+    at_ms.map_or_else(String::new, |t| format!(" (its lease lapses at {t} ms)"))
+}
+
+/// `retryable` or `terminal`, for messages.
+pub(crate) fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Retryable => "retryable",
+        ErrorKind::Terminal => "terminal",
     }
 }
 
 impl FailureReason {
-    /// Whether the record can never succeed: delivered again, it fails the
-    /// same way. Terminal: it does not parse ([`Parse`](Self::Parse)), has
-    /// no usable key ([`Key`](Self::Key)), is too large
-    /// ([`BodyTooLarge`](Self::BodyTooLarge)), fails its signature check
-    /// ([`BadSignature`](Self::BadSignature)), its key was used with another
-    /// payload ([`PayloadMismatch`](Self::PayloadMismatch)), the handler
-    /// returned a terminal error ([`Handler`](Self::Handler) with
-    /// [`ErrorKind::Terminal`]), or it is an in-batch copy of such a record.
-    /// Everything else may succeed on a later try: the store, a key held by
-    /// another invocation, the deadline, a retryable handler error, a panic,
-    /// a record not run behind a failure or whose lane is unknown. On an
-    /// ordered stream with parking ([`crate::parking`]), a terminal failure
-    /// is parked and its lane goes on; any other stops its lane.
+    /// Whether the record can never succeed (delivered again, it fails the
+    /// same way): it does not parse, has no usable key, is too large, fails
+    /// its signature check, its key was used with another payload, the
+    /// handler returned a terminal error, or it is an in-batch copy of such
+    /// a record. With [`crate::parking`], a terminal failure is parked.
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::Parse(_)
@@ -185,35 +148,30 @@ impl Failure for FailureReason {
         matches!(self, Self::InProgress { .. } | Self::Skipped { .. })
     }
 
-    fn retryable(&self) -> Option<bool> {
-        None
-    }
-
-    fn next(&self) -> &'static str {
-        "it will be delivered again"
-    }
-
     fn describe(&self) -> String {
         self.to_string()
     }
 }
 
-impl From<EngineFailure> for FailureReason {
-    fn from(failure: EngineFailure) -> Self {
-        match failure {
-            EngineFailure::InProgress {
-                lease_expires_at_ms,
-            } => Self::InProgress {
-                lease_expires_at_ms,
-            },
-            EngineFailure::PayloadMismatch => Self::PayloadMismatch,
-            EngineFailure::Handler(e) => Self::Handler {
-                message: report(e.error()),
-                kind: e.kind(),
-            },
-            EngineFailure::Engine(Error::Store(e)) => Self::Store(report(&e)),
-            EngineFailure::Engine(other) => Self::Idempotency(report(&other)),
-        }
+/// The engine's answer as a record's outcome: an engine `InProgress` or
+/// `PayloadMismatch` is a failure.
+pub(crate) fn record_outcome<T>(
+    result: Result<Outcome<T>, Error>,
+) -> Result<Outcome<T>, FailureReason> {
+    match result {
+        Ok(Outcome::InProgress {
+            lease_expires_at_ms,
+        }) => Err(FailureReason::InProgress {
+            lease_expires_at_ms,
+        }),
+        Ok(Outcome::PayloadMismatch) => Err(FailureReason::PayloadMismatch),
+        Ok(done) => Ok(done),
+        Err(Error::Handler(e)) => Err(FailureReason::Handler {
+            message: report(e.error()),
+            kind: e.kind(),
+        }),
+        Err(Error::Store(e)) => Err(FailureReason::Store(report(&e))),
+        Err(other) => Err(FailureReason::Idempotency(report(&other))),
     }
 }
 
@@ -223,18 +181,16 @@ impl From<EngineFailure> for FailureReason {
 pub struct RecordResult<T> {
     /// Position in the batch.
     pub position: usize,
-    /// Its id as received ([`Delivery::id`](crate::batch::Delivery::id):
-    /// the SQS `messageId`, the Kinesis `sequenceNumber`).
+    /// Its id as received ([`Delivery::id`]).
     pub message_id: Option<String>,
     /// Its ordering lane, when it has one (FIFO group, shard).
     pub lane: Option<String>,
     /// The hash part of the idempotency key (safe to log), when there was one.
     pub key_hash: Option<String>,
     /// What happened: a done outcome (`Executed`, `Replayed`, `Rejected`,
-    /// `Unprotected`: the record is deleted from the queue), or why it failed
-    /// (it is listed in `batchItemFailures` and delivered again). An engine
-    /// `InProgress` or `PayloadMismatch` is a failure here
-    /// ([`FailureReason::InProgress`], [`FailureReason::PayloadMismatch`]).
+    /// `Unprotected`, `Parked`), or why it failed (it is named in
+    /// `batchItemFailures` and delivered again; an engine `InProgress` or
+    /// `PayloadMismatch` is a failure here).
     pub outcome: Result<Outcome<T>, FailureReason>,
 }
 
@@ -246,10 +202,7 @@ impl<T> RecordResult<T> {
 
     /// A short name for logs: the outcome's label, or `failed`.
     pub(crate) fn label(&self) -> &'static str {
-        match &self.outcome {
-            Ok(outcome) => outcome.label(),
-            Err(_) => "failed",
-        }
+        self.outcome.as_ref().map_or("failed", Outcome::label)
     }
 }
 
@@ -261,9 +214,7 @@ pub struct BatchReport<T> {
     pub records: Vec<RecordResult<T>>,
     /// Whether the batch was processed in order (FIFO, a stream).
     pub fifo: bool,
-    /// How it was processed.
     ordering: Ordering,
-    /// Its source's names.
     names: &'static SourceNames,
 }
 
@@ -281,9 +232,10 @@ impl<T> BatchReport<T> {
         ordering: Ordering,
         names: &'static SourceNames,
     ) -> Self {
+        let fifo = ordering.is_ordered();
         Self {
             records,
-            fifo: ordering.is_ordered(),
+            fifo,
             ordering,
             names,
         }
@@ -315,50 +267,41 @@ impl<T> BatchReport<T> {
 
     /// The ids the partial batch response names, in batch order, each once:
     /// every failed record, or under [`Ordering::StopLane`] the first failed
-    /// record of each lane in batch order (the stream checkpoints before it
-    /// and redelivers from there). A lane whose records ran by key (a shard
-    /// by partition key) names the lowest among its keys' first failures:
-    /// what other keys committed after it is redelivered and replays.
-    ///
-    /// A named record without an id cannot be reported; returning a
-    /// response would drop it. That is [`BatchError::NoItemIdentifier`]:
-    /// return it as the invocation's error so Lambda retries the whole batch
-    /// (the records that succeeded replay).
+    /// record of each lane (the lowest among its keys' first failures).
+    /// A named record without an id is [`BatchError::NoItemIdentifier`]:
+    /// return it as the invocation's error so Lambda retries the batch.
     pub fn item_failures(&self) -> Result<Vec<&str>, BatchError> {
         let failed = self.records.iter().filter_map(|r| {
             let reason = r.outcome.as_ref().err()?;
-            Some(Failed {
-                position: r.position,
-                id: r.message_id.as_deref(),
-                lane: r.lane.as_deref(),
+            Some((
+                r.position,
+                r.message_id.as_deref(),
+                r.lane.as_deref(),
                 reason,
-            })
+            ))
         });
         named_failures(failed, self.ordering, self.names)
     }
 
     /// The partial batch response of type `P` ([`BatchReport::item_failures`]).
     pub fn response_as<P: PartialResponse>(&self) -> Result<P, BatchError> {
-        let mut response = P::default();
-        for id in self.item_failures()? {
-            response.add_item_failure(id);
-        }
-        Ok(response)
+        Ok(response(self.item_failures()?))
     }
 }
 
-/// A failed record, as the partial batch response sees it.
-struct Failed<'a> {
-    position: usize,
-    id: Option<&'a str>,
-    lane: Option<&'a str>,
-    reason: &'a FailureReason,
+fn response<P: PartialResponse>(ids: Vec<&str>) -> P {
+    let mut response = P::default();
+    for id in ids {
+        response.add_item_failure(id);
+    }
+    response
 }
 
+/// A failed record: its position, id, lane and reason.
+type Failed<'a> = (usize, Option<&'a str>, Option<&'a str>, &'a FailureReason);
+
 /// The ids the partial batch response names, of the `failed` records (in
-/// batch order) of a batch run under `ordering`: each once; under
-/// [`Ordering::StopLane`] only the first of each lane. The rule of
-/// [`BatchReport::item_failures`] and [`partial_response`].
+/// batch order): the rule of [`BatchReport::item_failures`].
 fn named_failures<'a>(
     failed: impl Iterator<Item = Failed<'a>>,
     ordering: Ordering,
@@ -367,25 +310,24 @@ fn named_failures<'a>(
     let mut ids = Vec::new();
     let mut seen = HashSet::new();
     let mut stopped_lanes = HashSet::new();
-    for record in failed {
-        if ordering == Ordering::StopLane && !stopped_lanes.insert(record.lane.unwrap_or_default())
-        {
+    for (position, id, lane, reason) in failed {
+        if ordering == Ordering::StopLane && !stopped_lanes.insert(lane.unwrap_or_default()) {
             continue;
         }
-        match record.id {
+        match id {
             Some(id) if !id.is_empty() => {
                 if seen.insert(id) {
                     ids.push(id);
                 }
             }
             _ => {
-                let (position, reason) = (record.position, record.reason.clone());
+                let reason = reason.clone();
                 let error = BatchError::NoItemIdentifier {
                     position,
                     id: names.id,
                     reason,
                 };
-                tracing::error!(position = record.position, error = %error, "unreportable failure");
+                tracing::error!(position, error = %error, "unreportable failure");
                 return Err(error);
             }
         }
@@ -394,41 +336,27 @@ fn named_failures<'a>(
 }
 
 /// The partial batch response of type `P` for a batch whose records were
-/// processed outside the pipeline (the outbox relay publishes across
-/// records, ten messages per request): `failed` lists the failed records,
-/// each with its position in the batch and why, in batch order. The
-/// response names what [`BatchReport::item_failures`] would under
-/// `ordering`: under [`Ordering::StopLane`] the first failed record of each
-/// lane. A named record without an id is [`BatchError::NoItemIdentifier`]
-/// fail the invocation.
+/// processed outside the pipeline (the outbox relay): `failed` lists the
+/// failed records (position, record, why) in batch order, and the response
+/// names what [`BatchReport::item_failures`] would under `ordering`.
 pub fn partial_response<'a, P: PartialResponse>(
     ordering: Ordering,
     failed: impl IntoIterator<Item = (usize, &'a dyn Delivery, &'a FailureReason)>,
 ) -> Result<P, BatchError> {
     let mut failed = failed.into_iter().peekable();
-    let names = match failed.peek() {
-        Some((_, delivery, _)) => delivery.source(),
-        None => return Ok(P::default()),
+    let Some((_, first, _)) = failed.peek() else {
+        return Ok(P::default());
     };
-    let failed = failed.map(|(position, delivery, reason)| Failed {
-        position,
-        id: delivery.id(),
-        lane: delivery.lane(),
-        reason,
-    });
-    let mut response = P::default();
-    for id in named_failures(failed, ordering, names)? {
-        response.add_item_failure(id);
-    }
-    Ok(response)
+    let names = first.source();
+    let failed = failed.map(|(position, d, reason)| (position, d.id(), d.lane(), reason));
+    Ok(response(named_failures(failed, ordering, names)?))
 }
 
 /// A batch-level error: the invocation fails and Lambda retries the batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BatchError {
-    /// The event is not the processor's source's (a Kinesis processor given
-    /// another payload).
+    /// The event is not the processor's source's.
     #[error("not {expected} event: {message}")]
     WrongEvent {
         /// The expected source, with its article (`a Kinesis`).
@@ -436,8 +364,7 @@ pub enum BatchError {
         /// What is wrong.
         message: String,
     },
-    /// A failed record has no id (`messageId`, `sequenceNumber`), so
-    /// `batchItemFailures` cannot name it.
+    /// A failed record has no id, so `batchItemFailures` cannot name it.
     #[error(
         "record at position {position} failed ({reason}) but has no {id}, so it cannot be \
          listed in batchItemFailures; failing the invocation so that Lambda retries the whole \
@@ -459,34 +386,6 @@ impl ErrorType for BatchError {
             Self::WrongEvent { .. } => "InvalidEvent",
             Self::NoItemIdentifier { .. } => "UnreportableRecordFailure",
         }
-    }
-}
-
-/// An engine answer that is not a done outcome.
-#[derive(Debug)]
-pub(crate) enum EngineFailure {
-    /// Another invocation holds the key.
-    InProgress { lease_expires_at_ms: Option<u64> },
-    /// The key was used before with a different payload.
-    PayloadMismatch,
-    /// The handler failed (retryable, or terminal and not recorded).
-    Handler(HandlerError),
-    /// The engine failed (store, lease lost, response too large...).
-    Engine(Error),
-}
-
-/// Splits the engine's answer into a done outcome or a failure.
-pub(crate) fn split<T>(result: Result<Outcome<T>, Error>) -> Result<Outcome<T>, EngineFailure> {
-    match result {
-        Ok(Outcome::InProgress {
-            lease_expires_at_ms,
-        }) => Err(EngineFailure::InProgress {
-            lease_expires_at_ms,
-        }),
-        Ok(Outcome::PayloadMismatch) => Err(EngineFailure::PayloadMismatch),
-        Ok(done) => Ok(done),
-        Err(Error::Handler(e)) => Err(EngineFailure::Handler(e)),
-        Err(e) => Err(EngineFailure::Engine(e)),
     }
 }
 

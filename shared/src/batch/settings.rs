@@ -1,9 +1,5 @@
 //! What every batch processor holds for the pipeline: the engine and the
-//! settings its builders set ([`Processor`](super::Processor)),
-//! with their defaults ([`DEFAULT_CONCURRENCY`], [`DEFAULT_DEADLINE_MARGIN`],
-//! [`PreRead`]); [`Pipeline::new`](super::Pipeline::new) makes the pipeline of one batch.
-//! The ordered streams (Kinesis, DynamoDB Streams, Kafka) add one more,
-//! their parking ([`Processor::parking`](super::Processor::parking)).
+//! settings its builders set, with their defaults.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,16 +8,14 @@ use super::key::{KeySelector, MissingKey};
 use super::parking::Parking;
 use crate::engine::Idempotency;
 
-/// When to read a batch's idempotency records ahead, in one `BatchGetItem`
-/// per 100 keys (every source), so completed duplicates are replayed without a write.
+/// When to read a batch's idempotency records ahead (one `BatchGetItem` per
+/// 100 keys), so completed duplicates are replayed without a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PreRead {
     /// Never: every record claims (or commits) directly.
     Never,
-    /// When the batch shows a redelivery (a record with
-    /// `ApproximateReceiveCount` > 1; a source without a receive count never
-    /// shows one): the case where most records are
-    /// duplicates, at no cost for first deliveries.
+    /// When a record shows a redelivery (`ApproximateReceiveCount` > 1;
+    /// never on a source without a receive count).
     #[default]
     OnRedelivery,
     /// Always: one extra request per batch; duplicates cost no write.
@@ -29,18 +23,11 @@ pub enum PreRead {
 }
 
 /// The default number of records that run at a time, whatever the batch
-/// size: a batch of 10,000 records opens as many connections as records in
-/// flight, and Lambda allows 1,024 open files. Measured on moto with a
-/// 1,000-record batch (`bench bigbatch`): 32 in flight is as fast as 64 or
-/// 128 with a quarter of their descriptors.
+/// size (why 32: `docs/guarantees.md`, "Large batches and the deadline").
 pub const DEFAULT_CONCURRENCY: usize = 32;
 
-/// The default deadline margin: a record not started when less than this is
-/// left of the invocation fails without starting
-/// ([`FailureReason::OutOfTime`](super::FailureReason::OutOfTime)), so the records in flight can finish and
-/// the batch answers before Lambda's timeout. Unset, the margin is this or a
-/// tenth of the time the batch had at its start, whichever is less (a 1 s
-/// function keeps 100 ms, and still runs its records).
+/// The default deadline margin ([`FailureReason::OutOfTime`](super::FailureReason::OutOfTime)):
+/// this or a tenth of the time the batch had at its start, whichever is less.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(1);
 
 /// The margin a batch with `remaining` at its start keeps: `set`, or
@@ -53,8 +40,7 @@ pub(super) fn margin(set: Option<Duration>, remaining: Option<Duration>) -> Dura
     })
 }
 
-/// What every batch processor holds for the pipeline: the engine and the
-/// settings its builders set ([`Processor`](super::Processor)).
+/// What every batch processor holds for the pipeline.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) engine: Idempotency,
@@ -63,8 +49,7 @@ pub(crate) struct Settings {
     pub(crate) deadline_margin: Option<Duration>,
     pub(crate) missing_key: MissingKey,
     pub(crate) pre_read: PreRead,
-    /// Where records that can never succeed are parked (ordered streams
-    /// only: [`Processor::parking`](super::Processor::parking)).
+    /// Where records that can never succeed are parked (ordered streams).
     pub(crate) parking: Option<Arc<dyn Parking>>,
 }
 

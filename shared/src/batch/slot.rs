@@ -1,6 +1,5 @@
 //! One record on its way through the pipeline ([`Slot`]): ready to run
-//! ([`Prepared`]: what the handler takes, its key, its payload) or failed,
-//! alone or linked to the first copy of an in-batch duplicate.
+//! ([`Prepared`]) or failed, alone or linked to an in-batch duplicate.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -13,8 +12,7 @@ use super::report::FailureReason;
 use crate::engine::panic_message;
 use crate::key::IdempotencyKey;
 
-/// A record ready to run: what the handler takes, its key and the payload
-/// validation hashes.
+/// A record ready to run: what the handler takes, its key, its payload.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Prepared<Rec> {
@@ -37,8 +35,7 @@ impl<Rec> Prepared<Rec> {
     }
 }
 
-/// One record on its way through the pipeline: `Rec` is what the handler
-/// gets (an `SqsRecord<M>`, a `KinesisRecord<M>`).
+/// One record on its way through the pipeline (`Rec`: what the handler gets).
 pub(crate) struct Slot<Rec> {
     pub(crate) index: usize,
     /// The id, or a description of the record when it has none.
@@ -46,19 +43,19 @@ pub(crate) struct Slot<Rec> {
     pub(crate) ids: Ids,
     pub(crate) state: State<Rec>,
     pub(crate) role: Role,
-    /// What the record is parked as when it fails terminally (only when its
-    /// processor parks: [`Pipeline::parks`]).
+    /// What the record is parked as when it fails terminally ([`Pipeline::parks`]).
     pub(crate) ticket: Option<Ticket>,
 }
 
 impl<Rec> Slot<Rec> {
-    /// The slot of the record at `index`, with its identifiers and what its
-    /// preparation (parse, key) gave.
+    /// The slot of the record at `index`, with what its preparation gave
+    /// and its parking `ticket`.
     pub(crate) fn new(
         index: usize,
         ident: String,
         ids: Ids,
         prepared: Result<Prepared<Rec>, FailureReason>,
+        ticket: Option<Ticket>,
     ) -> Self {
         let state = match prepared {
             Ok(Prepared {
@@ -78,14 +75,8 @@ impl<Rec> Slot<Rec> {
             ids,
             state,
             role: Role::Solo,
-            ticket: None,
+            ticket,
         }
-    }
-
-    /// This slot, parked as `ticket` gives if it fails terminally.
-    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
-        self.ticket = ticket;
-        self
     }
 }
 

@@ -1,11 +1,6 @@
 //! What an event source is to the pipeline: the [`Source`] trait, and
-//! [`Prepare`], how one of its records becomes what a handler takes.
-//!
-//! A source states its Lambda event and how it splits into records (each
-//! parsed on its own), each record's [`Delivery`] (id, lane, position, body,
-//! attributes), how its records keep their order, and how its response is
-//! built from the failures. [`Processor`](super::Processor) does the rest,
-//! once for every source: `handle`, `process`, the builders.
+//! [`Prepare`], how one of its records becomes what a handler takes;
+//! [`Processor`](super::Processor) does the rest, once for every source.
 
 use std::fmt;
 
@@ -19,9 +14,7 @@ use super::report::{BatchError, BatchReport, FailureReason};
 use super::slot::Prepared;
 
 /// One event source of the batch pipeline (SQS, Kinesis, DynamoDB Streams,
-/// Kafka, SNS). Its value holds the source's own settings (the body size
-/// limit, the ordering option); the generic settings are the
-/// [`Processor`](super::Processor)'s.
+/// Kafka, SNS); its value holds the source's own settings.
 pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     /// The invocation as parsed.
     type Event;
@@ -46,21 +39,18 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     /// that did not parse is a [`MalformedRecord`], which fails alone.
     fn records(&self, event: Self::Event) -> Vec<Result<Self::Raw, MalformedRecord>>;
 
-    /// What `record` keeps its order with inside its lane. Default: the
-    /// lane itself.
+    /// What `record` keeps its order with inside its lane. Default: the lane.
     fn within(&self, _record: &Self::Raw) -> Within {
         Within::Lane
     }
 
-    /// What a record that did not parse (`raw`, its JSON) keeps its order
-    /// with. Default: the lane itself.
+    /// What a record that did not parse (`raw`) keeps its order with.
     fn within_malformed(&self, _raw: &Value) -> Within {
         Within::Lane
     }
 
-    /// What `record` is parked as when it can never succeed (ordered
-    /// streams with [`Processor::parking`](super::Processor::parking)),
-    /// taken before the handler takes the record. Default: not parked.
+    /// What `record` is parked as when it can never succeed
+    /// ([`Processor::parking`](super::Processor::parking)). Default: none.
     fn ticket(&self, _record: &Self::Raw) -> Option<Ticket> {
         None
     }
@@ -70,8 +60,7 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 }
 
 /// How a [`Source`] turns one of its records into `Rec`, what the handler
-/// takes: the body checked and parsed, the key selected
-/// ([`Pipeline::key_of`]), the payload validation hashes.
+/// takes: parsed, keyed ([`Pipeline::key_of`]), its payload to hash.
 pub trait Prepare<Rec>: Source {
     /// Prepares `record` (its log name `ident`), or says why it fails.
     fn prepare(

@@ -56,6 +56,30 @@ pub enum Outcome<T> {
     },
 }
 
+impl<T> Outcome<T> {
+    /// The handler's response, run now or replayed.
+    pub fn response(&self) -> Option<&T> {
+        match self {
+            Self::Executed(t) | Self::Unprotected(t) | Self::Replayed(Some(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A short name for logs: `executed`, `replayed`, `rejected`,
+    /// `unprotected`, `in_progress`, `payload_mismatch`, `parked`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Executed(_) => "executed",
+            Self::Replayed(_) => "replayed",
+            Self::Rejected { .. } => "rejected",
+            Self::Unprotected(_) => "unprotected",
+            Self::InProgress { .. } => "in_progress",
+            Self::PayloadMismatch => "payload_mismatch",
+            Self::Parked { .. } => "parked",
+        }
+    }
+}
+
 /// The idempotency engine for one handler. Cheap to clone; build it once per
 /// execution environment and share it.
 #[derive(Clone)]

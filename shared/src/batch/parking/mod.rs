@@ -1,40 +1,11 @@
 //! Parking: on an ordered stream (Kinesis, DynamoDB Streams, Kafka), a
-//! record that can never succeed is set aside so its lane goes on.
-//!
-//! A failed record stops its lane (shard, topic-partition): Lambda retries
-//! from it, and a record that fails on every try holds back every record
-//! behind it until the mapping gives up on the batch. A processor given a
-//! [`Parking`] (`.parking(..)` on [`KinesisProcessor`],
-//! [`DynamoDbStreamsProcessor`], [`KafkaProcessor`]) sends each record whose
-//! failure is terminal ([`FailureReason::is_terminal`]: it does not decode,
-//! has no key, is too large, its key was used with another payload, or the
-//! handler rejected it with a terminal error) to the parking place as a
-//! [`ParkedRecord`]: the record as delivered (or, when that would not fit
-//! in one message, a reference: its source, lane and position), its
-//! position and the reason. The record is then done
-//! ([`Outcome::Parked`](crate::Outcome::Parked)): not named in
-//! `batchItemFailures`, and the records after it in its lane run.
-//!
-//! * Only a retryable failure (the store, a lease held elsewhere, the
-//!   deadline, a retryable handler error, a panic) stops the lane, as
-//!   without parking.
-//! * If parking fails, the record fails as it would without parking (its
-//!   lane stops there): nothing is lost.
-//! * A crash after parking delivers the record again, and it is parked
-//!   again: [`ParkedRecord::id`] is its source position, the same for
-//!   every copy, so a reader of the queue sees the copy (a FIFO parking
-//!   queue drops it within its deduplication interval).
-//! * A record without a position (no sequence number) is not parked: its
-//!   copies could not be told apart. It fails as without parking.
-//!
-//! `SqsParking` (cargo feature `parking-sqs`) sends to an SQS queue
-//! ([`PARKING_QUEUE_ENV`]); [`MemoryParking`] keeps the records in memory
-//! (local runs, tests). SQS batches do not park: a queue has its own
-//! redrive policy to a dead-letter queue.
-//!
-//! [`KinesisProcessor`]: crate::kinesis::KinesisProcessor
-//! [`DynamoDbStreamsProcessor`]: crate::dynamodb_streams::DynamoDbStreamsProcessor
-//! [`KafkaProcessor`]: crate::kafka::KafkaProcessor
+//! record that can never succeed ([`FailureReason::is_terminal`]) is sent to
+//! a [`Parking`] as a [`ParkedRecord`] and is done
+//! ([`Outcome::Parked`](crate::Outcome::Parked)), so its lane goes on; if
+//! parking fails, it fails as without parking. `SqsParking` (feature
+//! `parking-sqs`) sends to an SQS queue ([`PARKING_QUEUE_ENV`]),
+//! [`MemoryParking`] keeps records in memory. The rules:
+//! `docs/guarantees.md`, "Parked records".
 
 #[cfg(feature = "parking-sqs")]
 mod sqs;
