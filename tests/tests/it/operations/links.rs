@@ -6,7 +6,9 @@
 //! (code spans and links reduced to their text) in lower case, every
 //! character but letters, digits, `_`, `-` and spaces dropped, spaces as
 //! `-`, and the second heading of one slug `-1`, the third `-2`. No network:
-//! `http(s):` and `mailto:` targets are not followed.
+//! `http(s):` and `mailto:` targets are not followed, but a link of the
+//! Rust docs into the repository on GitHub (`<repository>/blob/main/<path>`,
+//! the repository `shared/Cargo.toml` names) is checked as a relative one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -312,5 +314,112 @@ fn a_broken_link_or_anchor_is_caught() {
     assert_eq!(
         slug("Lambda Managed Instances: many invocations in one process"),
         "lambda-managed-instances-many-invocations-in-one-process"
+    );
+}
+
+/// The `.rs` files under `dirs` (relative to `root`), `target` folders
+/// skipped.
+fn rust_files(root: &Path, dirs: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut todo: Vec<PathBuf> = dirs.iter().map(PathBuf::from).collect();
+    while let Some(dir) = todo.pop() {
+        let entries =
+            std::fs::read_dir(root.join(&dir)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = dir.join(entry.expect("a dir entry").file_name());
+            if root.join(&path).is_dir() {
+                if !path.ends_with("target") {
+                    todo.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Every `<prefix><path>[#anchor]` of `text` that names no file under
+/// `root`, or no heading of the page it names: `file:line: target: why`.
+/// Returns the number of links seen too.
+fn broken_repository_links(
+    root: &Path,
+    file: &Path,
+    text: &str,
+    prefix: &str,
+) -> (usize, Vec<String>) {
+    let (mut seen, mut broken) = (0, Vec::new());
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find(prefix) {
+            rest = &rest[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | '`' | ']'))
+                .unwrap_or(rest.len());
+            let target = &rest[..end];
+            seen += 1;
+            let at = format!("{}:{}: {target}", file.display(), n + 1);
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target, None),
+            };
+            if path.is_empty() || !root.join(path).exists() {
+                broken.push(format!("{at}: no file {path}"));
+            } else if let Some(anchor) = anchor
+                && path.ends_with(".md")
+                && !anchors(&std::fs::read_to_string(root.join(path)).unwrap_or_default())
+                    .contains(anchor)
+            {
+                broken.push(format!("{at}: no heading #{anchor} in {path}"));
+            }
+        }
+    }
+    (seen, broken)
+}
+
+#[test]
+fn every_link_of_the_rust_docs_into_the_repository_resolves() {
+    let root = root();
+    let manifest =
+        std::fs::read_to_string(root.join("shared/Cargo.toml")).expect("shared/Cargo.toml");
+    let repository = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = "))
+        .expect("shared/Cargo.toml names its repository")
+        .trim_matches('"');
+    let prefix = format!("{repository}/blob/main/");
+    let (mut seen, mut broken) = (0, Vec::new());
+    for file in rust_files(&root, &["shared/src", "functions"]) {
+        let text = std::fs::read_to_string(root.join(&file)).expect("a source file");
+        let (n, b) = broken_repository_links(&root, &file, &text, &prefix);
+        seen += n;
+        broken.extend(b);
+    }
+    // Each source's module doc links its page.
+    assert!(seen >= 7, "only {seen} link(s) into {prefix} found");
+    assert!(
+        broken.is_empty(),
+        "{} broken link(s) in the Rust docs:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn a_broken_repository_link_is_caught() {
+    let prefix = "https://example.com/r/blob/main/";
+    let text = format!(
+        "//! [ok]({prefix}docs/sources/sqs.md) [ok]({prefix}README.md#documentation)\n\
+         //! [gone]: {prefix}docs/sources/nope.md\n//! [anchor]({prefix}docs/sources/sqs.md#nowhere)\n"
+    );
+    let (seen, broken) = broken_repository_links(&root(), Path::new("x.rs"), &text, prefix);
+    assert_eq!(seen, 4);
+    assert_eq!(
+        broken,
+        [
+            "x.rs:2: docs/sources/nope.md: no file docs/sources/nope.md",
+            "x.rs:3: docs/sources/sqs.md#nowhere: no heading #nowhere in docs/sources/sqs.md",
+        ]
     );
 }
