@@ -3,7 +3,7 @@
 //! and those its writer may not publish (refused).
 
 use lambda_idempotency::Item;
-use lambda_idempotency::dynamodb_streams::DynamoDbRecord;
+use lambda_idempotency::dynamodb_streams::{DynamoDbRecord, EventRecord, to_item};
 use lambda_idempotency::store::Status;
 
 use crate::{OutboxEntry, Policy};
@@ -38,12 +38,43 @@ fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
 /// one whose destination the allowlist does not give the key's prefix is
 /// refused.
 pub fn plan_record(record: &DynamoDbRecord, policy: &Policy) -> RecordPlan {
+    let images = [
+        Some(&record.keys),
+        record.new_image.as_ref(),
+        record.old_image.as_ref(),
+    ];
+    plan_images(&record.record, images, policy)
+}
+
+/// [`plan_record`] of `record` as delivered, its images converted as
+/// [`DynamoDbRecord::new`] converts them, without copying the record;
+/// `None` when an image is not valid (the processor then parks the record).
+pub(crate) fn plan_raw(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
+    let image = |item: &serde_dynamo::Item| match item.is_empty() {
+        true => Ok(None),
+        false => to_item(item).map(Some),
+    };
+    let change = &record.change;
+    let keys = image(&change.keys).ok()?.unwrap_or_default();
+    let (new, old) = (
+        image(&change.new_image).ok()?,
+        image(&change.old_image).ok()?,
+    );
+    Some(plan_images(
+        record,
+        [Some(&keys), new.as_ref(), old.as_ref()],
+        policy,
+    ))
+}
+
+/// The plan of `record` whose `Keys`, `NewImage` and `OldImage` are `images`.
+fn plan_images(record: &EventRecord, images: [Option<&Item>; 3], policy: &Policy) -> RecordPlan {
     let names = &policy.attributes;
     let completed = Some(Status::Completed.as_str());
-    let (new, old) = (record.new_image.as_ref(), record.old_image.as_ref());
-    let key = string(new, &names.id).or_else(|| string(Some(&record.keys), &names.id));
+    let [keys, new, old] = images;
+    let key = string(new, &names.id).or_else(|| string(keys, &names.id));
     let mut plan = RecordPlan {
-        sequence_number: record.sequence_number().map(str::to_owned),
+        sequence_number: record.change.sequence_number.clone(),
         key: key.map(str::to_owned),
         ..RecordPlan::default()
     };

@@ -22,7 +22,7 @@ use lambda_idempotency::outbox::{self, EventPut, MAX_EVENT_ENTRY_BYTES, MAX_SQS_
 use tokio::sync::OnceCell;
 
 use crate::{
-    Delivery, Destination, OutboxEntry, Policy, Publisher, RecordPlan, Request, plan_record,
+    Delivery, Destination, OutboxEntry, Policy, Publisher, RecordPlan, Request, plan::plan_raw,
 };
 
 /// What one invocation did: the answer to Lambda and its counts.
@@ -98,11 +98,8 @@ impl<'a> Batch<'a> {
         let (mut plans, mut positions) = (Vec::new(), HashMap::new());
         let mut groups: Vec<Group> = Vec::new();
         for (index, record) in event.records.iter().enumerate() {
-            let record = record
-                .as_ref()
-                .ok()
-                .and_then(|r| DynamoDbRecord::new(r.clone()).ok());
-            let Some(mut plan) = record.map(|r| plan_record(&r, policy)) else {
+            let plan = record.as_ref().ok().and_then(|r| plan_raw(r, policy));
+            let Some(mut plan) = plan else {
                 plans.push(None);
                 continue;
             };
