@@ -15,7 +15,7 @@ mod publish;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_idempotency::batch::BatchError;
+use lambda_idempotency::batch::{BatchError, RecordLogs};
 use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreamsProcessor};
 use lambda_idempotency::parking::{ParkedRecord, Parking, ParkingError};
 use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, PayloadScope, runtime};
@@ -88,13 +88,16 @@ impl Parking for PoisonLog {
 impl Relay {
     /// A relay over `publisher`, publishing what `policy` allows. Its
     /// processor runs with idempotency off: every message goes out under
-    /// its stable id, the relay keeps no record of its own.
+    /// its stable id, the relay keeps no record of its own. Records done
+    /// have no log line of their own (the invocation's `relayed` line
+    /// counts them); failed and poison ones do.
     pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
         let config = Config::with_prefix("outbox-relay").disabled(true);
         let engine = Idempotency::new(MemoryStore::new(), config);
         let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::Id)
             .payload(PayloadScope::None)
-            .parking(PoisonLog);
+            .parking(PoisonLog)
+            .record_logs(RecordLogs::Failures);
         let policy = Arc::new(policy);
         Self {
             processor,

@@ -36,6 +36,6 @@ pub use report::{
 pub(crate) use settings::millis;
 #[cfg(feature = "lambda")]
 pub(crate) use settings::remaining_now;
-pub use settings::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead};
+pub use settings::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs};
 pub use slot::Prepared;
 pub use source::{Prepare, Source};

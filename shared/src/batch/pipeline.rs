@@ -23,7 +23,7 @@ use super::key::{KeyFailure, KeyInput, key_for};
 use super::lanes;
 use super::log::{Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
-use super::settings::{DEFAULT_CONCURRENCY, PreRead, Settings, margin, millis};
+use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
 use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
@@ -369,7 +369,13 @@ where
             duplicate_of,
             ..Unit::new("record", &ident, p.names.id_field)
         };
-        log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
+        let done = matches!(
+            outcome,
+            Ok(Outcome::Executed(_) | Outcome::Replayed(_) | Outcome::Unprotected(_))
+        );
+        if !done || p.settings.record_logs == RecordLogs::All {
+            log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
+        }
         RecordResult {
             position: slot.index,
             message_id: slot.ids.id,

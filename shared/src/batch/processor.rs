@@ -18,7 +18,7 @@ use super::lanes::fail_after_missing_lane;
 use super::parking::Parking;
 use super::pipeline::Pipeline;
 use super::report::{BatchReport, FailureReason};
-use super::settings::{PreRead, Settings};
+use super::settings::{PreRead, RecordLogs, Settings};
 use super::slot::{Slot, guard};
 use super::source::{Prepare, Source};
 use crate::engine::Idempotency;
@@ -90,6 +90,12 @@ impl<S: Source> Processor<S> {
     /// [`PreRead::OnRedelivery`].
     pub fn pre_read(mut self, policy: PreRead) -> Self {
         self.settings.pre_read = policy;
+        self
+    }
+
+    /// Which records get their own log line. Default [`RecordLogs::All`].
+    pub fn record_logs(mut self, logs: RecordLogs) -> Self {
+        self.settings.record_logs = logs;
         self
     }
 

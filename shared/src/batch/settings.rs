@@ -22,6 +22,20 @@ pub enum PreRead {
     Always,
 }
 
+/// Which records get their own log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RecordLogs {
+    /// Every record: `INFO` when done, `WARN`/`ERROR` otherwise.
+    #[default]
+    All,
+    /// Only the records that need a look: failed, rejected or parked. A
+    /// record done (executed, replayed, or run unprotected) has no line:
+    /// for a function that runs without idempotency on purpose and logs
+    /// its own summary.
+    Failures,
+}
+
 /// The default number of records that run at a time, whatever the batch
 /// size (why 32: `docs/guarantees.md`, "Large batches and the deadline").
 pub const DEFAULT_CONCURRENCY: usize = 32;
@@ -49,6 +63,7 @@ pub(crate) struct Settings {
     pub(crate) deadline_margin: Option<Duration>,
     pub(crate) missing_key: MissingKey,
     pub(crate) pre_read: PreRead,
+    pub(crate) record_logs: RecordLogs,
     /// Where records that can never succeed are parked (ordered streams).
     pub(crate) parking: Option<Arc<dyn Parking>>,
 }
@@ -63,6 +78,7 @@ impl Settings {
             deadline_margin: None,
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
+            record_logs: RecordLogs::default(),
             parking: None,
         }
     }
