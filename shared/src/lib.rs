@@ -89,8 +89,6 @@ pub mod signature;
 mod sources;
 pub mod store;
 mod table;
-#[cfg(test)]
-mod testkit;
 pub mod value;
 pub mod write;
 
@@ -109,3 +107,6 @@ pub use store::ValkeyStore;
 pub use store::{MemoryStore, Store, StoreChoice};
 pub use table::Table;
 pub use write::{IntoStaged, Item, Write};
+
+#[cfg(test)]
+mod testkit;

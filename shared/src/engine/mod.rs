@@ -412,8 +412,9 @@ mod conflict;
 mod group;
 mod guard;
 mod records;
-#[cfg(test)]
-mod tests;
 
 pub(crate) use group::{CommitGroup, Seat};
 pub(crate) use guard::panic_message;
+
+#[cfg(test)]
+mod tests;

@@ -195,10 +195,11 @@
 
 mod service;
 mod shape;
-#[cfg(test)]
-mod tests;
 
 #[cfg(doc)]
 use crate::batch::EventError;
 pub use service::{IdempotencyLayer, IdempotencyService, Idempotent};
 pub use shape::{EventBridge, Json, Reading, Shape, Sns};
+
+#[cfg(test)]
+mod tests;

@@ -9,8 +9,6 @@
 
 #[cfg(feature = "parking-sqs")]
 mod sqs;
-#[cfg(test)]
-mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,3 +271,6 @@ impl Ticket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,8 +9,6 @@ mod key;
 mod parse;
 mod record;
 mod response;
-#[cfg(test)]
-mod tests;
 
 pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
 use serde_json::Value;
@@ -100,3 +98,6 @@ impl Processor<DynamoDbStreams> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests;

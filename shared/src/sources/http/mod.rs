@@ -10,8 +10,6 @@
 mod problem;
 mod request;
 mod response;
-#[cfg(test)]
-mod tests;
 
 pub use problem::{PROBLEM_JSON, Problem};
 use request::Identity;
@@ -660,3 +658,6 @@ impl Failure for Refused {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,8 +8,6 @@ mod key;
 mod parse;
 mod record;
 mod response;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 
@@ -151,3 +149,6 @@ impl Processor<Kafka> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,8 +8,6 @@ mod key;
 mod parse;
 mod record;
 mod response;
-#[cfg(test)]
-mod tests;
 
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 use serde_json::Value;
@@ -153,3 +151,6 @@ impl Processor<Kinesis> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests;

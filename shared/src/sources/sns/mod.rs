@@ -8,8 +8,6 @@ pub(crate) mod key;
 mod parse;
 mod record;
 mod response;
-#[cfg(test)]
-mod tests;
 
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
 use serde_json::Value;
@@ -73,3 +71,6 @@ impl Processor<Sns> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,13 +7,9 @@
 
 mod fifo;
 mod parse;
-#[cfg(test)]
-mod pipeline_tests;
 mod policy;
 mod prepare;
 mod record;
-#[cfg(test)]
-mod tests;
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde_json::Value;
@@ -151,3 +147,9 @@ impl Processor<Sqs> {
         self
     }
 }
+
+#[cfg(test)]
+mod pipeline_tests;
+
+#[cfg(test)]
+mod tests;
