@@ -369,23 +369,7 @@ async fn a_failure_on_one_target_holds_the_later_records_of_the_others() {
     // requests (records 11.., all after it) are not sent, but for one that
     // may start before the failure is known (records of other items, and
     // targets, run concurrently).
-    let mut records: Vec<Value> = Vec::new();
-    for r in 0..30usize {
-        let key = format!("k{r}");
-        let (url, group) = if r < 10 {
-            (STANDARD, None)
-        } else {
-            (FIFO, Some("g"))
-        };
-        let outbox = json!([sqs_entry(&key, 0, url, group)]);
-        records.push(stream_record(
-            r as u64 + 1,
-            "INSERT",
-            &key,
-            "COMPLETED",
-            Some(&outbox),
-        ));
-    }
+    let records = two_targets();
     let mut answer = vec![Delivery::Published; 10];
     answer[3] = Delivery::Retry("throttled".into());
     let fake = Arc::new(Fake::scripted(vec![Some(answer)]));
