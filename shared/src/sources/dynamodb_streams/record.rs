@@ -1,45 +1,27 @@
 //! A DynamoDB stream record as the pipeline ([`Delivery`]) and the handler
-//! see it: its id and position its `SequenceNumber`, its lane its stream
-//! (`eventSourceARN`: a batch is one shard of it), and within the lane its
-//! item ([`item_of`]).
+//! see it: its images converted exactly, its key selected from its JSON
+//! view ([`record_json`]; by default [`keys_and`]).
 
 use std::any::Any;
 
-use aws_lambda_events::dynamodb::EventRecord;
+use serde_json::{Value, json};
 
-use super::image::to_item;
-use crate::batch::delivery::Within;
-use crate::batch::{Delivery, IdField, LaneField, SourceNames};
+use super::image::{item_json, to_item};
+use super::{DynamoDbStreams, EventRecord, SALVAGE};
+use crate::batch::{Delivery, FailureReason, KeyInput, KeySelector, Pipeline, Prepare, Prepared};
+use crate::batch::{SourceNames, Within};
+use crate::error::KeyError;
 use crate::key::IdempotencyKey;
+use crate::sources::hashed;
 use crate::write::Item;
-
-/// The names of a DynamoDB stream record's notions.
-pub(crate) static DYNAMODB_STREAMS: SourceNames = SourceNames {
-    id: "SequenceNumber",
-    id_field: IdField::SequenceNumber,
-    lane_field: LaneField::Shard,
-    deduplication_id: "a deduplication id (DynamoDB stream records have none)",
-    no_lane: "DynamoDB stream record without an eventSourceARN (its stream)",
-};
 
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
-/// Whether `record` is a deletion by DynamoDB's Time to Live (not by a
-/// writer): a `REMOVE` whose `userIdentity` is `{"type": "Service",
-/// "principalId": "dynamodb.amazonaws.com"}`.
-pub fn is_ttl_deletion(record: &EventRecord) -> bool {
-    record.event_name == "REMOVE"
-        && record
-            .user_identity
-            .as_ref()
-            .is_some_and(|u| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL)
-}
-
 /// The item a record's `Keys` name, as one canonical text
 /// ([`key_text`](crate::write::key_text)); [`Within::Unknown`] for keys
 /// missing, empty or invalid (the batch keeps stream order).
-pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
+pub(super) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
     match keys.filter(|k| !k.is_empty()).map(to_item) {
         Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
         _ => Within::Unknown,
@@ -47,12 +29,8 @@ pub(crate) fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
 }
 
 impl Delivery for EventRecord {
-    /// The `SequenceNumber`: what `batchItemFailures` names.
     fn id(&self) -> Option<&str> {
-        self.change
-            .sequence_number
-            .as_deref()
-            .filter(|s| !s.is_empty())
+        (self.change.sequence_number.as_deref()).filter(|s| !s.is_empty())
     }
 
     /// The stream (`eventSourceARN`): a batch is one shard of it.
@@ -60,13 +38,12 @@ impl Delivery for EventRecord {
         self.event_source_arn.as_deref().filter(|s| !s.is_empty())
     }
 
-    /// The `SequenceNumber`.
     fn position(&self) -> Option<&str> {
         self.id()
     }
 
     fn source(&self) -> &'static SourceNames {
-        &DYNAMODB_STREAMS
+        &SALVAGE.names
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -122,8 +99,80 @@ impl DynamoDbRecord {
         self.new_image.as_ref().or(self.old_image.as_ref())
     }
 
-    /// Whether this is a Time to Live deletion ([`is_ttl_deletion`]).
+    /// Whether this is a deletion by DynamoDB's Time to Live (not by a
+    /// writer): a `REMOVE` whose `userIdentity` is `{"type": "Service",
+    /// "principalId": "dynamodb.amazonaws.com"}`.
     pub fn is_ttl_deletion(&self) -> bool {
-        is_ttl_deletion(&self.record)
+        let by_ttl =
+            |u: &super::UserIdentity| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL;
+        self.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
+    }
+}
+
+/// The JSON view of a record that keys and payload hashes are made of:
+/// `{"eventName": .., "Keys": {..}, "NewImage": {..}, "OldImage": {..}}`,
+/// images as plain JSON ([`item_json`]), an image the stream lacks absent.
+pub fn record_json(record: &DynamoDbRecord) -> Value {
+    let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
+    let images = [
+        ("NewImage", &record.new_image),
+        ("OldImage", &record.old_image),
+    ];
+    for (name, image) in images {
+        if let Some(image) = image {
+            view[name] = item_json(image);
+        }
+    }
+    view
+}
+
+/// The default key of a stream record: its `Keys`, its `eventName` and
+/// `attribute` (one that changes with every write and never starts again)
+/// of its `NewImage` (its `OldImage` on a `REMOVE`). Missing (no such
+/// attribute, no image) is [`KeyError::Missing`].
+pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
+    let attribute = attribute.into();
+    KeySelector::custom(move |input: KeyInput<'_>| {
+        let view = input.value;
+        let keys = view
+            .get("Keys")
+            .filter(|k| k.as_object().is_some_and(|k| !k.is_empty()))
+            .ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
+        // The NewImage when the record has one; the OldImage of a REMOVE
+        // (never the OldImage of a change whose NewImage lacks it: that is
+        // the previous change's value).
+        let image = match view.get("NewImage") {
+            Some(_) => "NewImage",
+            None => "OldImage",
+        };
+        let value = view
+            .get(image)
+            .and_then(|i| i.get(&attribute))
+            .ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
+        match value {
+            Value::Null => Err(KeyError::Missing(format!("{image}.{attribute} (null)"))),
+            Value::String(s) if s.is_empty() => Err(KeyError::Empty),
+            value => Ok(json!({
+                "keys": keys,
+                "event": view.get("eventName").cloned().unwrap_or(Value::Null),
+                "attribute": [attribute.as_str(), value],
+            })),
+        }
+    })
+}
+
+impl Prepare<DynamoDbRecord> for DynamoDbStreams {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        raw: EventRecord,
+    ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
+        let mut record = DynamoDbRecord::new(raw)
+            .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
+        let view = record_json(&record);
+        let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
+        record.key = key.clone();
+        Ok(Prepared::new(record, key, hashed(self.payload, view)))
     }
 }

@@ -4,37 +4,27 @@
 //!
 //! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
 
-mod key;
-mod parse;
 mod record;
-mod response;
 
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
+pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use serde_json::Value;
 
 pub use crate::batch::{MalformedRecord, StreamEvent};
-pub use parse::{KinesisStreamEvent, parse_kinesis_event};
 pub use record::KinesisRecord;
-pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
+use crate::batch::malformed::{Salvage, parse_stream};
 use crate::batch::parking::Ticket;
 use crate::batch::{
-    BatchError, BatchReport, Ordering, Parks, PayloadScope, Processor, Source, SourceNames, Within,
+    BatchError, BatchReport, IdField, LaneField, Ordering, Parks, PartialResponse, PayloadScope,
+    Processor, Source, SourceNames, Within,
 };
-use record::KINESIS;
-
-/// The `eventSource` of a Kinesis record.
-const SOURCE: &str = "aws:kinesis";
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
 pub const DEFAULT_MAX_DATA_BYTES: usize = 10 * 1024 * 1024;
 
-/// Processes Kinesis Data Streams batches ([`Processor`] over [`Kinesis`]):
-/// the engine plus how keys and failures are handled. Build it once per
-/// execution environment; cheap to clone.
+/// Processes Kinesis Data Streams batches ([`Processor`] over [`Kinesis`]).
 pub type KinesisProcessor = Processor<Kinesis>;
 
 /// The Kinesis source and its settings: what records keep their order
@@ -62,15 +52,48 @@ impl Default for Kinesis {
 #[non_exhaustive]
 pub enum KinesisOrder {
     /// The records of one partition key run one after another in sequence
-    /// order; different keys run concurrently (under the processor's
-    /// concurrency bound), and their commits share the batch's transactions.
-    /// A failure holds back only its key. The default.
+    /// order, different keys concurrently; a failure holds back only its key.
     #[default]
     PartitionKey,
     /// The records of one shard run one after another, whatever their
-    /// partition keys: for a consumer whose effects depend on the order of
-    /// records of different keys. Each record then commits alone.
+    /// partition keys; each record then commits alone.
     Shard,
+}
+
+/// Kinesis records: their lane the shard of their `eventID`
+/// (`<shardId>:<sequenceNumber>`), also when they do not parse.
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "sequenceNumber",
+        id_field: IdField::SequenceNumber,
+        lane_field: LaneField::Shard,
+        deduplication_id: "a deduplication id (Kinesis records have none)",
+        no_lane: "Kinesis record without a shard (no eventID)",
+    },
+    expected: "a Kinesis",
+    event_source: "aws:kinesis",
+    event_source_fields: &["eventSource"],
+    event_source_optional: false,
+    noun: "a Kinesis record",
+    id: "/kinesis/sequenceNumber",
+    lane: |raw| record::shard_of(raw.get("eventID")?.as_str()?).map(str::to_owned),
+};
+
+/// A Kinesis event as parsed: each record a Kinesis record or a
+/// [`MalformedRecord`], which fails alone.
+pub type KinesisStreamEvent = StreamEvent<KinesisEventRecord>;
+
+impl From<KinesisEvent> for KinesisStreamEvent {
+    fn from(event: KinesisEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as a Kinesis Data Streams event: a `Records`
+/// array whose items all have `eventSource` `aws:kinesis`, each parsed on
+/// its own (its `data` not base64, a field missing: a [`MalformedRecord`]).
+pub fn parse_kinesis_event(value: Value) -> Result<KinesisStreamEvent, BatchError> {
+    parse_stream(value, &SALVAGE)
 }
 
 impl Source for Kinesis {
@@ -78,7 +101,7 @@ impl Source for Kinesis {
     type Raw = KinesisEventRecord;
     type Response = KinesisEventResponse;
     type Error = BatchError;
-    const NAMES: &'static SourceNames = &KINESIS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<KinesisStreamEvent, BatchError> {
         parse_kinesis_event(payload)
@@ -105,11 +128,22 @@ impl Source for Kinesis {
 
     fn ticket(&self, record: &KinesisEventRecord) -> Option<Ticket> {
         let raw = serde_json::to_value(record).ok()?;
-        Ticket::new(SOURCE, record.event_source_arn.as_deref(), record, raw)
+        Ticket::new(
+            SALVAGE.event_source,
+            record.event_source_arn.as_deref(),
+            record,
+            raw,
+        )
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
         report.response_as()
+    }
+}
+
+impl PartialResponse for KinesisEventResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        self.add_failure(id);
     }
 }
 
@@ -130,8 +164,8 @@ impl Kinesis {
 }
 
 impl Processor<Kinesis> {
-    /// What records keep their order with: their partition key (the
-    /// default) or their whole shard ([`KinesisOrder`]).
+    /// What records keep their order with. Default
+    /// [`KinesisOrder::PartitionKey`].
     pub fn order(mut self, order: KinesisOrder) -> Self {
         self.source.order = order;
         self

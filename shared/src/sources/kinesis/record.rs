@@ -1,54 +1,40 @@
-//! A Kinesis record as the pipeline ([`Delivery`]) and the handler see it.
+//! A Kinesis record as the pipeline ([`Delivery`]) and the handler see it:
+//! its `data` parsed and keyed ([`Prepare`]).
 
 use std::any::Any;
 
-use aws_lambda_events::kinesis::KinesisEventRecord;
+use serde::de::DeserializeOwned;
 
-use crate::batch::{Delivery, IdField, LaneField, SourceNames};
+use super::{Kinesis, KinesisEventRecord, SALVAGE};
+use crate::batch::{Delivery, FailureReason, Pipeline, Prepare, Prepared, SourceNames};
 use crate::key::IdempotencyKey;
+use crate::sources::prepare_json;
 
-/// The names of a Kinesis record's notions.
-pub(crate) static KINESIS: SourceNames = SourceNames {
-    id: "sequenceNumber",
-    id_field: IdField::SequenceNumber,
-    lane_field: LaneField::Shard,
-    deduplication_id: "a deduplication id (Kinesis records have none)",
-    no_lane: "Kinesis record without a shard (no eventID)",
-};
-
-/// The shard of a record: its `eventID` is `<shardId>:<sequenceNumber>`.
-fn shard_of(record: &KinesisEventRecord) -> Option<&str> {
-    record
-        .event_id
-        .as_deref()
-        .and_then(|id| id.split_once(':'))
-        .map(|(shard, _)| shard)
-        .filter(|shard| !shard.is_empty())
+/// The shard of an `eventID` (`<shardId>:<sequenceNumber>`).
+pub(super) fn shard_of(event_id: &str) -> Option<&str> {
+    let (shard, _) = event_id.split_once(':')?;
+    Some(shard).filter(|shard| !shard.is_empty())
 }
 
 impl Delivery for KinesisEventRecord {
-    /// The `sequenceNumber`: what `batchItemFailures` names.
     fn id(&self) -> Option<&str> {
         Some(self.kinesis.sequence_number.as_str()).filter(|s| !s.is_empty())
     }
 
-    /// The shard (from `eventID`).
     fn lane(&self) -> Option<&str> {
-        shard_of(self)
+        shard_of(self.event_id.as_deref()?)
     }
 
-    /// The `sequenceNumber`.
     fn position(&self) -> Option<&str> {
         self.id()
     }
 
-    /// The decoded `data`.
     fn body(&self) -> Option<&[u8]> {
         Some(self.kinesis.data.as_slice())
     }
 
     fn source(&self) -> &'static SourceNames {
-        &KINESIS
+        &SALVAGE.names
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -62,8 +48,8 @@ impl Delivery for KinesisEventRecord {
 pub struct KinesisRecord<M> {
     /// The parsed `data` (base64-decoded, then JSON).
     pub body: M,
-    /// The record as Lambda delivered it (ids, `partitionKey`, the raw
-    /// `data`, the arrival time).
+    /// The record as Lambda delivered it (`sequenceNumber`, `partitionKey`,
+    /// the raw `data`, the arrival time).
     pub record: KinesisEventRecord,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
@@ -79,18 +65,31 @@ impl<M> KinesisRecord<M> {
         }
     }
 
-    /// The `sequenceNumber` (its position in the shard).
-    pub fn sequence_number(&self) -> &str {
-        &self.record.kinesis.sequence_number
-    }
-
-    /// The `partitionKey` the producer chose.
-    pub fn partition_key(&self) -> &str {
-        &self.record.kinesis.partition_key
-    }
-
     /// The shard, from the `eventID`.
     pub fn shard_id(&self) -> Option<&str> {
-        shard_of(&self.record)
+        self.record.lane()
+    }
+}
+
+impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: KinesisEventRecord,
+    ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
+        let data = record.kinesis.data.as_slice();
+        if data.len() > self.max_data_bytes {
+            let (size, limit) = (data.len(), self.max_data_bytes);
+            return Err(FailureReason::BodyTooLarge { size, limit });
+        }
+        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &record, self.payload)?;
+        let key = p.key.clone();
+        let record = KinesisRecord {
+            body: p.record,
+            record,
+            key,
+        };
+        Ok(Prepared::new(record, p.key, p.payload))
     }
 }

@@ -4,25 +4,24 @@
 //!
 //! [docs/sources/sns.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sns.md
 
-pub(crate) mod key;
-mod parse;
-mod record;
-mod response;
+pub(crate) mod record;
 
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
 use serde_json::Value;
 
-pub use parse::{SNS_EVENT_SOURCE, SnsStreamEvent, parse_sns_event};
 pub use record::Notification;
-pub use response::{SnsError, answer};
 
 #[cfg(doc)]
 use crate::batch::KeySelector;
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{
-    BatchError, BatchReport, MalformedRecord, Ordering, PayloadScope, Processor, Source,
-    SourceNames,
+    BatchError, BatchReport, FailureReason, IdField, LaneField, MalformedRecord, Ordering,
+    PayloadScope, Processor, Source, SourceNames,
 };
-use record::SNS;
+use crate::error::{ErrorKind, ErrorType, UNCLASSIFIED};
+
+/// The `EventSource` of the records of an SNS event.
+pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 
 /// Processes the SNS events of a function subscribed to a topic
 /// ([`Processor`] over [`Sns`]). Its key is a business key in the `Message`
@@ -36,12 +35,46 @@ pub struct Sns {
     payload: PayloadScope,
 }
 
+/// SNS records: named by their `MessageId`, also when they do not parse.
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "MessageId",
+        id_field: IdField::MessageId,
+        lane_field: LaneField::Group,
+        deduplication_id: "a deduplication id (SNS notifications invoking a function have none)",
+        no_lane: "SNS record without a lane",
+    },
+    expected: "an SNS",
+    event_source: SNS_EVENT_SOURCE,
+    event_source_fields: &["EventSource"],
+    event_source_optional: false,
+    noun: "an SNS record",
+    id: "/Sns/MessageId",
+    lane: |_| None,
+};
+
+/// An SNS event as parsed: each record an SNS record or a
+/// [`MalformedRecord`], which fails alone.
+pub type SnsStreamEvent = StreamEvent<SnsRecord>;
+
+impl From<SnsEvent> for SnsStreamEvent {
+    fn from(event: SnsEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as an SNS event: a `Records` array whose
+/// items all have `EventSource` `aws:sns`, each parsed on its own.
+pub fn parse_sns_event(value: Value) -> Result<SnsStreamEvent, BatchError> {
+    parse_stream(value, &SALVAGE)
+}
+
 impl Source for Sns {
     type Event = SnsStreamEvent;
     type Raw = SnsRecord;
     type Response = ();
     type Error = SnsError;
-    const NAMES: &'static SourceNames = &SNS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
@@ -55,8 +88,6 @@ impl Source for Sns {
         event.records
     }
 
-    /// SNS has no partial response: a failure fails the invocation
-    /// ([`answer`]).
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
         answer(report)
     }
@@ -70,6 +101,80 @@ impl Processor<Sns> {
         self.source.payload = scope;
         self
     }
+}
+
+/// A notification was not done: the invocation fails so that Lambda's
+/// asynchronous retry delivers it again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnsError {
+    /// A notification failed (the first one in the event; SNS sends one per
+    /// invocation).
+    #[error(
+        "SNS notification {message_id} failed: {reason}; failing the invocation so that \
+         Lambda's asynchronous retry delivers it again"
+    )]
+    Failed {
+        /// Its `MessageId` (or a description of a notification without one).
+        message_id: String,
+        /// Why it failed.
+        reason: FailureReason,
+        /// How many of the event's notifications failed.
+        failed: usize,
+    },
+}
+
+/// The `errorType` of a notification's failure.
+fn reason_type(reason: &FailureReason) -> &'static str {
+    match reason {
+        FailureReason::Parse(_)
+        | FailureReason::BodyTooLarge { .. }
+        | FailureReason::BadSignature(_) => "InvalidEvent",
+        FailureReason::Key(_) => "InvalidKey",
+        FailureReason::InProgress { .. } => "InProgress",
+        FailureReason::PayloadMismatch => "PayloadMismatch",
+        FailureReason::Handler {
+            kind: ErrorKind::Retryable,
+            ..
+        } => "HandlerFailed",
+        FailureReason::Handler {
+            kind: ErrorKind::Terminal,
+            ..
+        } => "HandlerRejected",
+        FailureReason::Store(_) => "StoreUnavailable",
+        FailureReason::DuplicateOf { reason, .. } => reason_type(reason),
+        _ => UNCLASSIFIED,
+    }
+}
+
+impl ErrorType for SnsError {
+    fn error_type(&self) -> &'static str {
+        let Self::Failed { reason, .. } = self;
+        reason_type(reason)
+    }
+}
+
+/// The invocation's answer for `report`: `Ok` when every notification is
+/// done, else the first failure ([`SnsError::Failed`]).
+pub fn answer<T>(report: &BatchReport<T>) -> Result<(), SnsError> {
+    let mut failures = report.failures();
+    let Some(first) = failures.next() else {
+        return Ok(());
+    };
+    let reason = first
+        .outcome
+        .as_ref()
+        .err()
+        .cloned()
+        .unwrap_or(FailureReason::Idempotency("no outcome".to_owned()));
+    Err(SnsError::Failed {
+        message_id: first
+            .message_id
+            .clone()
+            .unwrap_or_else(|| format!("#{} (no MessageId)", first.position)),
+        reason,
+        failed: 1 + failures.count(),
+    })
 }
 
 #[cfg(test)]

@@ -1,46 +1,39 @@
-//! An SNS record as the pipeline ([`Delivery`]) and the handler see it.
+//! An SNS record as the pipeline ([`Delivery`]) and the handler see it: its
+//! `Message` parsed (JSON, or its text as a JSON string) and keyed
+//! ([`Prepare`]).
 
 use std::any::Any;
 
-use aws_lambda_events::sns::SnsRecord;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use crate::batch::{Attribute, Delivery, IdField, LaneField, SourceNames};
+use super::{SALVAGE, Sns, SnsRecord};
+use crate::batch::SourceNames;
+use crate::batch::envelope::open_message;
+use crate::batch::{Attribute, Delivery, FailureReason, KeyInput, Pipeline, Prepare, Prepared};
 use crate::key::IdempotencyKey;
-
-/// The names of an SNS notification's notions.
-pub(crate) static SNS: SourceNames = SourceNames {
-    id: "MessageId",
-    id_field: IdField::MessageId,
-    lane_field: LaneField::Group,
-    deduplication_id: "a deduplication id (SNS notifications invoking a function have none)",
-    no_lane: "SNS record without a lane",
-};
+use crate::sources::hashed;
 
 impl Delivery for SnsRecord {
-    /// The SNS `MessageId`.
     fn id(&self) -> Option<&str> {
         Some(self.sns.message_id.as_str()).filter(|id| !id.is_empty())
     }
 
-    /// The `Message` as published.
     fn body(&self) -> Option<&[u8]> {
         Some(self.sns.message.as_bytes())
     }
 
-    /// A message attribute: `String`, `Number` and `String.Array` values
-    /// are text, `Binary` ones binary.
+    /// `String`, `Number` and `String.Array` values are text.
     fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
-        self.sns
-            .message_attributes
-            .get(name)
-            .map(|attr| match attr.data_type.as_str() {
-                "Binary" => Attribute::Binary,
-                _ => Attribute::Text(&attr.value),
-            })
+        let attr = self.sns.message_attributes.get(name)?;
+        Some(match attr.data_type.as_str() {
+            "Binary" => Attribute::Binary,
+            _ => Attribute::Text(&attr.value),
+        })
     }
 
     fn source(&self) -> &'static SourceNames {
-        &SNS
+        &SALVAGE.names
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -71,28 +64,37 @@ impl<M> Notification<M> {
             key: None,
         }
     }
+}
 
-    /// The SNS `MessageId`.
-    pub fn message_id(&self) -> &str {
-        &self.record.sns.message_id
+/// The key material of a notification invoking the function:
+/// `notification` (its JSON) with its `Message` replaced by the parsed
+/// `message`, one rule with an SQS body ([`crate::envelope`]).
+pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
+    if let Some(slot) = notification.get_mut("Message") {
+        *slot = message.clone();
     }
+    notification
+}
 
-    /// The topic it was published to.
-    pub fn topic_arn(&self) -> &str {
-        &self.record.sns.topic_arn
-    }
-
-    /// The `Subject`, when the publisher set one.
-    pub fn subject(&self) -> Option<&str> {
-        self.record.sns.subject.as_deref()
-    }
-
-    /// The value of the message attribute `name`.
-    pub fn attribute(&self, name: &str) -> Option<&str> {
-        self.record
-            .sns
-            .message_attributes
-            .get(name)
-            .map(|a| a.value.as_str())
+impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: SnsRecord,
+    ) -> Result<Prepared<Notification<M>>, FailureReason> {
+        let opened = open_message::<M>(&format!("notification {ident}"), &record.sns.message)?;
+        let notification = serde_json::to_value(&record.sns).map_err(|e| {
+            FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))
+        })?;
+        let material = material(notification, &opened.document);
+        let key = pipeline.key_of(ident, KeyInput::new(&material, Some(&record)))?;
+        let (body, payload) = (opened.body, hashed(self.payload, opened.document));
+        let notification = Notification {
+            body,
+            record,
+            key: key.clone(),
+        };
+        Ok(Prepared::new(notification, key, payload))
     }
 }

@@ -5,10 +5,6 @@
 //!
 //! [docs/sources/sqs.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sqs.md
 
-mod fifo;
-mod parse;
-mod policy;
-mod prepare;
 mod record;
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
@@ -18,15 +14,14 @@ pub use crate::batch::envelope::{Envelope, EnvelopeMode, Envelopes};
 pub use crate::batch::{
     BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
 };
-pub use parse::{SqsStreamEvent, parse_sqs_event};
-pub use policy::{FifoFailureMode, QueueKind};
 pub use record::SqsRecord;
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::{MalformedRecord, PayloadScope, Processor, Source, SourceNames};
+use crate::batch::envelope::looks_like_eventbridge;
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
+use crate::batch::{
+    IdField, LaneField, MalformedRecord, PayloadScope, Processor, Source, SourceNames,
+};
 use crate::signature::Verifier;
-use record::SQS;
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -66,22 +61,113 @@ impl Default for Sqs {
     }
 }
 
+/// Standard or FIFO processing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueKind {
+    /// FIFO when a record's `eventSourceARN` ends with `.fifo`.
+    #[default]
+    Auto,
+    /// Every record independent.
+    Standard,
+    /// Order kept within each `MessageGroupId`.
+    Fifo,
+}
+
+/// What a failed record takes down with it on a FIFO queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FifoFailureMode {
+    /// The later records of its `MessageGroupId` fail without running;
+    /// other groups go on, concurrently.
+    #[default]
+    SkipGroup,
+    /// AWS's documented mode: it and every later record of the batch fail
+    /// without running; the batch runs one record at a time.
+    StopBatch,
+}
+
+/// SQS messages: their lane a FIFO queue's message group, also when they
+/// do not parse.
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "messageId",
+        id_field: IdField::MessageId,
+        lane_field: LaneField::Group,
+        deduplication_id: "attribute MessageDeduplicationId (FIFO queues only)",
+        no_lane: "FIFO record without a MessageGroupId attribute (is the queue really FIFO?)",
+    },
+    expected: "an SQS",
+    event_source: "aws:sqs",
+    event_source_fields: &["eventSource", "EventSource"],
+    event_source_optional: false,
+    noun: "an SQS message",
+    id: "/messageId",
+    lane: |raw| {
+        Some(
+            raw.get("attributes")?
+                .get(MESSAGE_GROUP_ID)?
+                .as_str()?
+                .to_owned(),
+        )
+    },
+};
+
+/// An SQS event as parsed: each message an SQS message or a
+/// [`MalformedRecord`], which fails alone.
+pub type SqsStreamEvent = StreamEvent<SqsMessage>;
+
+impl From<SqsEvent> for SqsStreamEvent {
+    fn from(event: SqsEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as an SQS event: a `Records` array whose
+/// items all have `eventSource` `aws:sqs` (an EventBridge event is named as
+/// such), each parsed on its own.
+pub fn parse_sqs_event(value: Value) -> Result<SqsStreamEvent, BatchError> {
+    if value.get("Records").is_none() && looks_like_eventbridge(&value) {
+        return Err(BatchError::WrongEvent {
+            expected: "an SQS",
+            message: format!(
+                "this is an EventBridge event (detail-type {}), not an SQS batch; is the \
+                 function wired to the right trigger?",
+                value.get("detail-type").unwrap_or(&Value::Null)
+            ),
+        });
+    }
+    parse_stream(value, &SALVAGE)
+}
+
+/// Whether the batch is processed as FIFO.
+fn is_fifo(kind: QueueKind, event: &SqsStreamEvent) -> bool {
+    let fifo = |arn: &Option<String>| arn.as_deref().is_some_and(|a| a.ends_with(".fifo"));
+    match kind {
+        QueueKind::Standard => false,
+        QueueKind::Fifo => true,
+        QueueKind::Auto => event.records.iter().any(|r| match r {
+            Ok(message) => fifo(&message.event_source_arn),
+            Err(malformed) => fifo(&malformed.event_source_arn),
+        }),
+    }
+}
+
 impl Source for Sqs {
     type Event = SqsStreamEvent;
     type Raw = SqsMessage;
     type Response = SqsBatchResponse;
     type Error = BatchError;
-    const NAMES: &'static SourceNames = &SQS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<SqsStreamEvent, BatchError> {
         parse_sqs_event(payload)
     }
 
     fn ordering(&self, event: &SqsStreamEvent) -> Ordering {
-        fifo::ordering(
-            fifo::is_fifo(self.queue_kind, event),
-            self.fifo_failure_mode,
-        )
+        match (is_fifo(self.queue_kind, event), self.fifo_failure_mode) {
+            (false, _) => Ordering::Unordered,
+            (true, FifoFailureMode::SkipGroup) => Ordering::SkipLane,
+            (true, FifoFailureMode::StopBatch) => Ordering::StopBatch,
+        }
     }
 
     fn records(&self, event: SqsStreamEvent) -> Vec<Result<SqsMessage, MalformedRecord>> {
@@ -102,17 +188,14 @@ impl PartialResponse for SqsBatchResponse {
 impl Processor<Sqs> {
     /// Bodies over `bytes` (UTF-8 length) fail their record with
     /// [`FailureReason::BodyTooLarge`] without being parsed. Default
-    /// [`DEFAULT_MAX_BODY_BYTES`] (256 KiB); raise it for queues configured
-    /// with a larger `MaximumMessageSize`.
+    /// [`DEFAULT_MAX_BODY_BYTES`]; raise it for a larger `MaximumMessageSize`.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.source.max_body_bytes = bytes;
         self
     }
 
     /// Checks each record's HMAC-SHA256 with `verifier` before parsing its
-    /// body (after the size check). A missing or wrong signature fails the
-    /// record with [`FailureReason::BadSignature`]; only its message id and
-    /// the reason are logged. Off by default.
+    /// body: a missing or wrong signature is [`FailureReason::BadSignature`].
     pub fn verify_signatures(mut self, verifier: Verifier) -> Self {
         self.source.verifier = Some(verifier);
         self
@@ -137,15 +220,17 @@ impl Processor<Sqs> {
     }
 
     /// Whether bodies are opened as envelopes (EventBridge events, SNS
-    /// notifications). Default [`EnvelopeMode::Never`]: the body is the
-    /// message. A queue that is an EventBridge rule's target, or subscribed
-    /// to an SNS topic with raw message delivery off, asks for
-    /// [`EnvelopeMode::Unwrap`] or [`EnvelopeMode::Require`]; the key and
-    /// the payload hash then read the opened document, as the handler does.
+    /// notifications; [`crate::envelope`]). Default [`EnvelopeMode::Never`].
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
         self.source.envelope = mode;
         self
     }
+}
+
+#[cfg(test)]
+mod fifo {
+    use super::*;
+    mod tests;
 }
 
 #[cfg(test)]

@@ -1,23 +1,63 @@
-//! An SQS message as the pipeline ([`Delivery`]) and the handler see it.
+//! An SQS message as the pipeline ([`Delivery`]) and the handler see it:
+//! its body checked (size, signature), parsed (an envelope opened when
+//! asked) and keyed ([`Prepare`]).
 
 use std::any::Any;
 
-use aws_lambda_events::sqs::SqsMessage;
-
-use crate::batch::envelope::Envelope;
-use crate::batch::{Attribute, Delivery, IdField, LaneField, SourceNames};
-use crate::key::IdempotencyKey;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::{APPROXIMATE_RECEIVE_COUNT, MESSAGE_DEDUPLICATION_ID, MESSAGE_GROUP_ID};
+use super::{FailureReason, SALVAGE, Sqs, SqsMessage};
+use crate::batch::envelope::{self, Envelope};
+use crate::batch::{Attribute, Delivery, KeyInput, Pipeline, Prepare, Prepared, SourceNames};
+use crate::key::IdempotencyKey;
+use crate::sources::hashed;
 
-/// The names of an SQS message's notions.
-pub(crate) static SQS: SourceNames = SourceNames {
-    id: "messageId",
-    id_field: IdField::MessageId,
-    lane_field: LaneField::Group,
-    deduplication_id: "attribute MessageDeduplicationId (FIFO queues only)",
-    no_lane: "FIFO record without a MessageGroupId attribute (is the queue really FIFO?)",
-};
+impl Delivery for SqsMessage {
+    fn id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+
+    fn lane(&self) -> Option<&str> {
+        self.attributes.get(MESSAGE_GROUP_ID).map(String::as_str)
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.attributes.get("SequenceNumber").map(String::as_str)
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        self.body.as_deref().map(str::as_bytes)
+    }
+
+    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
+        let attr = self.message_attributes.get(name)?;
+        Some(
+            attr.string_value
+                .as_deref()
+                .map_or(Attribute::Binary, Attribute::Text),
+        )
+    }
+
+    fn deduplication_id(&self) -> Option<&str> {
+        self.attributes
+            .get(MESSAGE_DEDUPLICATION_ID)
+            .map(String::as_str)
+    }
+
+    fn receive_count(&self) -> Option<u32> {
+        self.attributes.get(APPROXIMATE_RECEIVE_COUNT)?.parse().ok()
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
 
 /// One record as the handler sees it.
 #[derive(Debug, Clone)]
@@ -49,72 +89,45 @@ impl<M> SqsRecord<M> {
         }
     }
 
-    /// The SQS `messageId` (empty when absent).
-    pub fn message_id(&self) -> &str {
-        self.message.message_id.as_deref().unwrap_or_default()
-    }
-
     /// The FIFO `MessageGroupId`.
     pub fn group_id(&self) -> Option<&str> {
         self.message.lane()
     }
-
-    /// The FIFO `MessageDeduplicationId`.
-    pub fn deduplication_id(&self) -> Option<&str> {
-        Delivery::deduplication_id(&self.message)
-    }
-
-    /// `ApproximateReceiveCount`: 1 on the first delivery.
-    pub fn receive_count(&self) -> Option<u32> {
-        Delivery::receive_count(&self.message)
-    }
 }
 
-impl Delivery for SqsMessage {
-    fn id(&self) -> Option<&str> {
-        self.message_id.as_deref()
-    }
-
-    /// The FIFO `MessageGroupId`.
-    fn lane(&self) -> Option<&str> {
-        self.attributes.get(MESSAGE_GROUP_ID).map(String::as_str)
-    }
-
-    /// The FIFO `SequenceNumber` attribute.
-    fn position(&self) -> Option<&str> {
-        self.attributes.get("SequenceNumber").map(String::as_str)
-    }
-
-    fn body(&self) -> Option<&[u8]> {
-        self.body.as_deref().map(str::as_bytes)
-    }
-
-    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
-        self.message_attributes
-            .get(name)
-            .map(|attr| match &attr.string_value {
-                Some(s) => Attribute::Text(s),
-                None => Attribute::Binary,
-            })
-    }
-
-    fn deduplication_id(&self) -> Option<&str> {
-        self.attributes
-            .get(MESSAGE_DEDUPLICATION_ID)
-            .map(String::as_str)
-    }
-
-    fn receive_count(&self) -> Option<u32> {
-        self.attributes
-            .get(APPROXIMATE_RECEIVE_COUNT)
-            .and_then(|c| c.parse().ok())
-    }
-
-    fn source(&self) -> &'static SourceNames {
-        &SQS
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        message: SqsMessage,
+    ) -> Result<Prepared<SqsRecord<M>>, FailureReason> {
+        let parse = FailureReason::Parse;
+        let text = message
+            .body
+            .as_deref()
+            .ok_or_else(|| parse(format!("message {ident} has no body")))?;
+        if text.len() > self.max_body_bytes {
+            let (size, limit) = (text.len(), self.max_body_bytes);
+            return Err(FailureReason::BodyTooLarge { size, limit });
+        }
+        if let Some(verifier) = &self.verifier {
+            (verifier.verify_message(&message)).map_err(FailureReason::BadSignature)?;
+        }
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
+        let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
+        let input =
+            KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());
+        let key = pipeline.key_of(ident, input)?;
+        let payload = hashed(self.payload, opened.document);
+        let (body, envelope) = (opened.body, opened.envelope);
+        let record = SqsRecord {
+            body,
+            message,
+            envelope,
+            key: key.clone(),
+        };
+        Ok(Prepared::new(record, key, payload))
     }
 }
