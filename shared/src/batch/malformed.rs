@@ -124,22 +124,15 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
             }
         }
     }
-    let malformed = |index, raw: Value, error| {
-        let text = |pointer| {
-            raw.pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        MalformedRecord {
-            index,
-            id: text(salvage.id),
-            event_source_arn: text("/eventSourceARN"),
-            lane: (salvage.lane)(&raw),
-            error: format!("record {index} is not {}: {error}", salvage.noun),
-            raw,
-            names: &salvage.names,
-            event_source: salvage.event_source,
-        }
+    let malformed = |index, raw: Value, error| MalformedRecord {
+        index,
+        id: text(&raw, salvage.id),
+        event_source_arn: text(&raw, "/eventSourceARN"),
+        lane: (salvage.lane)(&raw),
+        error: format!("record {index} is not {}: {error}", salvage.noun),
+        raw,
+        names: &salvage.names,
+        event_source: salvage.event_source,
     };
     let records = records.into_iter().enumerate();
     Ok(StreamEvent {
@@ -147,6 +140,13 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
             .map(|(i, raw)| R::deserialize(&raw).map_err(|e| malformed(i, raw, e)))
             .collect(),
     })
+}
+
+/// The string at `pointer` in `raw`.
+pub(crate) fn text(raw: &Value, pointer: &str) -> Option<String> {
+    raw.pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 impl MalformedRecord {

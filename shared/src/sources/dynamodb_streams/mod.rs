@@ -4,29 +4,28 @@
 //!
 //! [docs/sources/dynamodb-streams.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/dynamodb-streams.md
 
-mod image;
-mod record;
+use std::any::Any;
 
 pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
 pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
-use serde_json::Value;
+use base64::Engine as _;
+use serde_dynamo::AttributeValue;
+use serde_json::{Value, json};
 
-pub use image::{item_json, to_item};
-pub use record::{DynamoDbRecord, TTL_PRINCIPAL, keys_and, record_json};
-
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
+use crate::batch::Within;
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::parking::Ticket;
-use crate::batch::{
-    BatchError, BatchReport, IdField, LaneField, MalformedRecord, Ordering, Parks, PartialResponse,
-    PayloadScope, Processor, Source, SourceNames, Within,
-};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput};
+use crate::batch::{KeySelector, LaneField, MalformedRecord, Ordering, Parks, PartialResponse};
+use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
+use crate::error::KeyError;
+use crate::key::IdempotencyKey;
+use crate::sources::hashed;
+use crate::value::AttrValue;
+use crate::write::{Item, canonical};
 
-/// Processes DynamoDB Streams batches ([`Processor`] over
-/// [`DynamoDbStreams`]). Its key ([`KeySelector`]) is selected from the
-/// record's JSON view ([`record_json`]): by default
-/// [`keys_and`]`("<a version attribute>")`.
+/// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]),
+/// keyed on the record's JSON view ([`record_json`]; by default [`keys_and`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
 /// The DynamoDB Streams source and its settings: how each record's images
@@ -52,7 +51,7 @@ static SALVAGE: Salvage = Salvage {
     event_source_optional: true,
     noun: "a DynamoDB stream record",
     id: "/dynamodb/SequenceNumber",
-    lane: |raw| Some(raw.get("eventSourceARN")?.as_str()?.to_owned()),
+    lane: |raw| text(raw, "/eventSourceARN"),
 };
 
 /// A DynamoDB Streams event as parsed: each record a stream record or a
@@ -92,22 +91,20 @@ impl Source for DynamoDbStreams {
     }
 
     fn within(&self, record: &EventRecord) -> Within {
-        record::item_of(Some(&record.change.keys))
+        item_of(Some(&record.change.keys))
     }
 
     fn within_malformed(&self, raw: &Value) -> Within {
         let keys = raw.pointer("/dynamodb/Keys").cloned();
-        record::item_of(keys.and_then(|k| serde_json::from_value(k).ok()).as_ref())
+        item_of(keys.and_then(|k| serde_json::from_value(k).ok()).as_ref())
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
-        let raw = serde_json::to_value(record).ok()?;
-        Ticket::new(
-            SALVAGE.event_source,
+        let (raw, arn) = (
+            serde_json::to_value(record).ok()?,
             record.event_source_arn.as_deref(),
-            record,
-            raw,
-        )
+        );
+        Ticket::new(SALVAGE.event_source, arn, record, raw)
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
@@ -131,6 +128,219 @@ impl Processor<DynamoDbStreams> {
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
+    }
+}
+
+/// The `principalId` of the deletions DynamoDB's Time to Live makes.
+pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// The item a record's `Keys` name, as one canonical text; missing, empty
+/// or invalid keys: [`Within::Unknown`] (the batch keeps stream order).
+fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
+    match keys.filter(|k| !k.is_empty()).map(to_item) {
+        Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
+        _ => Within::Unknown,
+    }
+}
+
+impl Delivery for EventRecord {
+    fn id(&self) -> Option<&str> {
+        (self.change.sequence_number.as_deref()).filter(|s| !s.is_empty())
+    }
+
+    /// The stream (`eventSourceARN`): a batch is one shard of it.
+    fn lane(&self) -> Option<&str> {
+        self.event_source_arn.as_deref().filter(|s| !s.is_empty())
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.id()
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One DynamoDB stream record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DynamoDbRecord {
+    /// `INSERT`, `MODIFY` or `REMOVE`.
+    pub event_name: String,
+    /// The item's primary key (`Keys`).
+    pub keys: Item,
+    /// The item after the change (`NewImage`; not on a `REMOVE`).
+    pub new_image: Option<Item>,
+    /// The item before the change (`OldImage`; not on an `INSERT`).
+    pub old_image: Option<Item>,
+    /// The record as Lambda delivered it.
+    pub record: EventRecord,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl DynamoDbRecord {
+    /// The handler's view of `record`, its images converted exactly; an
+    /// error names an attribute that is not a valid DynamoDB value.
+    pub fn new(record: EventRecord) -> Result<Self, String> {
+        let image = |name: &str, item: &serde_dynamo::Item| match item.is_empty() {
+            true => Ok(None),
+            false => to_item(item).map(Some).map_err(|e| format!("{name}.{e}")),
+        };
+        Ok(Self {
+            event_name: record.event_name.clone(),
+            keys: image("Keys", &record.change.keys)?.unwrap_or_default(),
+            new_image: image("NewImage", &record.change.new_image)?,
+            old_image: image("OldImage", &record.change.old_image)?,
+            record,
+            key: None,
+        })
+    }
+
+    /// The `SequenceNumber` (its position in the shard).
+    pub fn sequence_number(&self) -> Option<&str> {
+        self.record.change.sequence_number.as_deref()
+    }
+
+    /// The `NewImage`, else the `OldImage`.
+    pub fn image(&self) -> Option<&Item> {
+        self.new_image.as_ref().or(self.old_image.as_ref())
+    }
+
+    /// Whether this is a deletion by DynamoDB's Time to Live (not by a
+    /// writer): a `REMOVE` whose `userIdentity` is `{"type": "Service",
+    /// "principalId": "dynamodb.amazonaws.com"}`.
+    pub fn is_ttl_deletion(&self) -> bool {
+        let by_ttl = |u: &UserIdentity| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL;
+        self.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
+    }
+}
+
+/// The JSON view of a record that keys and payload hashes are made of:
+/// `{"eventName": .., "Keys": {..}, "NewImage": {..}, "OldImage": {..}}`,
+/// images as plain JSON ([`item_json`]), an image the stream lacks absent.
+pub fn record_json(record: &DynamoDbRecord) -> Value {
+    let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
+    let (new, old) = (&record.new_image, &record.old_image);
+    for (name, image) in [("NewImage", new), ("OldImage", old)] {
+        if let Some(image) = image {
+            view[name] = item_json(image);
+        }
+    }
+    view
+}
+
+/// The default key of a stream record: its `Keys`, its `eventName` and
+/// `attribute` (one that changes with every write and never starts again)
+/// of its `NewImage` (its `OldImage` on a `REMOVE`). Missing (no such
+/// attribute, no image) is [`KeyError::Missing`].
+pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
+    let attribute = attribute.into();
+    KeySelector::custom(move |input: KeyInput<'_>| {
+        let view = input.value;
+        let keys = view
+            .get("Keys")
+            .filter(|k| k.as_object().is_some_and(|k| !k.is_empty()))
+            .ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
+        // The NewImage when the record has one; the OldImage of a REMOVE
+        // (never the OldImage of a change whose NewImage lacks it: that is
+        // the previous change's value).
+        let image = match view.get("NewImage") {
+            Some(_) => "NewImage",
+            None => "OldImage",
+        };
+        let value = view
+            .get(image)
+            .and_then(|i| i.get(&attribute))
+            .ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
+        match value {
+            Value::Null => Err(KeyError::Missing(format!("{image}.{attribute} (null)"))),
+            Value::String(s) if s.is_empty() => Err(KeyError::Empty),
+            value => Ok(json!({
+                "keys": keys,
+                "event": view.get("eventName").cloned().unwrap_or(Value::Null),
+                "attribute": [attribute.as_str(), value],
+            })),
+        }
+    })
+}
+
+impl Prepare<DynamoDbRecord> for DynamoDbStreams {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        raw: EventRecord,
+    ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
+        let mut record = DynamoDbRecord::new(raw)
+            .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
+        let view = record_json(&record);
+        let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
+        record.key = key.clone();
+        Ok(Prepared::new(record, key, hashed(self.payload, view)))
+    }
+}
+
+/// A stream image as an [`Item`]; an error names the attribute that is not
+/// a valid DynamoDB value.
+pub fn to_item(image: &serde_dynamo::Item) -> Result<Item, String> {
+    each(image.iter(), |v| to_attr(v).and_then(|v| canonical(&v)))
+}
+
+/// Each attribute of a map converted by `convert`, an error prefixed with
+/// its name.
+fn each<'a, T: FromIterator<(String, AttrValue)>>(
+    map: impl Iterator<Item = (&'a String, &'a AttributeValue)>,
+    convert: impl Fn(&AttributeValue) -> Result<AttrValue, String>,
+) -> Result<T, String> {
+    map.map(|(k, v)| Ok((k.clone(), convert(v).map_err(|e| format!("{k}: {e}"))?)))
+        .collect()
+}
+
+fn to_attr(value: &AttributeValue) -> Result<AttrValue, String> {
+    Ok(match value {
+        AttributeValue::S(s) => AttrValue::S(s.clone()),
+        AttributeValue::N(n) => AttrValue::N(n.clone()),
+        AttributeValue::B(b) => AttrValue::B(b.clone()),
+        AttributeValue::Bool(b) => AttrValue::Bool(*b),
+        AttributeValue::Null(true) => AttrValue::Null,
+        AttributeValue::Null(false) => return Err("NULL is false (DynamoDB sends true)".to_owned()),
+        AttributeValue::L(items) => {
+            AttrValue::L(items.iter().map(to_attr).collect::<Result<_, _>>()?)
+        }
+        AttributeValue::M(map) => AttrValue::M(each(map.iter(), to_attr)?),
+        AttributeValue::Ss(ss) => AttrValue::Ss(ss.clone()),
+        AttributeValue::Ns(ns) => AttrValue::Ns(ns.clone()),
+        AttributeValue::Bs(bs) => AttrValue::Bs(bs.clone()),
+    })
+}
+
+/// An item as plain JSON: numbers as strings of their exact decimal text,
+/// binaries as base64 (the JSON view of [`record_json`]).
+pub fn item_json(item: &Item) -> Value {
+    Value::Object(
+        item.iter()
+            .map(|(k, v)| (k.clone(), attr_json(v)))
+            .collect(),
+    )
+}
+
+fn attr_json(value: &AttrValue) -> Value {
+    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+    match value {
+        AttrValue::S(s) | AttrValue::N(s) => Value::String(s.clone()),
+        AttrValue::B(b) => b64(b),
+        AttrValue::Bool(b) => Value::Bool(*b),
+        AttrValue::Null => Value::Null,
+        AttrValue::L(items) => Value::Array(items.iter().map(attr_json).collect()),
+        AttrValue::M(map) => item_json(map),
+        AttrValue::Ss(ss) | AttrValue::Ns(ss) => ss.iter().cloned().map(Value::String).collect(),
+        AttrValue::Bs(bs) => bs.iter().map(|b| b64(b)).collect(),
     }
 }
 

@@ -124,7 +124,11 @@ fn ttl_deletions_are_recognised_by_their_user_identity() {
     let ttl: Vec<bool> = parsed
         .records
         .iter()
-        .map(|r| DynamoDbRecord::new(r.clone().unwrap()).unwrap().is_ttl_deletion())
+        .map(|r| {
+            DynamoDbRecord::new(r.clone().unwrap())
+                .unwrap()
+                .is_ttl_deletion()
+        })
         .collect();
     assert_eq!(ttl, [false, false, false, true]);
     // The same identity on a MODIFY, or another principal on a REMOVE, is not.
@@ -135,7 +139,11 @@ fn ttl_deletions_are_recognised_by_their_user_identity() {
     let ttl: Vec<bool> = changed
         .records
         .iter()
-        .map(|r| DynamoDbRecord::new(r.clone().unwrap()).unwrap().is_ttl_deletion())
+        .map(|r| {
+            DynamoDbRecord::new(r.clone().unwrap())
+                .unwrap()
+                .is_ttl_deletion()
+        })
         .collect();
     assert_eq!(ttl, [false, false, false, true]);
 }

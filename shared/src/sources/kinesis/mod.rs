@@ -4,21 +4,20 @@
 //!
 //! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
 
-mod record;
+use std::any::Any;
 
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use crate::batch::{MalformedRecord, StreamEvent};
-pub use record::KinesisRecord;
-
-use crate::batch::malformed::{Salvage, parse_stream};
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::parking::Ticket;
-use crate::batch::{
-    BatchError, BatchReport, IdField, LaneField, Ordering, Parks, PartialResponse, PayloadScope,
-    Processor, Source, SourceNames, Within,
-};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
+use crate::key::IdempotencyKey;
+use crate::sources::prepare_json;
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
@@ -29,21 +28,11 @@ pub type KinesisProcessor = Processor<Kinesis>;
 
 /// The Kinesis source and its settings: what records keep their order
 /// with, and how each record's `data` is checked, parsed and keyed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Kinesis {
     order: KinesisOrder,
-    max_data_bytes: usize,
+    max_data_bytes: Option<usize>,
     payload: PayloadScope,
-}
-
-impl Default for Kinesis {
-    fn default() -> Self {
-        Self {
-            order: KinesisOrder::default(),
-            max_data_bytes: DEFAULT_MAX_DATA_BYTES,
-            payload: PayloadScope::default(),
-        }
-    }
 }
 
 /// What a Kinesis record keeps its order with ([`KinesisProcessor::order`]);
@@ -76,7 +65,7 @@ static SALVAGE: Salvage = Salvage {
     event_source_optional: false,
     noun: "a Kinesis record",
     id: "/kinesis/sequenceNumber",
-    lane: |raw| record::shard_of(raw.get("eventID")?.as_str()?).map(str::to_owned),
+    lane: |raw| shard_of(&text(raw, "/eventID")?).map(str::to_owned),
 };
 
 /// A Kinesis event as parsed: each record a Kinesis record or a
@@ -127,13 +116,11 @@ impl Source for Kinesis {
     }
 
     fn ticket(&self, record: &KinesisEventRecord) -> Option<Ticket> {
-        let raw = serde_json::to_value(record).ok()?;
-        Ticket::new(
-            SALVAGE.event_source,
+        let (raw, arn) = (
+            serde_json::to_value(record).ok()?,
             record.event_source_arn.as_deref(),
-            record,
-            raw,
-        )
+        );
+        Ticket::new(SALVAGE.event_source, arn, record, raw)
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
@@ -181,8 +168,95 @@ impl Processor<Kinesis> {
     /// Records whose decoded `data` is over `bytes` fail without being
     /// parsed. Default [`DEFAULT_MAX_DATA_BYTES`].
     pub fn max_data_bytes(mut self, bytes: usize) -> Self {
-        self.source.max_data_bytes = bytes;
+        self.source.max_data_bytes = Some(bytes);
         self
+    }
+}
+
+/// The shard of an `eventID` (`<shardId>:<sequenceNumber>`).
+fn shard_of(event_id: &str) -> Option<&str> {
+    let (shard, _) = event_id.split_once(':')?;
+    Some(shard).filter(|shard| !shard.is_empty())
+}
+
+impl Delivery for KinesisEventRecord {
+    fn id(&self) -> Option<&str> {
+        Some(self.kinesis.sequence_number.as_str()).filter(|s| !s.is_empty())
+    }
+
+    fn lane(&self) -> Option<&str> {
+        shard_of(self.event_id.as_deref()?)
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.id()
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        Some(self.kinesis.data.as_slice())
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One Kinesis record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct KinesisRecord<M> {
+    /// The parsed `data` (base64-decoded, then JSON).
+    pub body: M,
+    /// The record as Lambda delivered it (`sequenceNumber`, `partitionKey`,
+    /// the raw `data`, the arrival time).
+    pub record: KinesisEventRecord,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl<M> KinesisRecord<M> {
+    /// A record (handler unit tests).
+    pub fn new(body: M, record: KinesisEventRecord) -> Self {
+        Self {
+            body,
+            record,
+            key: None,
+        }
+    }
+
+    /// The shard, from the `eventID`.
+    pub fn shard_id(&self) -> Option<&str> {
+        self.record.lane()
+    }
+}
+
+impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: KinesisEventRecord,
+    ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
+        let data = record.kinesis.data.as_slice();
+        let (size, limit) = (
+            data.len(),
+            self.max_data_bytes.unwrap_or(DEFAULT_MAX_DATA_BYTES),
+        );
+        if size > limit {
+            return Err(FailureReason::BodyTooLarge { size, limit });
+        }
+        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &record, self.payload)?;
+        let key = p.key.clone();
+        let record = KinesisRecord {
+            body: p.record,
+            record,
+            key,
+        };
+        Ok(Prepared::new(record, p.key, p.payload))
     }
 }
 

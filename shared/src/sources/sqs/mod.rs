@@ -5,23 +5,24 @@
 //!
 //! [docs/sources/sqs.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sqs.md
 
-mod record;
+use std::any::Any;
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use crate::batch::envelope::{Envelope, EnvelopeMode, Envelopes};
 pub use crate::batch::{
     BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
 };
-pub use record::SqsRecord;
 
-use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
-use crate::batch::{
-    IdField, LaneField, MalformedRecord, PayloadScope, Processor, Source, SourceNames,
-};
+use crate::batch::envelope::{self, looks_like_eventbridge};
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
+use crate::batch::{Attribute, Delivery, IdField, KeyInput, LaneField, MalformedRecord};
+use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
+use crate::key::IdempotencyKey;
 use crate::signature::Verifier;
+use crate::sources::hashed;
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -38,27 +39,14 @@ pub type SqsProcessor = Processor<Sqs>;
 
 /// The SQS source and its settings: the queue kind, the FIFO failure mode,
 /// and how each record's body is checked, parsed and keyed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Sqs {
     queue_kind: QueueKind,
     fifo_failure_mode: FifoFailureMode,
-    max_body_bytes: usize,
+    max_body_bytes: Option<usize>,
     verifier: Option<Verifier>,
     envelope: EnvelopeMode,
     payload: PayloadScope,
-}
-
-impl Default for Sqs {
-    fn default() -> Self {
-        Self {
-            queue_kind: QueueKind::default(),
-            fifo_failure_mode: FifoFailureMode::default(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            verifier: None,
-            envelope: EnvelopeMode::default(),
-            payload: PayloadScope::default(),
-        }
-    }
 }
 
 /// Standard or FIFO processing.
@@ -101,14 +89,7 @@ static SALVAGE: Salvage = Salvage {
     event_source_optional: false,
     noun: "an SQS message",
     id: "/messageId",
-    lane: |raw| {
-        Some(
-            raw.get("attributes")?
-                .get(MESSAGE_GROUP_ID)?
-                .as_str()?
-                .to_owned(),
-        )
-    },
+    lane: |raw| text(raw, "/attributes/MessageGroupId"),
 };
 
 /// An SQS event as parsed: each message an SQS message or a
@@ -190,7 +171,7 @@ impl Processor<Sqs> {
     /// [`FailureReason::BodyTooLarge`] without being parsed. Default
     /// [`DEFAULT_MAX_BODY_BYTES`]; raise it for a larger `MaximumMessageSize`.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.source.max_body_bytes = bytes;
+        self.source.max_body_bytes = Some(bytes);
         self
     }
 
@@ -224,6 +205,118 @@ impl Processor<Sqs> {
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
         self.source.envelope = mode;
         self
+    }
+}
+
+impl Delivery for SqsMessage {
+    fn id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+
+    fn lane(&self) -> Option<&str> {
+        self.attributes.get(MESSAGE_GROUP_ID).map(String::as_str)
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.attributes.get("SequenceNumber").map(String::as_str)
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        self.body.as_deref().map(str::as_bytes)
+    }
+
+    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
+        let text = self.message_attributes.get(name)?.string_value.as_deref();
+        Some(text.map_or(Attribute::Binary, Attribute::Text))
+    }
+
+    fn deduplication_id(&self) -> Option<&str> {
+        (self.attributes.get(MESSAGE_DEDUPLICATION_ID)).map(String::as_str)
+    }
+
+    fn receive_count(&self) -> Option<u32> {
+        self.attributes.get(APPROXIMATE_RECEIVE_COUNT)?.parse().ok()
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqsRecord<M> {
+    /// The parsed body, or the parsed document of the envelope the processor
+    /// opened ([`crate::envelope`]): what the key and the payload hash read.
+    pub body: M,
+    /// The SQS message (ids, attributes, the raw body).
+    pub message: SqsMessage,
+    /// The envelope the body was opened from (an EventBridge event, an SNS
+    /// notification).
+    pub envelope: Option<Envelope>,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl<M> SqsRecord<M> {
+    /// A record (handler unit tests).
+    pub fn new(body: M, message: SqsMessage) -> Self {
+        Self {
+            body,
+            message,
+            envelope: None,
+            key: None,
+        }
+    }
+
+    /// The FIFO `MessageGroupId`.
+    pub fn group_id(&self) -> Option<&str> {
+        self.message.lane()
+    }
+}
+
+impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        message: SqsMessage,
+    ) -> Result<Prepared<SqsRecord<M>>, FailureReason> {
+        let parse = FailureReason::Parse;
+        let text = message
+            .body
+            .as_deref()
+            .ok_or_else(|| parse(format!("message {ident} has no body")))?;
+        let (size, limit) = (
+            text.len(),
+            self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+        );
+        if size > limit {
+            return Err(FailureReason::BodyTooLarge { size, limit });
+        }
+        if let Some(verifier) = &self.verifier {
+            (verifier.verify_message(&message)).map_err(FailureReason::BadSignature)?;
+        }
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
+        let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
+        let input =
+            KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());
+        let key = pipeline.key_of(ident, input)?;
+        let payload = hashed(self.payload, opened.document);
+        let (body, envelope) = (opened.body, opened.envelope);
+        let record = SqsRecord {
+            body,
+            message,
+            envelope,
+            key: key.clone(),
+        };
+        Ok(Prepared::new(record, key, payload))
     }
 }
 

@@ -1,6 +1,6 @@
 use super::*;
-use crate::batch::Delivery;
 use crate::KeySelector;
+use crate::batch::Delivery;
 use crate::error::HandlerError;
 use crate::testkit::*;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
