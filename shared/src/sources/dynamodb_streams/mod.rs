@@ -10,12 +10,11 @@ pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
 pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use base64::Engine as _;
 use serde_dynamo::AttributeValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::batch::Within;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::parking::Ticket;
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, Within};
 use crate::batch::{KeySelector, LaneField, MalformedRecord, Ordering, Parks, PartialResponse};
 use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
 use crate::error::KeyError;
@@ -28,15 +27,13 @@ use crate::write::{Item, canonical};
 /// keyed on the record's JSON view ([`record_json`]; by default [`keys_and`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
-/// The DynamoDB Streams source and its settings: how each record's images
-/// are keyed and hashed.
+/// The DynamoDB Streams source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct DynamoDbStreams {
     payload: PayloadScope,
 }
 
-/// DynamoDB stream records: their lane their stream (`eventSourceARN`),
-/// also when they do not parse.
+/// DynamoDB stream records: their lane is their stream (`eventSourceARN`).
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "SequenceNumber",
@@ -54,8 +51,7 @@ static SALVAGE: Salvage = Salvage {
     lane: |raw| text(raw, "/eventSourceARN"),
 };
 
-/// A DynamoDB Streams event as parsed: each record a stream record or a
-/// [`MalformedRecord`], which fails alone.
+/// A DynamoDB Streams event as parsed: each record parsed on its own.
 pub type DynamoDbStreamEvent = StreamEvent<EventRecord>;
 
 impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
@@ -100,11 +96,13 @@ impl Source for DynamoDbStreams {
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
-        let (raw, arn) = (
+        let arn = record.event_source_arn.as_deref();
+        Ticket::new(
+            SALVAGE.event_source,
+            arn,
+            record,
             serde_json::to_value(record).ok()?,
-            record.event_source_arn.as_deref(),
-        );
-        Ticket::new(SALVAGE.event_source, arn, record, raw)
+        )
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
@@ -148,7 +146,6 @@ impl Delivery for EventRecord {
         (self.change.sequence_number.as_deref()).filter(|s| !s.is_empty())
     }
 
-    /// The stream (`eventSourceARN`): a batch is one shard of it.
     fn lane(&self) -> Option<&str> {
         self.event_source_arn.as_deref().filter(|s| !s.is_empty())
     }
@@ -185,8 +182,7 @@ pub struct DynamoDbRecord {
 }
 
 impl DynamoDbRecord {
-    /// The handler's view of `record`, its images converted exactly; an
-    /// error names an attribute that is not a valid DynamoDB value.
+    /// The handler's view of `record`, its images converted exactly ([`to_item`]).
     pub fn new(record: EventRecord) -> Result<Self, String> {
         let image = |name: &str, item: &serde_dynamo::Item| match item.is_empty() {
             true => Ok(None),
@@ -212,18 +208,15 @@ impl DynamoDbRecord {
         self.new_image.as_ref().or(self.old_image.as_ref())
     }
 
-    /// Whether this is a deletion by DynamoDB's Time to Live (not by a
-    /// writer): a `REMOVE` whose `userIdentity` is `{"type": "Service",
-    /// "principalId": "dynamodb.amazonaws.com"}`.
+    /// Whether this is a `REMOVE` by DynamoDB's Time to Live (not by a writer).
     pub fn is_ttl_deletion(&self) -> bool {
         let by_ttl = |u: &UserIdentity| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL;
         self.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
     }
 }
 
-/// The JSON view of a record that keys and payload hashes are made of:
-/// `{"eventName": .., "Keys": {..}, "NewImage": {..}, "OldImage": {..}}`,
-/// images as plain JSON ([`item_json`]), an image the stream lacks absent.
+/// The JSON view of a record keys and payload hashes are made of: its
+/// `eventName`, `Keys`, `NewImage` and `OldImage`, images as [`item_json`].
 pub fn record_json(record: &DynamoDbRecord) -> Value {
     let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
     let (new, old) = (&record.new_image, &record.old_image);
@@ -236,28 +229,23 @@ pub fn record_json(record: &DynamoDbRecord) -> Value {
 }
 
 /// The default key of a stream record: its `Keys`, its `eventName` and
-/// `attribute` (one that changes with every write and never starts again)
-/// of its `NewImage` (its `OldImage` on a `REMOVE`). Missing (no such
-/// attribute, no image) is [`KeyError::Missing`].
+/// `attribute` of its `NewImage` (its `OldImage` on a `REMOVE`).
 pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
     let attribute = attribute.into();
     KeySelector::custom(move |input: KeyInput<'_>| {
         let view = input.value;
         let keys = view
             .get("Keys")
-            .filter(|k| k.as_object().is_some_and(|k| !k.is_empty()))
-            .ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
-        // The NewImage when the record has one; the OldImage of a REMOVE
-        // (never the OldImage of a change whose NewImage lacks it: that is
-        // the previous change's value).
+            .filter(|k| k.as_object().is_some_and(|k| !k.is_empty()));
+        let keys = keys.ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
+        // The OldImage only when there is no NewImage (a REMOVE's): never
+        // the previous value of a change whose NewImage lacks the attribute.
         let image = match view.get("NewImage") {
             Some(_) => "NewImage",
             None => "OldImage",
         };
-        let value = view
-            .get(image)
-            .and_then(|i| i.get(&attribute))
-            .ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
+        let value = view.get(image).and_then(|i| i.get(&attribute));
+        let value = value.ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
         match value {
             Value::Null => Err(KeyError::Missing(format!("{image}.{attribute} (null)"))),
             Value::String(s) if s.is_empty() => Err(KeyError::Empty),
@@ -292,8 +280,7 @@ pub fn to_item(image: &serde_dynamo::Item) -> Result<Item, String> {
     each(image.iter(), |v| to_attr(v).and_then(|v| canonical(&v)))
 }
 
-/// Each attribute of a map converted by `convert`, an error prefixed with
-/// its name.
+/// Each attribute converted by `convert`, an error prefixed with its name.
 fn each<'a, T: FromIterator<(String, AttrValue)>>(
     map: impl Iterator<Item = (&'a String, &'a AttributeValue)>,
     convert: impl Fn(&AttributeValue) -> Result<AttrValue, String>,
@@ -310,9 +297,7 @@ fn to_attr(value: &AttributeValue) -> Result<AttrValue, String> {
         AttributeValue::Bool(b) => AttrValue::Bool(*b),
         AttributeValue::Null(true) => AttrValue::Null,
         AttributeValue::Null(false) => return Err("NULL is false (DynamoDB sends true)".to_owned()),
-        AttributeValue::L(items) => {
-            AttrValue::L(items.iter().map(to_attr).collect::<Result<_, _>>()?)
-        }
+        AttributeValue::L(l) => AttrValue::L(l.iter().map(to_attr).collect::<Result<_, _>>()?),
         AttributeValue::M(map) => AttrValue::M(each(map.iter(), to_attr)?),
         AttributeValue::Ss(ss) => AttrValue::Ss(ss.clone()),
         AttributeValue::Ns(ns) => AttrValue::Ns(ns.clone()),
@@ -323,11 +308,9 @@ fn to_attr(value: &AttributeValue) -> Result<AttrValue, String> {
 /// An item as plain JSON: numbers as strings of their exact decimal text,
 /// binaries as base64 (the JSON view of [`record_json`]).
 pub fn item_json(item: &Item) -> Value {
-    Value::Object(
-        item.iter()
-            .map(|(k, v)| (k.clone(), attr_json(v)))
-            .collect(),
-    )
+    Value::Object(Map::from_iter(
+        item.iter().map(|(k, v)| (k.clone(), attr_json(v))),
+    ))
 }
 
 fn attr_json(value: &AttrValue) -> Value {
@@ -337,7 +320,7 @@ fn attr_json(value: &AttrValue) -> Value {
         AttrValue::B(b) => b64(b),
         AttrValue::Bool(b) => Value::Bool(*b),
         AttrValue::Null => Value::Null,
-        AttrValue::L(items) => Value::Array(items.iter().map(attr_json).collect()),
+        AttrValue::L(items) => items.iter().map(attr_json).collect(),
         AttrValue::M(map) => item_json(map),
         AttrValue::Ss(ss) | AttrValue::Ns(ss) => ss.iter().cloned().map(Value::String).collect(),
         AttrValue::Bs(bs) => bs.iter().map(|b| b64(b)).collect(),

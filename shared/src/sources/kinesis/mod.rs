@@ -17,7 +17,7 @@ use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, La
 use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
 use crate::key::IdempotencyKey;
-use crate::sources::prepare_json;
+use crate::sources::{check_size, prepare_json};
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
@@ -26,8 +26,7 @@ pub const DEFAULT_MAX_DATA_BYTES: usize = 10 * 1024 * 1024;
 /// Processes Kinesis Data Streams batches ([`Processor`] over [`Kinesis`]).
 pub type KinesisProcessor = Processor<Kinesis>;
 
-/// The Kinesis source and its settings: what records keep their order
-/// with, and how each record's `data` is checked, parsed and keyed.
+/// The Kinesis source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Kinesis {
     order: KinesisOrder,
@@ -49,8 +48,7 @@ pub enum KinesisOrder {
     Shard,
 }
 
-/// Kinesis records: their lane the shard of their `eventID`
-/// (`<shardId>:<sequenceNumber>`), also when they do not parse.
+/// Kinesis records: their lane is the shard of their `eventID`.
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "sequenceNumber",
@@ -68,8 +66,7 @@ static SALVAGE: Salvage = Salvage {
     lane: |raw| shard_of(&text(raw, "/eventID")?).map(str::to_owned),
 };
 
-/// A Kinesis event as parsed: each record a Kinesis record or a
-/// [`MalformedRecord`], which fails alone.
+/// A Kinesis event as parsed: each record parsed on its own.
 pub type KinesisStreamEvent = StreamEvent<KinesisEventRecord>;
 
 impl From<KinesisEvent> for KinesisStreamEvent {
@@ -79,8 +76,7 @@ impl From<KinesisEvent> for KinesisStreamEvent {
 }
 
 /// Parses an invocation payload as a Kinesis Data Streams event: a `Records`
-/// array whose items all have `eventSource` `aws:kinesis`, each parsed on
-/// its own (its `data` not base64, a field missing: a [`MalformedRecord`]).
+/// array whose items all have `eventSource` `aws:kinesis`.
 pub fn parse_kinesis_event(value: Value) -> Result<KinesisStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }
@@ -242,20 +238,10 @@ impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
         record: KinesisEventRecord,
     ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
         let data = record.kinesis.data.as_slice();
-        let (size, limit) = (
-            data.len(),
-            self.max_data_bytes.unwrap_or(DEFAULT_MAX_DATA_BYTES),
-        );
-        if size > limit {
-            return Err(FailureReason::BodyTooLarge { size, limit });
-        }
+        check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
         let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &record, self.payload)?;
-        let key = p.key.clone();
-        let record = KinesisRecord {
-            body: p.record,
-            record,
-            key,
-        };
+        let mut record = KinesisRecord::new(p.record, record);
+        record.key = p.key.clone();
         Ok(Prepared::new(record, p.key, p.payload))
     }
 }

@@ -10,8 +10,6 @@ pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsReco
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
@@ -25,18 +23,16 @@ use crate::sources::hashed;
 pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 
 /// Processes the SNS events of a function subscribed to a topic
-/// ([`Processor`] over [`Sns`]). Its key is a business key in the `Message`
-/// (`KeySelector::pointer("/Message/order_id")`), or the SNS `MessageId`
-/// ([`KeySelector::Id`]).
+/// ([`Processor`] over [`Sns`]).
 pub type SnsProcessor = Processor<Sns>;
 
-/// The SNS source and its settings: what payload validation hashes.
+/// The SNS source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Sns {
     payload: PayloadScope,
 }
 
-/// SNS records: named by their `MessageId`, also when they do not parse.
+/// SNS records: named by their `MessageId`.
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "MessageId",
@@ -54,8 +50,7 @@ static SALVAGE: Salvage = Salvage {
     lane: |_| None,
 };
 
-/// An SNS event as parsed: each record an SNS record or a
-/// [`MalformedRecord`], which fails alone.
+/// An SNS event as parsed: each record parsed on its own.
 pub type SnsStreamEvent = StreamEvent<SnsRecord>;
 
 impl From<SnsEvent> for SnsStreamEvent {
@@ -65,7 +60,7 @@ impl From<SnsEvent> for SnsStreamEvent {
 }
 
 /// Parses an invocation payload as an SNS event: a `Records` array whose
-/// items all have `EventSource` `aws:sns`, each parsed on its own.
+/// items all have `EventSource` `aws:sns`.
 pub fn parse_sns_event(value: Value) -> Result<SnsStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }
@@ -253,13 +248,13 @@ impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
         })?;
         let material = material(notification, &opened.document);
         let key = pipeline.key_of(ident, KeyInput::new(&material, Some(&record)))?;
-        let (body, payload) = (opened.body, hashed(self.payload, opened.document));
-        let notification = Notification {
-            body,
-            record,
-            key: key.clone(),
-        };
-        Ok(Prepared::new(notification, key, payload))
+        let mut notification = Notification::new(opened.body, record);
+        notification.key = key.clone();
+        Ok(Prepared::new(
+            notification,
+            key,
+            hashed(self.payload, opened.document),
+        ))
     }
 }
 

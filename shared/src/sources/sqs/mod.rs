@@ -1,7 +1,5 @@
-//! SQS batches, standard and FIFO, on the batch core: [`SqsProcessor`] and
-//! the partial batch response ([`SqsBatchResponse`]); bodies optionally
-//! signed or opened as envelopes ([`EnvelopeMode`]). The guide:
-//! [docs/sources/sqs.md].
+//! SQS batches, standard and FIFO, on the batch core: [`SqsProcessor`]; bodies
+//! optionally signed or opened as envelopes. The guide: [docs/sources/sqs.md].
 //!
 //! [docs/sources/sqs.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sqs.md
 
@@ -22,7 +20,7 @@ use crate::batch::{Attribute, Delivery, IdField, KeyInput, LaneField, MalformedR
 use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
 use crate::key::IdempotencyKey;
 use crate::signature::Verifier;
-use crate::sources::hashed;
+use crate::sources::{check_size, hashed};
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -30,15 +28,13 @@ pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
 pub const MESSAGE_DEDUPLICATION_ID: &str = "MessageDeduplicationId";
 /// The SQS system attribute counting a record's deliveries.
 pub const APPROXIMATE_RECEIVE_COUNT: &str = "ApproximateReceiveCount";
-/// The default [`SqsProcessor::max_body_bytes`]: 256 KiB, SQS's default
-/// maximum message size.
+/// The default [`SqsProcessor::max_body_bytes`]: 256 KiB, SQS's default.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 262_144;
 
 /// Processes SQS batches ([`Processor`] over [`Sqs`]).
 pub type SqsProcessor = Processor<Sqs>;
 
-/// The SQS source and its settings: the queue kind, the FIFO failure mode,
-/// and how each record's body is checked, parsed and keyed.
+/// The SQS source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Sqs {
     queue_kind: QueueKind,
@@ -73,8 +69,7 @@ pub enum FifoFailureMode {
     StopBatch,
 }
 
-/// SQS messages: their lane a FIFO queue's message group, also when they
-/// do not parse.
+/// SQS messages: their lane is a FIFO queue's message group.
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "messageId",
@@ -92,8 +87,7 @@ static SALVAGE: Salvage = Salvage {
     lane: |raw| text(raw, "/attributes/MessageGroupId"),
 };
 
-/// An SQS event as parsed: each message an SQS message or a
-/// [`MalformedRecord`], which fails alone.
+/// An SQS event as parsed: each message parsed on its own.
 pub type SqsStreamEvent = StreamEvent<SqsMessage>;
 
 impl From<SqsEvent> for SqsStreamEvent {
@@ -103,8 +97,7 @@ impl From<SqsEvent> for SqsStreamEvent {
 }
 
 /// Parses an invocation payload as an SQS event: a `Records` array whose
-/// items all have `eventSource` `aws:sqs` (an EventBridge event is named as
-/// such), each parsed on its own.
+/// items all have `eventSource` `aws:sqs` (an EventBridge event is named).
 pub fn parse_sqs_event(value: Value) -> Result<SqsStreamEvent, BatchError> {
     if value.get("Records").is_none() && looks_like_eventbridge(&value) {
         return Err(BatchError::WrongEvent {
@@ -119,19 +112,6 @@ pub fn parse_sqs_event(value: Value) -> Result<SqsStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }
 
-/// Whether the batch is processed as FIFO.
-fn is_fifo(kind: QueueKind, event: &SqsStreamEvent) -> bool {
-    let fifo = |arn: &Option<String>| arn.as_deref().is_some_and(|a| a.ends_with(".fifo"));
-    match kind {
-        QueueKind::Standard => false,
-        QueueKind::Fifo => true,
-        QueueKind::Auto => event.records.iter().any(|r| match r {
-            Ok(message) => fifo(&message.event_source_arn),
-            Err(malformed) => fifo(&malformed.event_source_arn),
-        }),
-    }
-}
-
 impl Source for Sqs {
     type Event = SqsStreamEvent;
     type Raw = SqsMessage;
@@ -144,7 +124,16 @@ impl Source for Sqs {
     }
 
     fn ordering(&self, event: &SqsStreamEvent) -> Ordering {
-        match (is_fifo(self.queue_kind, event), self.fifo_failure_mode) {
+        let fifo = |arn: &Option<String>| arn.as_deref().is_some_and(|a| a.ends_with(".fifo"));
+        let fifo = match self.queue_kind {
+            QueueKind::Standard => false,
+            QueueKind::Fifo => true,
+            QueueKind::Auto => event.records.iter().any(|r| match r {
+                Ok(message) => fifo(&message.event_source_arn),
+                Err(malformed) => fifo(&malformed.event_source_arn),
+            }),
+        };
+        match (fifo, self.fifo_failure_mode) {
             (false, _) => Ordering::Unordered,
             (true, FifoFailureMode::SkipGroup) => Ordering::SkipLane,
             (true, FifoFailureMode::StopBatch) => Ordering::StopBatch,
@@ -288,17 +277,9 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
         message: SqsMessage,
     ) -> Result<Prepared<SqsRecord<M>>, FailureReason> {
         let parse = FailureReason::Parse;
-        let text = message
-            .body
-            .as_deref()
-            .ok_or_else(|| parse(format!("message {ident} has no body")))?;
-        let (size, limit) = (
-            text.len(),
-            self.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
-        );
-        if size > limit {
-            return Err(FailureReason::BodyTooLarge { size, limit });
-        }
+        let text = message.body.as_deref();
+        let text = text.ok_or_else(|| parse(format!("message {ident} has no body")))?;
+        check_size(text.len(), self.max_body_bytes, DEFAULT_MAX_BODY_BYTES)?;
         if let Some(verifier) = &self.verifier {
             (verifier.verify_message(&message)).map_err(FailureReason::BadSignature)?;
         }
@@ -309,13 +290,8 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
             KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());
         let key = pipeline.key_of(ident, input)?;
         let payload = hashed(self.payload, opened.document);
-        let (body, envelope) = (opened.body, opened.envelope);
-        let record = SqsRecord {
-            body,
-            message,
-            envelope,
-            key: key.clone(),
-        };
+        let mut record = SqsRecord::new(opened.body, message);
+        (record.envelope, record.key) = (opened.envelope, key.clone());
         Ok(Prepared::new(record, key, payload))
     }
 }
