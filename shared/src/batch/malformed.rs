@@ -185,10 +185,6 @@ impl Delivery for MalformedRecord {
         non_empty(self.lane.as_deref())
     }
 
-    fn position(&self) -> Option<&str> {
-        self.id()
-    }
-
     fn source(&self) -> &'static SourceNames {
         self.names
     }

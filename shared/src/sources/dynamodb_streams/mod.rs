@@ -1,10 +1,7 @@
 //! DynamoDB Streams batches on the batch core: [`DynamoDbStreamsProcessor`],
-//! lanes by item, the response a shard checkpoint, the default key
-//! [`keys_and`]. The guide: [docs/sources/dynamodb-streams.md].
+//! lanes by item, the default key [`keys_and`]. The guide: [docs/sources/dynamodb-streams.md].
 //!
 //! [docs/sources/dynamodb-streams.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/dynamodb-streams.md
-
-use std::any::Any;
 
 pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
 pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
@@ -13,18 +10,13 @@ use serde_dynamo::AttributeValue;
 use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::parking::Ticket;
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, Within};
 use crate::batch::{KeySelector, LaneField, MalformedRecord, Ordering, Parks, PartialResponse};
 use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::error::KeyError;
-use crate::key::IdempotencyKey;
-use crate::sources::hashed;
-use crate::value::AttrValue;
-use crate::write::{Item, canonical};
+use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey, sources::hashed};
+use crate::{value::AttrValue, write::Item, write::canonical};
 
-/// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]),
-/// keyed on the record's JSON view ([`record_json`]; by default [`keys_and`]).
+/// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
 /// The DynamoDB Streams source and its settings.
@@ -61,8 +53,7 @@ impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
 }
 
 /// Parses an invocation payload as a DynamoDB Streams event: a `Records`
-/// array whose items do not come from another source (a record without an
-/// `eventSource` is read as a stream record), each parsed on its own.
+/// array whose items come from `aws:dynamodb` or do not say.
 pub fn parse_dynamodb_event(value: Value) -> Result<DynamoDbStreamEvent, BatchError> {
     parse_stream(value, &SALVAGE)
 }
@@ -96,13 +87,9 @@ impl Source for DynamoDbStreams {
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
+        let raw = serde_json::to_value(record).ok()?;
         let arn = record.event_source_arn.as_deref();
-        Ticket::new(
-            SALVAGE.event_source,
-            arn,
-            record,
-            serde_json::to_value(record).ok()?,
-        )
+        Ticket::new(SALVAGE.event_source, arn, record, raw)
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
@@ -121,8 +108,7 @@ impl PartialResponse for DynamoDbEventResponse {
 impl Parks for DynamoDbStreams {}
 
 impl Processor<DynamoDbStreams> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`]: the
-    /// record's JSON view ([`record_json`]: event name, keys, images).
+    /// What payload validation hashes. Default [`PayloadScope::Body`] ([`record_json`]).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
@@ -132,8 +118,7 @@ impl Processor<DynamoDbStreams> {
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
 
-/// The item a record's `Keys` name, as one canonical text; missing, empty
-/// or invalid keys: [`Within::Unknown`] (the batch keeps stream order).
+/// The item a record's `Keys` name (unreadable: [`Within::Unknown`], stream order).
 fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
     match keys.filter(|k| !k.is_empty()).map(to_item) {
         Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
@@ -150,15 +135,11 @@ impl Delivery for EventRecord {
         self.event_source_arn.as_deref().filter(|s| !s.is_empty())
     }
 
-    fn position(&self) -> Option<&str> {
-        self.id()
-    }
-
     fn source(&self) -> &'static SourceNames {
         &SALVAGE.names
     }
 
-    fn as_any(&self) -> &dyn Any {
+    fn as_any(&self) -> &dyn std::any::Any {
         self
     }
 }
@@ -184,9 +165,9 @@ pub struct DynamoDbRecord {
 impl DynamoDbRecord {
     /// The handler's view of `record`, its images converted exactly ([`to_item`]).
     pub fn new(record: EventRecord) -> Result<Self, String> {
-        let image = |name: &str, item: &serde_dynamo::Item| match item.is_empty() {
-            true => Ok(None),
-            false => to_item(item).map(Some).map_err(|e| format!("{name}.{e}")),
+        let image = |name: &str, item: &serde_dynamo::Item| {
+            let item = (!item.is_empty()).then(|| to_item(item));
+            item.transpose().map_err(|e| format!("{name}.{e}"))
         };
         Ok(Self {
             event_name: record.event_name.clone(),
@@ -215,8 +196,7 @@ impl DynamoDbRecord {
     }
 }
 
-/// The JSON view of a record keys and payload hashes are made of: its
-/// `eventName`, `Keys`, `NewImage` and `OldImage`, images as [`item_json`].
+/// The JSON view keys and payload hashes read: `eventName`, `Keys`, the images.
 pub fn record_json(record: &DynamoDbRecord) -> Value {
     let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
     let (new, old) = (&record.new_image, &record.old_image);
@@ -234,26 +214,19 @@ pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
     let attribute = attribute.into();
     KeySelector::custom(move |input: KeyInput<'_>| {
         let view = input.value;
-        let keys = view
-            .get("Keys")
-            .filter(|k| k.as_object().is_some_and(|k| !k.is_empty()));
+        let keys = (view.get("Keys").and_then(Value::as_object)).filter(|k| !k.is_empty());
         let keys = keys.ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
-        // The OldImage only when there is no NewImage (a REMOVE's): never
-        // the previous value of a change whose NewImage lacks the attribute.
-        let image = match view.get("NewImage") {
-            Some(_) => "NewImage",
-            None => "OldImage",
-        };
+        // The OldImage only without a NewImage (never a previous change's value).
+        let image = view.get("NewImage").map_or("OldImage", |_| "NewImage");
         let value = view.get(image).and_then(|i| i.get(&attribute));
         let value = value.ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
         match value {
             Value::Null => Err(KeyError::Missing(format!("{image}.{attribute} (null)"))),
             Value::String(s) if s.is_empty() => Err(KeyError::Empty),
-            value => Ok(json!({
-                "keys": keys,
-                "event": view.get("eventName").cloned().unwrap_or(Value::Null),
-                "attribute": [attribute.as_str(), value],
-            })),
+            value => {
+                let event = &view["eventName"];
+                Ok(json!({"keys": keys, "event": event, "attribute": [attribute, value]}))
+            }
         }
     })
 }
@@ -274,8 +247,7 @@ impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     }
 }
 
-/// A stream image as an [`Item`]; an error names the attribute that is not
-/// a valid DynamoDB value.
+/// A stream image as an [`Item`]; an error names an attribute DynamoDB never sends.
 pub fn to_item(image: &serde_dynamo::Item) -> Result<Item, String> {
     each(image.iter(), |v| to_attr(v).and_then(|v| canonical(&v)))
 }
@@ -305,8 +277,7 @@ fn to_attr(value: &AttributeValue) -> Result<AttrValue, String> {
     })
 }
 
-/// An item as plain JSON: numbers as strings of their exact decimal text,
-/// binaries as base64 (the JSON view of [`record_json`]).
+/// An item as plain JSON, numbers as strings of their exact decimal text.
 pub fn item_json(item: &Item) -> Value {
     Value::Object(Map::from_iter(
         item.iter().map(|(k, v)| (k.clone(), attr_json(v))),

@@ -4,20 +4,17 @@
 //!
 //! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
 
-use std::any::Any;
-
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::parking::Ticket;
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField};
 use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
-use crate::key::IdempotencyKey;
 use crate::sources::{check_size, prepare_json};
+use crate::{batch::parking::Ticket, key::IdempotencyKey};
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
@@ -112,10 +109,8 @@ impl Source for Kinesis {
     }
 
     fn ticket(&self, record: &KinesisEventRecord) -> Option<Ticket> {
-        let (raw, arn) = (
-            serde_json::to_value(record).ok()?,
-            record.event_source_arn.as_deref(),
-        );
+        let raw = serde_json::to_value(record).ok()?;
+        let arn = record.event_source_arn.as_deref();
         Ticket::new(SALVAGE.event_source, arn, record, raw)
     }
 
@@ -184,10 +179,6 @@ impl Delivery for KinesisEventRecord {
         shard_of(self.event_id.as_deref()?)
     }
 
-    fn position(&self) -> Option<&str> {
-        self.id()
-    }
-
     fn body(&self) -> Option<&[u8]> {
         Some(self.kinesis.data.as_slice())
     }
@@ -196,7 +187,7 @@ impl Delivery for KinesisEventRecord {
         &SALVAGE.names
     }
 
-    fn as_any(&self) -> &dyn Any {
+    fn as_any(&self) -> &dyn std::any::Any {
         self
     }
 }

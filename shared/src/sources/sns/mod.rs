@@ -4,8 +4,6 @@
 //!
 //! [docs/sources/sns.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sns.md
 
-use std::any::Any;
-
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -16,8 +14,7 @@ use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, 
 use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
 use crate::error::{ErrorKind, ErrorType, UNCLASSIFIED};
-use crate::key::IdempotencyKey;
-use crate::sources::hashed;
+use crate::{key::IdempotencyKey, sources::hashed};
 
 /// The `EventSource` of the records of an SNS event.
 pub const SNS_EVENT_SOURCE: &str = "aws:sns";
@@ -178,6 +175,10 @@ impl Delivery for SnsRecord {
         Some(self.sns.message_id.as_str()).filter(|id| !id.is_empty())
     }
 
+    fn position(&self) -> Option<&str> {
+        None
+    }
+
     fn body(&self) -> Option<&[u8]> {
         Some(self.sns.message.as_bytes())
     }
@@ -195,7 +196,7 @@ impl Delivery for SnsRecord {
         &SALVAGE.names
     }
 
-    fn as_any(&self) -> &dyn Any {
+    fn as_any(&self) -> &dyn std::any::Any {
         self
     }
 }

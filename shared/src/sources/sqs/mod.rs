@@ -3,8 +3,6 @@
 //!
 //! [docs/sources/sqs.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sqs.md
 
-use std::any::Any;
-
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -18,9 +16,7 @@ use crate::batch::envelope::{self, looks_like_eventbridge};
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{Attribute, Delivery, IdField, KeyInput, LaneField, MalformedRecord};
 use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::key::IdempotencyKey;
-use crate::signature::Verifier;
-use crate::sources::{check_size, hashed};
+use crate::{key::IdempotencyKey, signature::Verifier, sources::check_size, sources::hashed};
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -231,7 +227,7 @@ impl Delivery for SqsMessage {
         &SALVAGE.names
     }
 
-    fn as_any(&self) -> &dyn Any {
+    fn as_any(&self) -> &dyn std::any::Any {
         self
     }
 }
