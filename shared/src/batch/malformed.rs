@@ -134,12 +134,11 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
         names: &salvage.names,
         event_source: salvage.event_source,
     };
-    let records = records.into_iter().enumerate();
-    Ok(StreamEvent {
-        records: records
-            .map(|(i, raw)| R::deserialize(&raw).map_err(|e| malformed(i, raw, e)))
-            .collect(),
-    })
+    let mut parsed = Vec::with_capacity(records.len());
+    for (index, raw) in records.into_iter().enumerate() {
+        parsed.push(R::deserialize(&raw).map_err(|e| malformed(index, raw, e)));
+    }
+    Ok(StreamEvent { records: parsed })
 }
 
 /// The string at `pointer` in `raw`.
