@@ -192,7 +192,7 @@ impl DynamoDbRecord {
     /// Whether this is a `REMOVE` by DynamoDB's Time to Live (not by a writer).
     pub fn is_ttl_deletion(&self) -> bool {
         let by_ttl = |u: &UserIdentity| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL;
-        self.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
+        self.record.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
 use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
-use crate::error::{ErrorKind, ErrorType, UNCLASSIFIED};
+use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::{key::IdempotencyKey, sources::hashed};
 
 /// The `EventSource` of the records of an SNS event.
@@ -126,14 +126,8 @@ fn reason_type(reason: &FailureReason) -> &'static str {
         FailureReason::Key(_) => "InvalidKey",
         FailureReason::InProgress { .. } => "InProgress",
         FailureReason::PayloadMismatch => "PayloadMismatch",
-        FailureReason::Handler {
-            kind: ErrorKind::Retryable,
-            ..
-        } => "HandlerFailed",
-        FailureReason::Handler {
-            kind: ErrorKind::Terminal,
-            ..
-        } => "HandlerRejected",
+        FailureReason::Handler { .. } if reason.is_terminal() => "HandlerRejected",
+        FailureReason::Handler { .. } => "HandlerFailed",
         FailureReason::Store(_) => "StoreUnavailable",
         FailureReason::DuplicateOf { reason, .. } => reason_type(reason),
         _ => UNCLASSIFIED,
@@ -154,19 +148,15 @@ pub fn answer<T>(report: &BatchReport<T>) -> Result<(), SnsError> {
     let Some(first) = failures.next() else {
         return Ok(());
     };
-    let reason = first
-        .outcome
-        .as_ref()
-        .err()
-        .cloned()
-        .unwrap_or(FailureReason::Idempotency("no outcome".to_owned()));
+    let reason = first.outcome.as_ref().err().cloned();
+    let reason = reason.unwrap_or(FailureReason::Idempotency("no outcome".to_owned()));
+    let id = first.message_id.clone();
+    let message_id = id.unwrap_or_else(|| format!("#{} (no MessageId)", first.position));
+    let failed = 1 + failures.count();
     Err(SnsError::Failed {
-        message_id: first
-            .message_id
-            .clone()
-            .unwrap_or_else(|| format!("#{} (no MessageId)", first.position)),
+        message_id,
         reason,
-        failed: 1 + failures.count(),
+        failed,
     })
 }
 
