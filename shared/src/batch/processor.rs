@@ -196,10 +196,4 @@ impl<S: Parks> Processor<S> {
         self.settings.parking = Some(Arc::new(parking));
         self
     }
-
-    /// [`parking`](Self::parking) when `parking` is `Some`.
-    pub fn parking_opt(mut self, parking: Option<Arc<dyn Parking>>) -> Self {
-        self.settings.parking = parking;
-        self
-    }
 }
