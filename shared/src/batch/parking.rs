@@ -1,6 +1,9 @@
 //! What a record of an ordered stream is parked as ([`Ticket`]) when it can
 //! never succeed; the parking places are [`crate::parking`].
 
+use std::fmt;
+
+use serde::Serialize;
 use serde_json::Value;
 
 use super::delivery::Delivery;
@@ -16,19 +19,31 @@ pub struct Ticket {
     event_source_arn: Option<String>,
     lane: Option<String>,
     position: String,
-    record: Value,
+    record: Box<dyn AsJson>,
+}
+
+/// A record kept for parking, turned into JSON only when it is parked.
+trait AsJson: fmt::Debug + Send + Sync {
+    fn json(&self) -> Option<Value>;
+}
+
+impl<T: Serialize + fmt::Debug + Send + Sync> AsJson for T {
+    fn json(&self) -> Option<Value> {
+        serde_json::to_value(self).ok()
+    }
 }
 
 impl Ticket {
     /// The ticket of `delivery` (its lane and position) from `source`
     /// (`eventSource`) and `event_source_arn`, carrying `record` (the record
-    /// as delivered); `None` without a position: the copies of such a
-    /// record could not be told apart, so it is not parked.
+    /// as delivered, a copy or its JSON: it becomes JSON only if it is
+    /// parked); `None` without a position: the copies of such a record
+    /// could not be told apart, so it is not parked.
     pub fn new(
         source: &str,
         event_source_arn: Option<&str>,
         delivery: &dyn Delivery,
-        record: Value,
+        record: impl Serialize + fmt::Debug + Send + Sync + 'static,
     ) -> Option<Self> {
         let position = delivery.position().filter(|p| !p.is_empty())?;
         Some(Self {
@@ -38,7 +53,7 @@ impl Ticket {
                 .map(str::to_owned),
             lane: delivery.lane().filter(|l| !l.is_empty()).map(str::to_owned),
             position: position.to_owned(),
-            record,
+            record: Box::new(record),
         })
     }
 
@@ -57,7 +72,10 @@ impl Ticket {
     /// The message parking this record for `reason` gives, within
     /// `max_message_bytes` (the record left out when it would not fit).
     pub(crate) fn parked(self, reason: &FailureReason, max_message_bytes: usize) -> ParkedRecord {
-        let record_bytes = serde_json::to_string(&self.record).map_or(0, |s| s.len());
+        let record = self.record.json();
+        let record_bytes = (record.as_ref())
+            .and_then(|r| serde_json::to_string(r).ok())
+            .map_or(0, |s| s.len());
         let mut parked = ParkedRecord {
             id: self.id(),
             source: self.source,
@@ -65,7 +83,7 @@ impl Ticket {
             lane: self.lane,
             position: self.position,
             reason: reason.to_string(),
-            record: Some(self.record),
+            record,
             record_bytes,
             parked_at_ms: SystemClock.now_ms(),
         };
