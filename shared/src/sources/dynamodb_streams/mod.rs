@@ -87,9 +87,8 @@ impl Source for DynamoDbStreams {
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
-        let raw = serde_json::to_value(record).ok()?;
         let arn = record.event_source_arn.as_deref();
-        Ticket::new(SALVAGE.event_source, arn, record, raw)
+        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
