@@ -49,14 +49,6 @@ impl<R: Delivery> StreamEvent<R> {
             records: records.into_iter().map(Ok).collect(),
         }
     }
-
-    /// Each record as the pipeline sees it ([`Delivery`]), in batch order.
-    pub fn deliveries(&self) -> impl Iterator<Item = &dyn Delivery> {
-        self.records.iter().map(|r| match r {
-            Ok(record) => record as &dyn Delivery,
-            Err(malformed) => malformed as &dyn Delivery,
-        })
-    }
 }
 
 /// How a source's event is told from other payloads, and its records read

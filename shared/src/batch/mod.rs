@@ -30,9 +30,7 @@ pub use malformed::{MalformedRecord, StreamEvent};
 pub use pipeline::Pipeline;
 pub use processor::{Parks, Processor};
 pub(crate) use report::json_type;
-pub use report::{
-    BatchError, BatchReport, FailureReason, PartialResponse, RecordResult, partial_response,
-};
+pub use report::{BatchError, BatchReport, FailureReason, PartialResponse, RecordResult};
 pub(crate) use settings::millis;
 #[cfg(feature = "lambda")]
 pub(crate) use settings::remaining_now;

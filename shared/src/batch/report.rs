@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::delivery::{Delivery, Ordering, SourceNames};
+use super::delivery::{Ordering, SourceNames};
 use super::log::Failure;
 use crate::engine::Outcome;
 use crate::error::{Error, ErrorKind, ErrorType, KeyError, report};
@@ -271,85 +271,43 @@ impl<T> BatchReport<T> {
     /// A named record without an id is [`BatchError::NoItemIdentifier`]:
     /// return it as the invocation's error so Lambda retries the batch.
     pub fn item_failures(&self) -> Result<Vec<&str>, BatchError> {
-        let failed = self.records.iter().filter_map(|r| {
-            let reason = r.outcome.as_ref().err()?;
-            Some((
-                r.position,
-                r.message_id.as_deref(),
-                r.lane.as_deref(),
-                reason,
-            ))
-        });
-        named_failures(failed, self.ordering, self.names)
+        let mut ids = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stopped_lanes = HashSet::new();
+        for r in &self.records {
+            let Err(reason) = &r.outcome else { continue };
+            let lane = r.lane.as_deref().unwrap_or_default();
+            if self.ordering == Ordering::StopLane && !stopped_lanes.insert(lane) {
+                continue;
+            }
+            match r.message_id.as_deref() {
+                Some(id) if !id.is_empty() => {
+                    if seen.insert(id) {
+                        ids.push(id);
+                    }
+                }
+                _ => {
+                    let error = BatchError::NoItemIdentifier {
+                        position: r.position,
+                        id: self.names.id,
+                        reason: reason.clone(),
+                    };
+                    tracing::error!(position = r.position, error = %error, "unreportable failure");
+                    return Err(error);
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// The partial batch response of type `P` ([`BatchReport::item_failures`]).
     pub fn response_as<P: PartialResponse>(&self) -> Result<P, BatchError> {
-        Ok(response(self.item_failures()?))
-    }
-}
-
-fn response<P: PartialResponse>(ids: Vec<&str>) -> P {
-    let mut response = P::default();
-    for id in ids {
-        response.add_item_failure(id);
-    }
-    response
-}
-
-/// A failed record: its position, id, lane and reason.
-type Failed<'a> = (usize, Option<&'a str>, Option<&'a str>, &'a FailureReason);
-
-/// The ids the partial batch response names, of the `failed` records (in
-/// batch order): the rule of [`BatchReport::item_failures`].
-fn named_failures<'a>(
-    failed: impl Iterator<Item = Failed<'a>>,
-    ordering: Ordering,
-    names: &'static SourceNames,
-) -> Result<Vec<&'a str>, BatchError> {
-    let mut ids = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stopped_lanes = HashSet::new();
-    for (position, id, lane, reason) in failed {
-        if ordering == Ordering::StopLane && !stopped_lanes.insert(lane.unwrap_or_default()) {
-            continue;
+        let mut response = P::default();
+        for id in self.item_failures()? {
+            response.add_item_failure(id);
         }
-        match id {
-            Some(id) if !id.is_empty() => {
-                if seen.insert(id) {
-                    ids.push(id);
-                }
-            }
-            _ => {
-                let reason = reason.clone();
-                let error = BatchError::NoItemIdentifier {
-                    position,
-                    id: names.id,
-                    reason,
-                };
-                tracing::error!(position, error = %error, "unreportable failure");
-                return Err(error);
-            }
-        }
+        Ok(response)
     }
-    Ok(ids)
-}
-
-/// The partial batch response of type `P` for a batch whose records were
-/// processed outside the pipeline (the outbox relay): `failed` lists the
-/// failed records (position, record, why) in batch order, and the response
-/// names what [`BatchReport::item_failures`] would under `ordering`.
-pub fn partial_response<'a, P: PartialResponse>(
-    ordering: Ordering,
-    failed: impl IntoIterator<Item = (usize, &'a dyn Delivery, &'a FailureReason)>,
-) -> Result<P, BatchError> {
-    let mut failed = failed.into_iter().peekable();
-    let Some((_, first, _)) = failed.peek() else {
-        return Ok(P::default());
-    };
-    let names = first.source();
-    let failed = failed.map(|(position, d, reason)| (position, d.id(), d.lane(), reason));
-    Ok(response(named_failures(failed, ordering, names)?))
 }
 
 /// A batch-level error: the invocation fails and Lambda retries the batch.

@@ -7,7 +7,7 @@
 use super::*;
 use crate::HandlerError;
 use crate::batch::BatchError;
-use crate::batch::{FailureReason, partial_response};
+use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::{MissingKey, Outcome};
@@ -400,23 +400,6 @@ fn other_payloads_are_rejected() {
             .records
             .is_empty()
     );
-}
-
-#[test]
-fn a_batch_processed_outside_the_pipeline_names_its_first_failure() {
-    let event = parse_dynamodb_event(sample()).unwrap();
-    let deliveries: Vec<&dyn crate::batch::Delivery> = event.deliveries().collect();
-    let reason = FailureReason::Parse("x".into());
-    let failed = [(1, deliveries[1], &reason), (3, deliveries[3], &reason)];
-    let response: DynamoDbEventResponse = partial_response(Ordering::StopLane, failed).unwrap();
-    let ids: Vec<_> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone().unwrap())
-        .collect();
-    assert_eq!(ids, [seq(&sample_records()[1])]);
-    let none: DynamoDbEventResponse = partial_response(Ordering::StopLane, []).unwrap();
-    assert!(none.batch_item_failures.is_empty());
 }
 
 #[tokio::test]
