@@ -104,14 +104,11 @@ fn sqs_entry(send: &SqsSend) -> Result<SqsEntry, String> {
 
 /// A failed entry of `operation`: poison when retrying cannot fix it.
 fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
-    let reason = format!(
-        "{operation} entry failed: {code} ({})",
-        message.unwrap_or("no message")
-    );
-    if poison {
-        Delivery::Poison(reason)
-    } else {
-        Delivery::Retry(reason)
+    let message = message.unwrap_or("no message");
+    let reason = format!("{operation} entry failed: {code} ({message})");
+    match poison {
+        true => Delivery::Poison(reason),
+        false => Delivery::Retry(reason),
     }
 }
 
@@ -121,11 +118,10 @@ const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
 #[async_trait]
 impl Publisher for AwsPublisher {
     async fn send(&self, request: &Request) -> Vec<Delivery> {
-        let none = |op: &str| Delivery::Retry(format!("{op} answered nothing for this entry"));
         let mut out = vec![None; request.len()];
-        match request {
+        let (operation, answer) = match request {
             Request::SendMessageBatch { queue_url, entries } => {
-                // An entry the builder refuses is poison on its own.
+                // An entry the SDK's builder refuses is poison on its own.
                 let mut call = self.0.send_message_batch().queue_url(queue_url);
                 for (slot, send) in out.iter_mut().zip(entries) {
                     match sqs_entry(send) {
@@ -133,39 +129,22 @@ impl Publisher for AwsPublisher {
                         Err(reason) => *slot = Some(Delivery::Poison(reason)),
                     }
                 }
-                let answer = match out.iter().any(Option::is_none) {
-                    true => call.send().await,
-                    false => return out.into_iter().flatten().collect(),
-                };
-                match answer {
-                    Ok(answer) => {
-                        // Entry ids are positions ([`SqsSend::id`]).
-                        let mut set = |id: &str, d| {
-                            let slot = id.parse().ok().and_then(|i: usize| out.get_mut(i));
-                            slot.map(|s| *s = Some(d))
-                        };
-                        for ok in answer.successful() {
-                            set(ok.id(), Delivery::Published);
-                        }
-                        for f in answer.failed() {
-                            set(
-                                f.id(),
-                                failed("SendMessageBatch", f.code(), f.message(), f.sender_fault()),
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        let reason =
-                            format!("SendMessageBatch failed: {}", DisplayErrorContext(&e));
-                        let retry = || Delivery::Retry(reason.clone());
-                        for slot in out.iter_mut().filter(|s| s.is_none()) {
-                            *slot = Some(retry());
-                        }
-                    }
+                if out.iter().all(Option::is_some) {
+                    return out.into_iter().flatten().collect();
                 }
-                out.into_iter()
-                    .map(|d| d.unwrap_or_else(|| none("SendMessageBatch")))
-                    .collect()
+                let op = "SendMessageBatch";
+                let answer = call.send().await.map(|answer| {
+                    // Entry ids are positions ([`SqsSend::id`]).
+                    let ok = answer.successful().iter();
+                    let ok = ok.map(|s| (s.id().parse().ok(), Delivery::Published));
+                    let errors = answer.failed().iter().map(|f| {
+                        let delivery = failed(op, f.code(), f.message(), f.sender_fault());
+                        (f.id().parse().ok(), delivery)
+                    });
+                    let all = ok.chain(errors);
+                    all.filter_map(|(i, d)| Some((i?, d))).collect()
+                });
+                (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
             }
             Request::PutEvents { entries } => {
                 let entry = |put: &EventPut| {
@@ -176,33 +155,42 @@ impl Publisher for AwsPublisher {
                         .detail(&put.detail)
                         .build()
                 };
-                let call = self
-                    .1
-                    .put_events()
-                    .set_entries(Some(entries.iter().map(entry).collect()));
-                let answer = match call.send().await {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        let reason = format!("PutEvents failed: {}", DisplayErrorContext(&e));
-                        return vec![Delivery::Retry(reason); entries.len()];
+                let call = self.1.put_events();
+                let call = call.set_entries(Some(entries.iter().map(entry).collect()));
+                let op = "PutEvents";
+                let answer = call.send().await.map(|answer| {
+                    let result = |r: &aws_sdk_eventbridge::types::PutEventsResultEntry| match (
+                        r.error_code(),
+                        r.event_id(),
+                    ) {
+                        (None, Some(_)) => Delivery::Published,
+                        (None, None) => Delivery::Retry(format!("{op} entry without event id")),
+                        (Some(code), _) => {
+                            let poison = EVENTBRIDGE_POISON.contains(&code);
+                            failed(op, code, r.error_message(), poison)
+                        }
+                    };
+                    answer.entries().iter().map(result).enumerate().collect()
+                });
+                (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
+            }
+        };
+        let answer: Result<Vec<(usize, Delivery)>, String> = answer;
+        match answer {
+            Ok(results) => {
+                for (i, delivery) in results {
+                    if let Some(slot) = out.get_mut(i) {
+                        *slot = Some(delivery);
                     }
-                };
-                let results = answer.entries();
-                let result = |i: usize| match results.get(i).map(|r| (r, r.error_code())) {
-                    None => none("PutEvents"),
-                    Some((r, None)) if r.event_id().is_some() => Delivery::Published,
-                    Some((_, None)) => {
-                        Delivery::Retry("PutEvents entry without event id".to_owned())
-                    }
-                    Some((r, Some(code))) => failed(
-                        "PutEvents",
-                        code,
-                        r.error_message(),
-                        EVENTBRIDGE_POISON.contains(&code),
-                    ),
-                };
-                (0..entries.len()).map(result).collect()
+                }
+            }
+            Err(e) => {
+                let reason = format!("{operation} failed: {e}");
+                let unset = out.iter_mut().filter(|s| s.is_none());
+                unset.for_each(|slot| *slot = Some(Delivery::Retry(reason.clone())));
             }
         }
+        let none = || Delivery::Retry(format!("{operation} answered nothing for this entry"));
+        out.into_iter().map(|d| d.unwrap_or_else(none)).collect()
     }
 }
