@@ -5,7 +5,8 @@
 //! order, poison*).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use futures_util::future::join_all;
@@ -47,10 +48,7 @@ fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
 /// by [`outbox::decode_each`]; one whose destination the allowlist does not
 /// give the key's prefix is refused.
 pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
-    let image = |item: &serde_dynamo::Item| match item.is_empty() {
-        true => Ok(None),
-        false => to_item(item).map(Some),
-    };
+    let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| to_item(i)).transpose();
     let change = &record.change;
     let [keys, new, old] = [&change.keys, &change.new_image, &change.old_image].map(image);
     let (keys, new, old) = (keys.ok()?, new.ok()?, old.ok()?);
@@ -131,12 +129,8 @@ impl Report {
     }
 }
 
-/// The counters of [`Report`], in its order.
-const PUBLISHED: usize = 0;
-const UNPUBLISHED: usize = 1;
-const POISON: usize = 2;
-const REFUSED: usize = 3;
-const REQUESTS: usize = 4;
+/// A count of [`Report`].
+type Count = fn(&mut Report) -> &mut u64;
 
 /// One request, sent at most once, with its entries' records and ids.
 struct Pending {
@@ -160,7 +154,7 @@ pub(crate) struct Batch<'a> {
     /// The earliest planned record with a message not published.
     failed: AtomicUsize,
     cutoff: Option<Instant>,
-    counts: [AtomicU64; 5],
+    report: Mutex<Report>,
 }
 
 impl<'a> Batch<'a> {
@@ -206,12 +200,12 @@ impl<'a> Batch<'a> {
             positions,
             failed: AtomicUsize::new(usize::MAX),
             cutoff,
-            counts: Default::default(),
+            report: Mutex::default(),
         }
     }
 
-    fn add(&self, counter: usize, n: usize) {
-        self.counts[counter].fetch_add(n as u64, Ordering::Relaxed);
+    fn count(&self, count: Count, n: usize) {
+        *count(&mut self.report.lock().unwrap_or_else(PoisonError::into_inner)) += n as u64;
     }
 
     fn seq(&self, record: usize) -> &str {
@@ -219,8 +213,8 @@ impl<'a> Batch<'a> {
     }
 
     /// Counts and logs (`ERROR`) an entry of `record` skipped for good.
-    fn skip(&self, counter: usize, record: usize, id: Option<&str>, what: &str, reason: &str) {
-        self.add(counter, 1);
+    fn skip(&self, count: Count, record: usize, id: Option<&str>, what: &str, reason: &str) {
+        self.count(count, 1);
         let (seq, key) = (self.seq(record), self.plans[record].key.as_deref());
         let (key, id) = (key.unwrap_or("-"), id.unwrap_or("-"));
         tracing::error!(
@@ -234,16 +228,15 @@ impl<'a> Batch<'a> {
     /// The invocation's report: `response`, the counts, and the `parked`
     /// stream records counted as poison.
     pub(crate) fn report(self, response: DynamoDbEventResponse, parked: u64) -> Report {
-        let [published, unpublished, poison, refused, requests] =
-            self.counts.map(AtomicU64::into_inner);
-        let poison = poison + parked;
+        let report = self
+            .report
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let poison = report.poison + parked;
         Report {
             response,
-            published,
-            unpublished,
             poison,
-            refused,
-            requests,
+            ..report
         }
     }
 
@@ -259,12 +252,12 @@ impl<'a> Batch<'a> {
         let plan = &self.plans[index];
         for (id, reason) in &plan.poison {
             let what = "entry skipped as poison (never publishable as written; the message stays in the idempotency record)";
-            self.skip(POISON, index, id.as_deref(), what, reason);
+            self.skip(|r| &mut r.poison, index, id.as_deref(), what, reason);
         }
         for (id, reason) in &plan.refused {
             let what =
                 "entry refused, not sent and never retried (its writer may not publish there)";
-            self.skip(REFUSED, index, Some(id), what, reason);
+            self.skip(|r| &mut r.refused, index, Some(id), what, reason);
         }
         let retries = join_all(self.targets.iter().map(|t| self.through(t, index))).await;
         match retries.into_iter().flatten().next() {
@@ -308,22 +301,22 @@ impl<'a> Batch<'a> {
             ""
         };
         if !held.is_empty() {
-            self.add(UNPUBLISHED, n);
+            self.count(|r| &mut r.unpublished, n);
             self.failed.fetch_min(first, Ordering::SeqCst);
             return vec![Delivery::Retry(held.to_owned()); n];
         }
-        self.add(REQUESTS, 1);
+        self.count(|r| &mut r.requests, 1);
         let mut out = self.publisher.send(&pending.request).await;
         out.resize(n, Delivery::Retry("no result for this entry".to_owned()));
         for ((record, id), delivery) in pending.owners.iter().zip(&out) {
             match delivery {
-                Delivery::Published => self.add(PUBLISHED, 1),
+                Delivery::Published => self.count(|r| &mut r.published, 1),
                 Delivery::Poison(reason) => {
                     let what = "message refused for good, skipped as poison (it stays in the idempotency record)";
-                    self.skip(POISON, *record, Some(id), what, reason);
+                    self.skip(|r| &mut r.poison, *record, Some(id), what, reason);
                 }
                 Delivery::Retry(reason) => {
-                    self.add(UNPUBLISHED, 1);
+                    self.count(|r| &mut r.unpublished, 1);
                     self.failed.fetch_min(*record, Ordering::SeqCst);
                     let seq = self.seq(*record);
                     tracing::warn!(sequence_number = seq, outbox_id = %id, "outbox message not published, retried with its record: {reason}");
@@ -343,15 +336,18 @@ fn requests(queue: Option<&str>, list: &[Due]) -> Vec<Pending> {
     let pending = |range: std::ops::Range<usize>| {
         let list = &list[range];
         let request = match queue {
-            Some(url) => Request::SendMessageBatch {
-                queue_url: url.to_owned(),
-                entries: (list.iter().enumerate())
-                    .map(|(i, (_, e, _))| e.sqs_send(url, i))
-                    .collect(),
-            },
-            None => Request::PutEvents {
-                entries: list.iter().filter_map(|(_, _, put)| put.clone()).collect(),
-            },
+            Some(url) => {
+                let entries = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, e, _))| e.sqs_send(url, i));
+                let (queue_url, entries) = (url.to_owned(), entries.collect());
+                Request::SendMessageBatch { queue_url, entries }
+            }
+            None => {
+                let entries = list.iter().filter_map(|(_, _, put)| put.clone()).collect();
+                Request::PutEvents { entries }
+            }
         };
         let owners = list.iter().map(|(r, e, _)| (*r, e.id.clone())).collect();
         let sent = OnceCell::new();
