@@ -1,8 +1,5 @@
-//! Which writers may publish where: a record's key prefix names its writer
-//! (each writer role may write only under its own prefix), and
-//! [`Allowlist`] lists where each prefix may publish, comparing
-//! destinations by partition, Region, account and name (`docs/handlers.md`,
-//! *What the relay may publish*).
+//! Which writers (record key prefixes) may publish where, destinations
+//! compared by partition, Region, account and name (`docs/handlers.md`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -10,10 +7,7 @@ use std::sync::OnceLock;
 use crate::Destination;
 
 /// The environment variable holding the allowlist: a JSON object from key
-/// prefix to the destinations its records may publish to, SQS queue URLs
-/// or ARNs and EventBridge bus names or ARNs (a bare bus name, and a queue
-/// URL whose host names no Region, are in the relay's own account and
-/// Region): `{"orders.record": ["https://sqs.us-east-1.amazonaws.com/123456789012/n.fifo"]}`.
+/// prefix to queue URLs or ARNs and bus names or ARNs (`docs/handlers.md`).
 pub const ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
 
 /// Why an allowlist cannot be used.
@@ -31,9 +25,7 @@ pub enum AllowlistError {
     Invalid(String),
 }
 
-/// Partition, Region and account; `None`: the relay's own, filled in from
-/// its function ARN ([`Allowlist::set_home`]) before comparing (left
-/// unknown, it matches only another `None`).
+/// Partition, Region and account; `None`: the relay's own ([`Allowlist::set_home`]).
 type Place = [Option<String>; 3];
 
 /// A destination as compared: a queue (`true`) or a bus, its place and name.
@@ -49,17 +41,14 @@ fn arn_place(fields: &[&str]) -> Option<Place> {
 }
 
 /// The Region an SQS endpoint host names (`sqs.us-east-1.amazonaws.com`,
-/// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`,
-/// `us-east-1.queue.amazonaws.com`); `None` for another host.
+/// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`, `us-east-1.queue.…`).
 fn host_region(host: &str) -> Option<String> {
     let host = host.split(':').next()?.to_ascii_lowercase();
     let labels: Vec<&str> = host.split('.').collect();
-    let region = match labels.iter().position(|l| *l == "sqs") {
+    let at = |label| labels.iter().position(|l| *l == label);
+    let region = match at("sqs") {
         Some(i) => labels.get(i + 1),
-        None => labels
-            .iter()
-            .position(|l| *l == "queue")
-            .and_then(|i| labels.get(i.checked_sub(1)?)),
+        None => at("queue").and_then(|i| labels.get(i.checked_sub(1)?)),
     };
     let is_region = |r: &&&str| r.contains('-') && r.ends_with(|c: char| c.is_ascii_digit());
     region.filter(is_region).map(|r| (*r).to_owned())
@@ -67,10 +56,10 @@ fn host_region(host: &str) -> Option<String> {
 
 /// A queue URL: its host's Region, its path's account and name.
 fn queue_url(url: &str) -> Option<Target> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))?;
-    let (host, path) = rest.split_once('/')?;
+    let (scheme, rest) = url.split_once("://")?;
+    let (host, path) = rest
+        .split_once('/')
+        .filter(|_| ["https", "http"].contains(&scheme))?;
     let (account, name) = path.trim_end_matches('/').split_once('/')?;
     let ok = !account.is_empty() && !name.is_empty() && !name.contains('/');
     let place = [None, host_region(host), Some(account.to_owned())];
@@ -136,23 +125,19 @@ impl Allowlist {
         Ok(Self { by_prefix, home })
     }
 
-    /// From [`ALLOWLIST_ENV`]; an error when it is unset or malformed (the
-    /// relay does not start: it never guesses who may publish).
+    /// From [`ALLOWLIST_ENV`]; an error when it is unset or malformed.
     pub fn from_env() -> Result<Self, AllowlistError> {
         Self::parse(&std::env::var(ALLOWLIST_ENV).map_err(|_| AllowlistError::Missing)?)
     }
 
-    /// Every prefix may publish everywhere: local runs that only print,
-    /// and tests; never the default under Lambda.
+    /// Every prefix may publish everywhere: local runs that only print.
     pub fn everything() -> Self {
         let (by_prefix, home) = (None, OnceLock::new());
         Self { by_prefix, home }
     }
 
     /// Learns the relay's own partition, Region and account from its
-    /// function ARN (the context's `invoked_function_arn`), the first that
-    /// parses; whether the home is known after. Until then a bare name
-    /// matches only a bare name.
+    /// function ARN, the first that parses; whether the home is known.
     pub fn set_home(&self, function_arn: &str) -> bool {
         let rest = function_arn.strip_prefix("arn:").unwrap_or("");
         let fields: Vec<&str> = rest.split(':').collect();

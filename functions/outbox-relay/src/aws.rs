@@ -3,7 +3,7 @@
 //! the [`PrintPublisher`] of a local run.
 
 use async_trait::async_trait;
-use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use aws_sdk_eventbridge::types::{PutEventsRequestEntry, PutEventsResultEntry};
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry as SqsEntry};
 use lambda_idempotency::outbox::{EventPut, SqsSend};
@@ -91,21 +91,18 @@ fn sqs_entry(send: &SqsSend) -> Result<SqsEntry, String> {
         .set_message_group_id(send.message_group_id.clone())
         .set_message_deduplication_id(send.message_deduplication_id.clone());
     for (name, value) in &send.message_attributes {
-        let value = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(value);
-        let value = value
-            .build()
-            .map_err(|e| format!("attribute {name:?}: {e}"))?;
+        let built = MessageAttributeValue::builder().data_type("String");
+        let built = built.string_value(value).build();
+        let value = built.map_err(|e| format!("attribute {name:?}: {e}"))?;
         entry = entry.message_attributes(name, value);
     }
     entry.build().map_err(|e| e.to_string())
 }
 
-/// A failed entry of `operation`: poison when retrying cannot fix it.
-fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
+/// A failed entry: poison when retrying cannot fix it.
+fn failed(op: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
     let message = message.unwrap_or("no message");
-    let reason = format!("{operation} entry failed: {code} ({message})");
+    let reason = format!("{op} entry failed: {code} ({message})");
     match poison {
         true => Delivery::Poison(reason),
         false => Delivery::Retry(reason),
@@ -118,10 +115,11 @@ const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
 #[async_trait]
 impl Publisher for AwsPublisher {
     async fn send(&self, request: &Request) -> Vec<Delivery> {
+        // Per entry: its delivery once known (an entry the SDK's builder
+        // refuses is poison on its own), else what the answer says.
         let mut out = vec![None; request.len()];
-        let (operation, answer) = match request {
+        let (op, answer) = match request {
             Request::SendMessageBatch { queue_url, entries } => {
-                // An entry the SDK's builder refuses is poison on its own.
                 let mut call = self.0.send_message_batch().queue_url(queue_url);
                 for (slot, send) in out.iter_mut().zip(entries) {
                     match sqs_entry(send) {
@@ -133,16 +131,15 @@ impl Publisher for AwsPublisher {
                     return out.into_iter().flatten().collect();
                 }
                 let op = "SendMessageBatch";
+                // Entry ids are positions ([`SqsSend::id`]).
                 let answer = call.send().await.map(|answer| {
-                    // Entry ids are positions ([`SqsSend::id`]).
                     let ok = answer.successful().iter();
                     let ok = ok.map(|s| (s.id().parse().ok(), Delivery::Published));
                     let errors = answer.failed().iter().map(|f| {
                         let delivery = failed(op, f.code(), f.message(), f.sender_fault());
                         (f.id().parse().ok(), delivery)
                     });
-                    let all = ok.chain(errors);
-                    all.filter_map(|(i, d)| Some((i?, d))).collect()
+                    ok.chain(errors).collect::<Vec<_>>()
                 });
                 (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
             }
@@ -155,14 +152,11 @@ impl Publisher for AwsPublisher {
                         .detail(&put.detail)
                         .build()
                 };
-                let call = self.1.put_events();
-                let call = call.set_entries(Some(entries.iter().map(entry).collect()));
+                let entries = Some(entries.iter().map(entry).collect());
                 let op = "PutEvents";
-                let answer = call.send().await.map(|answer| {
-                    let result = |r: &aws_sdk_eventbridge::types::PutEventsResultEntry| match (
-                        r.error_code(),
-                        r.event_id(),
-                    ) {
+                let answer = self.1.put_events().set_entries(entries).send().await;
+                let answer = answer.map(|answer| {
+                    let result = |r: &PutEventsResultEntry| match (r.error_code(), r.event_id()) {
                         (None, Some(_)) => Delivery::Published,
                         (None, None) => Delivery::Retry(format!("{op} entry without event id")),
                         (Some(code), _) => {
@@ -170,27 +164,28 @@ impl Publisher for AwsPublisher {
                             failed(op, code, r.error_message(), poison)
                         }
                     };
-                    answer.entries().iter().map(result).enumerate().collect()
+                    let results = answer.entries().iter().map(result);
+                    results.enumerate().map(|(i, d)| (Some(i), d)).collect()
                 });
                 (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
             }
         };
-        let answer: Result<Vec<(usize, Delivery)>, String> = answer;
         match answer {
             Ok(results) => {
                 for (i, delivery) in results {
-                    if let Some(slot) = out.get_mut(i) {
+                    if let Some(slot) = i.and_then(|i: usize| out.get_mut(i)) {
                         *slot = Some(delivery);
                     }
                 }
             }
             Err(e) => {
-                let reason = format!("{operation} failed: {e}");
-                let unset = out.iter_mut().filter(|s| s.is_none());
-                unset.for_each(|slot| *slot = Some(Delivery::Retry(reason.clone())));
+                let retry = Delivery::Retry(format!("{op} failed: {e}"));
+                out.iter_mut()
+                    .filter(|s| s.is_none())
+                    .for_each(|s| *s = Some(retry.clone()));
             }
         }
-        let none = || Delivery::Retry(format!("{operation} answered nothing for this entry"));
+        let none = || Delivery::Retry(format!("{op} answered nothing for this entry"));
         out.into_iter().map(|d| d.unwrap_or_else(none)).collect()
     }
 }

@@ -44,8 +44,8 @@ impl Policy {
     }
 }
 
-/// Time kept in hand at the end of an invocation (the SDK's operation
-/// timeout is 8 s), or half the time left when that is less.
+/// Time kept in hand at the end of an invocation, or half the time left
+/// when that is less (`docs/handlers.md`).
 pub const REQUEST_BUDGET: Duration = Duration::from_secs(9);
 
 /// The relay: the library's DynamoDB Streams processor running each
@@ -57,8 +57,7 @@ pub struct Relay {
     policy: Arc<Policy>,
 }
 
-/// A stream record that can never be read is poison: an `ERROR` line
-/// naming its sequence number, and the shard goes on.
+/// A stream record that can never be read is poison: logged, skipped.
 #[derive(Debug)]
 struct PoisonLog;
 
@@ -79,9 +78,8 @@ impl Parking for PoisonLog {
 }
 
 impl Relay {
-    /// A relay over `publisher`, publishing what `policy` allows, its
-    /// processor with idempotency off (every message goes out under its
-    /// stable id) and a log line for failed and poison records only.
+    /// A relay over `publisher`, publishing what `policy` allows; its
+    /// processor keeps no record and logs failed and poison records only.
     pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
         let config = Config::with_prefix("outbox-relay").disabled(true);
         let engine = Idempotency::new(MemoryStore::new(), config);
@@ -97,9 +95,8 @@ impl Relay {
         }
     }
 
-    /// Printing publisher for a local run ([`runtime::is_local_run`]), SQS
-    /// and EventBridge clients otherwise. The allowlist ([`ALLOWLIST_ENV`])
-    /// is required under Lambda; a local run without it prints every entry.
+    /// SQS and EventBridge clients, or printing for a local run; the
+    /// allowlist ([`ALLOWLIST_ENV`]) is required under Lambda.
     pub async fn from_env() -> Result<Self, AllowlistError> {
         let local = runtime::is_local_run();
         let allowlist = match Allowlist::from_env() {
@@ -116,10 +113,9 @@ impl Relay {
         Ok(Self::new(publisher, Policy::new(allowlist)))
     }
 
-    /// Handles one invocation: the partial batch response naming the first
-    /// record with a message not published, and the relay's EMF line. An
-    /// `Err` (not a DynamoDB Streams event; the record to report has no
-    /// `SequenceNumber`) fails the invocation.
+    /// Handles one invocation: the partial batch response and the relay's
+    /// EMF line; an `Err` (not a DynamoDB Streams event; the record to
+    /// report has no `SequenceNumber`) fails it.
     pub async fn handle(
         &self,
         event: LambdaEvent<Value>,
@@ -139,7 +135,7 @@ impl Relay {
     }
 
     /// Relays one DynamoDB Streams event with `remaining` time (`None`:
-    /// unknown): every record planned, then run on the processor.
+    /// unknown).
     pub async fn relay(
         &self,
         payload: Value,

@@ -1,8 +1,6 @@
-//! One invocation's publication: every record planned first ([`plan`]),
-//! each target's entries cut, in stream order, into requests
-//! ([`outbox::chunks`]), and each record's run sending the requests its
-//! messages are in, each once (`docs/handlers.md`, *The relay: delivery,
-//! order, poison*).
+//! One invocation's publication: every record planned, each target's
+//! entries cut into requests, each record's run sending those its messages
+//! are in (`docs/handlers.md`, *The relay: delivery, order, poison*).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,8 +30,7 @@ pub struct RecordPlan {
     pub poison: Vec<Unpublishable>,
     /// Entries refused by the allowlist: (entry id, reason).
     pub refused: Vec<(String, String)>,
-    /// Why nothing is to be published, when it is not a completed record
-    /// with an outbox.
+    /// Why nothing is published (not a completed record with an outbox).
     pub ignored: Option<&'static str>,
 }
 
@@ -41,12 +38,9 @@ fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
     image?.get(name)?.as_s()
 }
 
-/// Reads one stream record (`None` when an image is not valid: the
-/// processor parks the record). Only an `INSERT` or `MODIFY` whose
-/// `NewImage` is `COMPLETED` with an outbox publishes, unless its
-/// `OldImage` was already completed with the same outbox. Entries are read
-/// by [`outbox::decode_each`]; one whose destination the allowlist does not
-/// give the key's prefix is refused.
+/// Reads one stream record (`None`: an image is not valid, the processor
+/// parks it): a completed record's new outbox, read by
+/// [`outbox::decode_each`], each entry checked by the allowlist.
 pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
     let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| to_item(i)).transpose();
     let change = &record.change;
@@ -83,13 +77,9 @@ pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
         Ok(Some(outbox)) => outbox::decode_each(outbox),
         Ok(None) => Err("the outbox attribute is not of type S".to_owned()),
     };
+    let (allowlist, key) = (&policy.allowlist, key.unwrap_or(""));
     for entry in entries.unwrap_or_else(|reason| vec![Err((None, reason))]) {
-        let allowed = |e: &Entry| {
-            policy
-                .allowlist
-                .permits(key.unwrap_or(""), &e.message.destination)
-        };
-        match entry.map(|e| (allowed(&e), e)) {
+        match entry.map(|e| (allowlist.permits(key, &e.message.destination), e)) {
             Err(poison) => plan.poison.push(poison),
             Ok((Ok(()), e)) => plan.entries.push(e),
             Ok((Err(reason), e)) => plan.refused.push((e.id, reason)),
@@ -139,19 +129,18 @@ struct Pending {
     sent: OnceCell<Vec<Delivery>>,
 }
 
-/// An entry to send, its record's plan and, to a bus, its `PutEvents` entry.
+/// An entry to send, its record and, to a bus, its `PutEvents` entry.
 type Due = (usize, Entry, Option<EventPut>);
 
 /// One invocation's planned records and each target's requests.
 pub(crate) struct Batch<'a> {
     publisher: &'a dyn Publisher,
-    /// The records planned, in stream order (unreadable ones are parked).
+    /// The records planned, in stream order, and by `SequenceNumber`.
     plans: Vec<RecordPlan>,
-    /// A planned record's `SequenceNumber` and its place in `plans`.
     positions: HashMap<String, usize>,
     /// Each target's requests, in stream order.
     targets: Vec<Vec<Pending>>,
-    /// The earliest planned record with a message not published.
+    /// The earliest record with a message not published.
     failed: AtomicUsize,
     cutoff: Option<Instant>,
     report: Mutex<Report>,
@@ -225,8 +214,7 @@ impl<'a> Batch<'a> {
         );
     }
 
-    /// The invocation's report: `response`, the counts, and the `parked`
-    /// stream records counted as poison.
+    /// The report: `response`, the counts, `parked` records as poison.
     pub(crate) fn report(self, response: DynamoDbEventResponse, parked: u64) -> Report {
         let report = self
             .report
@@ -240,9 +228,8 @@ impl<'a> Batch<'a> {
         }
     }
 
-    /// The processor's handler: logs and counts `record`'s skipped entries
-    /// and sends the requests its messages are in (and the earlier ones of
-    /// their targets); a retryable error names its first message not
+    /// The processor's handler: logs `record`'s skipped entries and sends
+    /// the requests its messages are in; an error names the first not
     /// published.
     pub(crate) async fn publish(&self, record: DynamoDbRecord) -> Result<(), HandlerError> {
         let index = record.sequence_number().and_then(|s| self.positions.get(s));
@@ -327,8 +314,7 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// A target's requests (to `queue`; `None`: EventBridge): its entries in
-/// stream order, cut by [`outbox::chunks`] within the service's size limit.
+/// A target's requests (to `queue`; `None`: EventBridge), in stream order.
 fn requests(queue: Option<&str>, list: &[Due]) -> Vec<Pending> {
     let size = |(_, e, put): &Due| put.as_ref().map_or_else(|| e.sqs_size(), EventPut::size);
     let sizes: Vec<usize> = list.iter().map(size).collect();
