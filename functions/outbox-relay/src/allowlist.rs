@@ -1,8 +1,5 @@
-//! Which writers may publish where: a record's key prefix names its writer
-//! (each writer role may write only under its own prefix), and
-//! [`Allowlist`] lists where each prefix may publish, comparing
-//! destinations by partition, Region, account and name (`docs/handlers.md`,
-//! *What the relay may publish*).
+//! Which writers (record key prefixes) may publish where, destinations
+//! compared by partition, Region, account and name (`docs/handlers.md`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -10,10 +7,7 @@ use std::sync::OnceLock;
 use crate::Destination;
 
 /// The environment variable holding the allowlist: a JSON object from key
-/// prefix to the destinations its records may publish to, SQS queue URLs
-/// or ARNs and EventBridge bus names or ARNs (a bare bus name, and a queue
-/// URL whose host names no Region, are in the relay's own account and
-/// Region): `{"orders.record": ["https://sqs.us-east-1.amazonaws.com/123456789012/n.fifo"]}`.
+/// prefix to queue URLs or ARNs and bus names or ARNs (`docs/handlers.md`).
 pub const ALLOWLIST_ENV: &str = "OUTBOX_ALLOWLIST";
 
 /// Why an allowlist cannot be used.
@@ -31,21 +25,14 @@ pub enum AllowlistError {
     Invalid(String),
 }
 
-/// Partition, Region and account; `None`: the relay's own, filled in from
-/// its function ARN ([`Allowlist::set_home`]) before comparing (left
-/// unknown, it matches only another `None`).
+/// Partition, Region and account; `None`: the relay's own ([`Allowlist::set_home`]).
 type Place = [Option<String>; 3];
 
-/// A destination as compared: a queue or a bus, its place and name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    queue: bool,
-    place: Place,
-    name: String,
-}
+/// A destination as compared: a queue (`true`) or a bus, its place and name.
+type Target = (bool, Place, String);
 
 /// The place of an ARN's fields after `arn:`, all non-empty.
-fn place_of_arn(fields: &[&str]) -> Option<Place> {
+fn arn_place(fields: &[&str]) -> Option<Place> {
     let [partition, _, region, account, ..] = fields else {
         return None;
     };
@@ -54,74 +41,53 @@ fn place_of_arn(fields: &[&str]) -> Option<Place> {
 }
 
 /// The Region an SQS endpoint host names (`sqs.us-east-1.amazonaws.com`,
-/// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`,
-/// `us-east-1.queue.amazonaws.com`); `None` for another host.
-fn region_of_host(host: &str) -> Option<String> {
+/// `vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com`, `us-east-1.queue.…`).
+fn host_region(host: &str) -> Option<String> {
     let host = host.split(':').next()?.to_ascii_lowercase();
     let labels: Vec<&str> = host.split('.').collect();
-    let region = match labels.iter().position(|l| *l == "sqs") {
+    let at = |label| labels.iter().position(|l| *l == label);
+    let region = match at("sqs") {
         Some(i) => labels.get(i + 1),
-        None => labels
-            .iter()
-            .position(|l| *l == "queue")
-            .and_then(|i| labels.get(i.checked_sub(1)?)),
+        None => at("queue").and_then(|i| labels.get(i.checked_sub(1)?)),
     };
     let is_region = |r: &&&str| r.contains('-') && r.ends_with(|c: char| c.is_ascii_digit());
     region.filter(is_region).map(|r| (*r).to_owned())
 }
 
-impl Target {
-    fn new(queue: bool, place: Place, name: &str) -> Self {
-        let name = name.to_owned();
-        Self { queue, place, name }
-    }
+/// A queue URL: its host's Region, its path's account and name.
+fn queue_url(url: &str) -> Option<Target> {
+    let (scheme, rest) = url.split_once("://")?;
+    let (host, path) = rest
+        .split_once('/')
+        .filter(|_| ["https", "http"].contains(&scheme))?;
+    let (account, name) = path.trim_end_matches('/').split_once('/')?;
+    let ok = !account.is_empty() && !name.is_empty() && !name.contains('/');
+    let place = [None, host_region(host), Some(account.to_owned())];
+    ok.then(|| (true, place, name.to_owned()))
+}
 
-    /// A queue URL: its host's Region, its path's account and name.
-    fn queue_url(url: &str) -> Option<Self> {
-        let rest = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"))?;
-        let (host, path) = rest.split_once('/')?;
-        let (account, name) = path.trim_end_matches('/').split_once('/')?;
-        let ok = !account.is_empty() && !name.is_empty() && !name.contains('/');
-        let place = [None, region_of_host(host), Some(account.to_owned())];
-        ok.then(|| Self::new(true, place, name))
-    }
-
-    /// A queue URL or ARN, a bus ARN (`…:event-bus/NAME`) or bare name.
-    fn parse(text: &str) -> Option<Self> {
-        let Some(rest) = text.strip_prefix("arn:") else {
-            return match text.contains("://") {
-                true => Self::queue_url(text),
-                false => (!text.is_empty()).then(|| Self::new(false, Place::default(), text)),
-            };
+/// A queue URL or ARN, a bus ARN (`…:event-bus/NAME`) or bare name.
+fn target(text: &str) -> Option<Target> {
+    let Some(rest) = text.strip_prefix("arn:") else {
+        return match text.contains("://") {
+            true => queue_url(text),
+            false => (!text.is_empty()).then(|| (false, Place::default(), text.to_owned())),
         };
-        let fields: Vec<&str> = rest.split(':').collect();
-        let place = place_of_arn(&fields)?;
-        let (queue, name) = match fields.as_slice() {
-            [_, "sqs", _, _, name] => (true, *name),
-            [_, "events", _, _, bus] => (false, bus.strip_prefix("event-bus/")?),
-            _ => return None,
-        };
-        (!name.is_empty()).then(|| Self::new(queue, place, name))
-    }
+    };
+    let fields: Vec<&str> = rest.split(':').collect();
+    let place = arn_place(&fields)?;
+    let (queue, name) = match fields.as_slice() {
+        [_, "sqs", _, _, name] => (true, *name),
+        [_, "events", _, _, bus] => (false, bus.strip_prefix("event-bus/")?),
+        _ => return None,
+    };
+    (!name.is_empty()).then(|| (queue, place, name.to_owned()))
+}
 
-    fn of(destination: &Destination) -> Option<Self> {
-        match destination {
-            Destination::Sqs { queue_url } => Self::queue_url(queue_url),
-            Destination::EventBridge { bus, .. } => Self::parse(bus).filter(|t| !t.queue),
-            _ => None,
-        }
-    }
-
-    /// This target with what it leaves to the relay taken from `home`.
-    fn within(&self, home: &Place) -> Self {
-        let mut place = self.place.clone();
-        for (part, own) in place.iter_mut().zip(home) {
-            *part = part.take().or_else(|| own.clone());
-        }
-        Self::new(self.queue, place, &self.name)
-    }
+/// `target` with what it leaves to the relay taken from `home`.
+fn within((queue, place, name): &Target, home: &Place) -> Target {
+    let place = std::array::from_fn(|i| place[i].clone().or_else(|| home[i].clone()));
+    (*queue, place, name.clone())
 }
 
 /// Which key prefixes may publish to which destinations.
@@ -140,54 +106,42 @@ impl Allowlist {
             serde_json::from_str(json).map_err(AllowlistError::NotJson)?;
         let mut by_prefix = BTreeMap::new();
         for (prefix, destinations) in raw {
+            let invalid = |e: String| Err(AllowlistError::Invalid(e));
             if prefix.is_empty() || prefix.contains('#') {
-                let e = format!("the prefix {prefix:?} is not a key prefix");
-                return Err(AllowlistError::Invalid(e));
+                return invalid(format!("the prefix {prefix:?} is not a key prefix"));
             }
-            let target = |d: &String| {
-                Target::parse(d).ok_or_else(|| {
-                    let e = format!(
-                        "{d:?} (for {prefix:?}) is not a queue URL or ARN, or a bus name or ARN"
-                    );
-                    AllowlistError::Invalid(e)
-                })
-            };
-            let targets = destinations.iter().map(target).collect::<Result<_, _>>()?;
+            let mut targets = Vec::new();
+            for d in &destinations {
+                let Some(t) = target(d) else {
+                    let what = "is not a queue URL or ARN, or a bus name or ARN";
+                    return invalid(format!("{d:?} (for {prefix:?}) {what}"));
+                };
+                targets.push(t);
+            }
             by_prefix.insert(prefix, targets);
         }
-        Ok(Self {
-            by_prefix: Some(by_prefix),
-            home: OnceLock::new(),
-        })
+        let by_prefix = Some(by_prefix);
+        let home = OnceLock::new();
+        Ok(Self { by_prefix, home })
     }
 
-    /// From [`ALLOWLIST_ENV`]; an error when it is unset or malformed (the
-    /// relay does not start: it never guesses who may publish).
+    /// From [`ALLOWLIST_ENV`]; an error when it is unset or malformed.
     pub fn from_env() -> Result<Self, AllowlistError> {
         Self::parse(&std::env::var(ALLOWLIST_ENV).map_err(|_| AllowlistError::Missing)?)
     }
 
-    /// Every prefix may publish everywhere: local runs that only print,
-    /// and tests; never the default under Lambda.
+    /// Every prefix may publish everywhere: local runs that only print.
     pub fn everything() -> Self {
-        Self {
-            by_prefix: None,
-            home: OnceLock::new(),
-        }
+        let (by_prefix, home) = (None, OnceLock::new());
+        Self { by_prefix, home }
     }
 
     /// Learns the relay's own partition, Region and account from its
-    /// function ARN (the context's `invoked_function_arn`), which a bare
-    /// bus name and a queue URL stand in: the first that parses is kept.
-    /// Until then (a local run) a bare name matches only a bare name.
-    /// Whether the home is known after.
+    /// function ARN, the first that parses; whether the home is known.
     pub fn set_home(&self, function_arn: &str) -> bool {
-        let fields: Vec<&str> = function_arn
-            .strip_prefix("arn:")
-            .unwrap_or("")
-            .split(':')
-            .collect();
-        if let Some(place) = place_of_arn(&fields).filter(|_| fields.get(1) == Some(&"lambda")) {
+        let rest = function_arn.strip_prefix("arn:").unwrap_or("");
+        let fields: Vec<&str> = rest.split(':').collect();
+        if let Some(place) = arn_place(&fields).filter(|_| fields.get(1) == Some(&"lambda")) {
             let _ = self.home.set(place);
         }
         self.home.get().is_some()
@@ -210,8 +164,13 @@ impl Allowlist {
             ));
         };
         let home = self.home.get().cloned().unwrap_or_default();
-        let target = Target::of(destination).map(|t| t.within(&home));
-        if target.is_some_and(|t| allowed.iter().any(|a| a.within(&home) == t)) {
+        let target = match destination {
+            Destination::Sqs { queue_url: url } => queue_url(url),
+            Destination::EventBridge { bus, .. } => target(bus).filter(|t| !t.0),
+            _ => None,
+        };
+        let target = target.map(|t| within(&t, &home));
+        if target.is_some_and(|t| allowed.iter().any(|a| within(a, &home) == t)) {
             return Ok(());
         }
         let what = match destination {

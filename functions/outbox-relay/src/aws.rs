@@ -3,7 +3,7 @@
 //! the [`PrintPublisher`] of a local run.
 
 use async_trait::async_trait;
-use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use aws_sdk_eventbridge::types::{PutEventsRequestEntry, PutEventsResultEntry};
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry as SqsEntry};
 use lambda_idempotency::outbox::{EventPut, SqsSend};
@@ -91,27 +91,21 @@ fn sqs_entry(send: &SqsSend) -> Result<SqsEntry, String> {
         .set_message_group_id(send.message_group_id.clone())
         .set_message_deduplication_id(send.message_deduplication_id.clone());
     for (name, value) in &send.message_attributes {
-        let value = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(value);
-        let value = value
-            .build()
-            .map_err(|e| format!("attribute {name:?}: {e}"))?;
+        let built = MessageAttributeValue::builder().data_type("String");
+        let built = built.string_value(value).build();
+        let value = built.map_err(|e| format!("attribute {name:?}: {e}"))?;
         entry = entry.message_attributes(name, value);
     }
     entry.build().map_err(|e| e.to_string())
 }
 
-/// A failed entry of `operation`: poison when retrying cannot fix it.
-fn failed(operation: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
-    let reason = format!(
-        "{operation} entry failed: {code} ({})",
-        message.unwrap_or("no message")
-    );
-    if poison {
-        Delivery::Poison(reason)
-    } else {
-        Delivery::Retry(reason)
+/// A failed entry: poison when retrying cannot fix it.
+fn failed(op: &str, code: &str, message: Option<&str>, poison: bool) -> Delivery {
+    let message = message.unwrap_or("no message");
+    let reason = format!("{op} entry failed: {code} ({message})");
+    match poison {
+        true => Delivery::Poison(reason),
+        false => Delivery::Retry(reason),
     }
 }
 
@@ -121,11 +115,11 @@ const EVENTBRIDGE_POISON: [&str; 2] = ["MalformedDetail", "InvalidArgument"];
 #[async_trait]
 impl Publisher for AwsPublisher {
     async fn send(&self, request: &Request) -> Vec<Delivery> {
-        let none = |op: &str| Delivery::Retry(format!("{op} answered nothing for this entry"));
+        // Per entry: its delivery once known (an entry the SDK's builder
+        // refuses is poison on its own), else what the answer says.
         let mut out = vec![None; request.len()];
-        match request {
+        let (op, answer) = match request {
             Request::SendMessageBatch { queue_url, entries } => {
-                // An entry the builder refuses is poison on its own.
                 let mut call = self.0.send_message_batch().queue_url(queue_url);
                 for (slot, send) in out.iter_mut().zip(entries) {
                     match sqs_entry(send) {
@@ -133,39 +127,21 @@ impl Publisher for AwsPublisher {
                         Err(reason) => *slot = Some(Delivery::Poison(reason)),
                     }
                 }
-                let answer = match out.iter().any(Option::is_none) {
-                    true => call.send().await,
-                    false => return out.into_iter().flatten().collect(),
-                };
-                match answer {
-                    Ok(answer) => {
-                        // Entry ids are positions ([`SqsSend::id`]).
-                        let mut set = |id: &str, d| {
-                            let slot = id.parse().ok().and_then(|i: usize| out.get_mut(i));
-                            slot.map(|s| *s = Some(d))
-                        };
-                        for ok in answer.successful() {
-                            set(ok.id(), Delivery::Published);
-                        }
-                        for f in answer.failed() {
-                            set(
-                                f.id(),
-                                failed("SendMessageBatch", f.code(), f.message(), f.sender_fault()),
-                            );
-                        }
-                    }
-                    Err(e) => {
-                        let reason =
-                            format!("SendMessageBatch failed: {}", DisplayErrorContext(&e));
-                        let retry = || Delivery::Retry(reason.clone());
-                        for slot in out.iter_mut().filter(|s| s.is_none()) {
-                            *slot = Some(retry());
-                        }
-                    }
+                if out.iter().all(Option::is_some) {
+                    return out.into_iter().flatten().collect();
                 }
-                out.into_iter()
-                    .map(|d| d.unwrap_or_else(|| none("SendMessageBatch")))
-                    .collect()
+                let op = "SendMessageBatch";
+                // Entry ids are positions ([`SqsSend::id`]).
+                let answer = call.send().await.map(|answer| {
+                    let ok = answer.successful().iter();
+                    let ok = ok.map(|s| (s.id().parse().ok(), Delivery::Published));
+                    let errors = answer.failed().iter().map(|f| {
+                        let delivery = failed(op, f.code(), f.message(), f.sender_fault());
+                        (f.id().parse().ok(), delivery)
+                    });
+                    ok.chain(errors).collect::<Vec<_>>()
+                });
+                (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
             }
             Request::PutEvents { entries } => {
                 let entry = |put: &EventPut| {
@@ -176,33 +152,40 @@ impl Publisher for AwsPublisher {
                         .detail(&put.detail)
                         .build()
                 };
-                let call = self
-                    .1
-                    .put_events()
-                    .set_entries(Some(entries.iter().map(entry).collect()));
-                let answer = match call.send().await {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        let reason = format!("PutEvents failed: {}", DisplayErrorContext(&e));
-                        return vec![Delivery::Retry(reason); entries.len()];
+                let entries = Some(entries.iter().map(entry).collect());
+                let op = "PutEvents";
+                let answer = self.1.put_events().set_entries(entries).send().await;
+                let answer = answer.map(|answer| {
+                    let result = |r: &PutEventsResultEntry| match (r.error_code(), r.event_id()) {
+                        (None, Some(_)) => Delivery::Published,
+                        (None, None) => Delivery::Retry(format!("{op} entry without event id")),
+                        (Some(code), _) => {
+                            let poison = EVENTBRIDGE_POISON.contains(&code);
+                            failed(op, code, r.error_message(), poison)
+                        }
+                    };
+                    let results = answer.entries().iter().map(result);
+                    results.enumerate().map(|(i, d)| (Some(i), d)).collect()
+                });
+                (op, answer.map_err(|e| DisplayErrorContext(e).to_string()))
+            }
+        };
+        match answer {
+            Ok(results) => {
+                for (i, delivery) in results {
+                    if let Some(slot) = i.and_then(|i: usize| out.get_mut(i)) {
+                        *slot = Some(delivery);
                     }
-                };
-                let results = answer.entries();
-                let result = |i: usize| match results.get(i).map(|r| (r, r.error_code())) {
-                    None => none("PutEvents"),
-                    Some((r, None)) if r.event_id().is_some() => Delivery::Published,
-                    Some((_, None)) => {
-                        Delivery::Retry("PutEvents entry without event id".to_owned())
-                    }
-                    Some((r, Some(code))) => failed(
-                        "PutEvents",
-                        code,
-                        r.error_message(),
-                        EVENTBRIDGE_POISON.contains(&code),
-                    ),
-                };
-                (0..entries.len()).map(result).collect()
+                }
+            }
+            Err(e) => {
+                let retry = Delivery::Retry(format!("{op} failed: {e}"));
+                out.iter_mut()
+                    .filter(|s| s.is_none())
+                    .for_each(|s| *s = Some(retry.clone()));
             }
         }
+        let none = || Delivery::Retry(format!("{op} answered nothing for this entry"));
+        out.into_iter().map(|d| d.unwrap_or_else(none)).collect()
     }
 }

@@ -1,15 +1,11 @@
 //! The outbox relay: a DynamoDB Streams handler on the library's
 //! [`DynamoDbStreamsProcessor`] that publishes the messages handlers staged
-//! in their idempotency records ([`lambda_idempotency::outbox`]: each under
-//! its stable id, in the library's publication format). Its own: the plan
-//! of what each record publishes (`plan.rs`), the [`Allowlist`], and the
-//! publishers, ten messages per request and target across records
-//! (`publish.rs`, `aws.rs`). Delivery, order, poison and refused entries:
-//! `docs/handlers.md`, *The relay: delivery, order, poison*.
+//! in their idempotency records ([`lambda_idempotency::outbox`]) where the
+//! [`Allowlist`] lets their writer publish. Delivery, order, poison and
+//! refused entries: `docs/handlers.md`, *The relay: delivery, order, poison*.
 
 pub mod allowlist;
 pub mod aws;
-mod plan;
 mod publish;
 
 use std::sync::Arc;
@@ -23,10 +19,9 @@ use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 
 pub use allowlist::{ALLOWLIST_ENV, Allowlist, AllowlistError};
-pub use aws::{Delivery, PrintPublisher, Publisher, Request};
-pub use lambda_idempotency::outbox::{Destination, Entry as OutboxEntry, OUTBOX_ID, stable_id};
-pub use plan::{RecordPlan, plan_record};
-pub use publish::Report;
+pub use aws::{Delivery, Publisher, Request};
+pub use lambda_idempotency::outbox::{Destination, stable_id};
+pub use publish::{RecordPlan, Report, plan};
 
 /// What the relay trusts: the record layout's attribute names and which
 /// writers may publish where.
@@ -49,10 +44,8 @@ impl Policy {
     }
 }
 
-/// Time kept in hand at the end of an invocation (the processor's deadline
-/// margin, and no request starts later): this (the SDK's operation timeout
-/// is 8 s) or half the time left when that is less, so an invocation
-/// answers with what it published instead of timing out.
+/// Time kept in hand at the end of an invocation, or half the time left
+/// when that is less (`docs/handlers.md`).
 pub const REQUEST_BUDGET: Duration = Duration::from_secs(9);
 
 /// The relay: the library's DynamoDB Streams processor running each
@@ -64,8 +57,7 @@ pub struct Relay {
     policy: Arc<Policy>,
 }
 
-/// A stream record that can never be read is poison: an `ERROR` line
-/// naming its sequence number, and the shard goes on.
+/// A stream record that can never be read is poison: logged, skipped.
 #[derive(Debug)]
 struct PoisonLog;
 
@@ -86,11 +78,8 @@ impl Parking for PoisonLog {
 }
 
 impl Relay {
-    /// A relay over `publisher`, publishing what `policy` allows. Its
-    /// processor runs with idempotency off: every message goes out under
-    /// its stable id, the relay keeps no record of its own. Records done
-    /// have no log line of their own (the invocation's `relayed` line
-    /// counts them); failed and poison ones do.
+    /// A relay over `publisher`, publishing what `policy` allows; its
+    /// processor keeps no record and logs failed and poison records only.
     pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
         let config = Config::with_prefix("outbox-relay").disabled(true);
         let engine = Idempotency::new(MemoryStore::new(), config);
@@ -106,10 +95,8 @@ impl Relay {
         }
     }
 
-    /// Printing publisher for a local run ([`runtime::is_local_run`]), SQS
-    /// and EventBridge clients otherwise. The allowlist ([`ALLOWLIST_ENV`])
-    /// is required under Lambda (the relay never guesses who may publish);
-    /// a local run without it prints every entry, with a warning.
+    /// SQS and EventBridge clients, or printing for a local run; the
+    /// allowlist ([`ALLOWLIST_ENV`]) is required under Lambda.
     pub async fn from_env() -> Result<Self, AllowlistError> {
         let local = runtime::is_local_run();
         let allowlist = match Allowlist::from_env() {
@@ -120,16 +107,15 @@ impl Relay {
             other => other.inspect_err(|e| tracing::error!("the relay cannot start: {e}"))?,
         };
         let publisher: Arc<dyn Publisher> = match local {
-            true => Arc::new(PrintPublisher),
+            true => Arc::new(aws::PrintPublisher),
             false => Arc::new(aws::AwsPublisher::from_env().await),
         };
         Ok(Self::new(publisher, Policy::new(allowlist)))
     }
 
-    /// Handles one invocation: the partial batch response naming the first
-    /// record with a message not published, and the relay's EMF line. An
-    /// `Err` (not a DynamoDB Streams event; the record to report has no
-    /// `SequenceNumber`) fails the invocation.
+    /// Handles one invocation: the partial batch response and the relay's
+    /// EMF line; an `Err` (not a DynamoDB Streams event; the record to
+    /// report has no `SequenceNumber`) fails it.
     pub async fn handle(
         &self,
         event: LambdaEvent<Value>,
@@ -149,8 +135,7 @@ impl Relay {
     }
 
     /// Relays one DynamoDB Streams event with `remaining` time (`None`:
-    /// unknown): every record planned, then run on the processor, each
-    /// sending the requests its messages are in.
+    /// unknown).
     pub async fn relay(
         &self,
         payload: Value,

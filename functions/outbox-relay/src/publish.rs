@@ -1,29 +1,92 @@
-//! One invocation's publication. Every record is planned before any runs,
-//! and each target's entries (a queue's; EventBridge's, `PutEvents` taking
-//! any bus) are cut, in stream order, into requests ([`outbox::chunks`]).
-//! A record's run (the processor's handler) sends every request of each
-//! target up to the last one holding one of its messages, those not sent
-//! yet, in order (targets at once): one request carries several records'
-//! messages, and a record's outcome is that of its messages. After a
-//! message fails (retryably), no request whose messages all belong to its
-//! record or later ones is sent, on any target (the stream retries from
-//! that record), and no request starts after the cutoff.
+//! One invocation's publication: every record planned, each target's
+//! entries cut into requests, each record's run sending those its messages
+//! are in (`docs/handlers.md`, *The relay: delivery, order, poison*).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use futures_util::future::join_all;
-use lambda_idempotency::HandlerError;
-use lambda_idempotency::dynamodb_streams::{
-    DynamoDbEventResponse, DynamoDbRecord, DynamoDbStreamEvent,
-};
-use lambda_idempotency::outbox::{self, EventPut, MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
+use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbRecord};
+use lambda_idempotency::dynamodb_streams::{DynamoDbStreamEvent, EventRecord, to_item};
+use lambda_idempotency::outbox::{self, Entry, EventPut, Unpublishable};
+use lambda_idempotency::outbox::{MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
+use lambda_idempotency::{HandlerError, Item, store::Status};
 use tokio::sync::OnceCell;
 
-use crate::{
-    Delivery, Destination, OutboxEntry, Policy, Publisher, RecordPlan, Request, plan::plan_raw,
-};
+use crate::{Delivery, Destination, Policy, Publisher, Request};
+
+/// What one stream record asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordPlan {
+    /// The record's `SequenceNumber`.
+    pub sequence_number: Option<String>,
+    /// The idempotency key (`id`), for logs and the allowlist.
+    pub key: Option<String>,
+    /// The entries to publish, in outbox order.
+    pub entries: Vec<Entry>,
+    /// Entries (or the whole outbox) skipped as poison: (entry id, reason).
+    pub poison: Vec<Unpublishable>,
+    /// Entries refused by the allowlist: (entry id, reason).
+    pub refused: Vec<(String, String)>,
+    /// Why nothing is published (not a completed record with an outbox).
+    pub ignored: Option<&'static str>,
+}
+
+fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
+    image?.get(name)?.as_s()
+}
+
+/// Reads one stream record (`None`: an image is not valid, the processor
+/// parks it): a completed record's new outbox, read by
+/// [`outbox::decode_each`], each entry checked by the allowlist.
+pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
+    let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| to_item(i)).transpose();
+    let change = &record.change;
+    let [keys, new, old] = [&change.keys, &change.new_image, &change.old_image].map(image);
+    let (keys, new, old) = (keys.ok()?, new.ok()?, old.ok()?);
+    let (names, completed) = (&policy.attributes, Some(Status::Completed.as_str()));
+    let (new, old) = (new.as_ref(), old.as_ref());
+    let key = string(new, &names.id).or_else(|| string(keys.as_ref(), &names.id));
+    let mut plan = RecordPlan {
+        sequence_number: change.sequence_number.clone(),
+        key: key.map(str::to_owned),
+        ..RecordPlan::default()
+    };
+    let outbox = match new.and_then(|image| image.get(&names.outbox)) {
+        _ if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") => {
+            Err("not an INSERT or MODIFY")
+        }
+        _ if string(new, &names.status) != completed => Err("not COMPLETED"),
+        None => Err("no outbox"),
+        Some(v)
+            if v.as_s().is_some()
+                && string(old, &names.status) == completed
+                && string(old, &names.outbox) == v.as_s() =>
+        {
+            Err("outbox already published with an earlier record")
+        }
+        Some(value) => Ok(value.as_s()),
+    };
+    let entries = match outbox {
+        Err(ignored) => {
+            plan.ignored = Some(ignored);
+            return Some(plan);
+        }
+        Ok(Some(outbox)) => outbox::decode_each(outbox),
+        Ok(None) => Err("the outbox attribute is not of type S".to_owned()),
+    };
+    let (allowlist, key) = (&policy.allowlist, key.unwrap_or(""));
+    for entry in entries.unwrap_or_else(|reason| vec![Err((None, reason))]) {
+        match entry.map(|e| (allowlist.permits(key, &e.message.destination), e)) {
+            Err(poison) => plan.poison.push(poison),
+            Ok((Ok(()), e)) => plan.entries.push(e),
+            Ok((Err(reason), e)) => plan.refused.push((e.id, reason)),
+        }
+    }
+    Some(plan)
+}
 
 /// What one invocation did: the answer to Lambda and its counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,12 +119,8 @@ impl Report {
     }
 }
 
-/// The counters of [`Report`], in its order.
-const PUBLISHED: usize = 0;
-const UNPUBLISHED: usize = 1;
-const POISON: usize = 2;
-const REFUSED: usize = 3;
-const REQUESTS: usize = 4;
+/// A count of [`Report`].
+type Count = fn(&mut Report) -> &mut u64;
 
 /// One request, sent at most once, with its entries' records and ids.
 struct Pending {
@@ -70,21 +129,21 @@ struct Pending {
     sent: OnceCell<Vec<Delivery>>,
 }
 
-/// A target's entries (to a queue; `None`: EventBridge) and their records.
-type Group = (Option<String>, Vec<(usize, OutboxEntry)>);
+/// An entry to send, its record and, to a bus, its `PutEvents` entry.
+type Due = (usize, Entry, Option<EventPut>);
 
-/// One invocation's records, planned, and their targets' requests.
+/// One invocation's planned records and each target's requests.
 pub(crate) struct Batch<'a> {
     publisher: &'a dyn Publisher,
-    /// Per record, its plan (`None`: not a `DynamoDbRecord`, parked).
-    plans: Vec<Option<RecordPlan>>,
+    /// The records planned, in stream order, and by `SequenceNumber`.
+    plans: Vec<RecordPlan>,
     positions: HashMap<String, usize>,
     /// Each target's requests, in stream order.
     targets: Vec<Vec<Pending>>,
     /// The earliest record with a message not published.
     failed: AtomicUsize,
     cutoff: Option<Instant>,
-    counts: [AtomicU64; 5],
+    report: Mutex<Report>,
 }
 
 impl<'a> Batch<'a> {
@@ -96,33 +155,33 @@ impl<'a> Batch<'a> {
         cutoff: Option<Instant>,
     ) -> Self {
         let (mut plans, mut positions) = (Vec::new(), HashMap::new());
-        let mut groups: Vec<Group> = Vec::new();
-        for (index, record) in event.records.iter().enumerate() {
-            let plan = record.as_ref().ok().and_then(|r| plan_raw(r, policy));
-            let Some(mut plan) = plan else {
-                plans.push(None);
+        // Per target (a queue; `None`: EventBridge, any bus), its entries.
+        let mut targets: Vec<(Option<String>, Vec<Due>)> = Vec::new();
+        for record in event.records.iter().filter_map(|r| r.as_ref().ok()) {
+            let Some(mut plan) = plan(record, policy) else {
                 continue;
             };
+            let index = plans.len();
             for entry in std::mem::take(&mut plan.entries) {
-                let queue = match &entry.message.destination {
-                    Destination::Sqs { queue_url } => Some(queue_url.clone()),
-                    _ => None,
+                let (queue, put) = match &entry.message.destination {
+                    Destination::Sqs { queue_url } => (Some(queue_url.clone()), None),
+                    _ => match entry.event_put() {
+                        Ok(put) => (None, Some(put)),
+                        Err(reason) => {
+                            plan.poison.push((Some(entry.id), reason));
+                            continue;
+                        }
+                    },
                 };
-                if let (None, Err(reason)) = (&queue, entry.event_put()) {
-                    plan.poison.push((Some(entry.id), reason));
-                    continue;
-                }
-                match groups.iter_mut().find(|(q, _)| *q == queue) {
-                    Some((_, list)) => list.push((index, entry)),
-                    None => groups.push((queue, vec![(index, entry)])),
+                match targets.iter_mut().find(|(q, _)| *q == queue) {
+                    Some((_, list)) => list.push((index, entry, put)),
+                    None => targets.push((queue, vec![(index, entry, put)])),
                 }
             }
             positions.extend(plan.sequence_number.clone().map(|s| (s, index)));
-            plans.push(Some(plan));
+            plans.push(plan);
         }
-        let targets = groups
-            .iter()
-            .map(|(queue, list)| requests(queue.as_deref(), list));
+        let targets = targets.iter().map(|(q, list)| requests(q.as_deref(), list));
         Self {
             publisher,
             targets: targets.collect(),
@@ -130,23 +189,23 @@ impl<'a> Batch<'a> {
             positions,
             failed: AtomicUsize::new(usize::MAX),
             cutoff,
-            counts: Default::default(),
+            report: Mutex::default(),
         }
     }
 
-    fn add(&self, counter: usize, n: usize) {
-        self.counts[counter].fetch_add(n as u64, Ordering::Relaxed);
+    fn count(&self, count: Count, n: usize) {
+        *count(&mut self.report.lock().unwrap_or_else(PoisonError::into_inner)) += n as u64;
+    }
+
+    fn seq(&self, record: usize) -> &str {
+        self.plans[record].sequence_number.as_deref().unwrap_or("-")
     }
 
     /// Counts and logs (`ERROR`) an entry of `record` skipped for good.
-    fn skip(&self, counter: usize, record: usize, id: Option<&str>, what: &str, reason: &str) {
-        self.add(counter, 1);
-        let plan = self.plans[record].as_ref();
-        let seq = plan
-            .and_then(|p| p.sequence_number.as_deref())
-            .unwrap_or("-");
-        let key = plan.and_then(|p| p.key.as_deref()).unwrap_or("-");
-        let id = id.unwrap_or("-");
+    fn skip(&self, count: Count, record: usize, id: Option<&str>, what: &str, reason: &str) {
+        self.count(count, 1);
+        let (seq, key) = (self.seq(record), self.plans[record].key.as_deref());
+        let (key, id) = (key.unwrap_or("-"), id.unwrap_or("-"));
         tracing::error!(
             sequence_number = seq,
             key,
@@ -155,68 +214,66 @@ impl<'a> Batch<'a> {
         );
     }
 
-    /// The invocation's report: `response`, the counts, and the `parked`
-    /// stream records counted as poison.
+    /// The report: `response`, the counts, `parked` records as poison.
     pub(crate) fn report(self, response: DynamoDbEventResponse, parked: u64) -> Report {
-        let [published, unpublished, poison, refused, requests] =
-            self.counts.map(|c| c.into_inner());
-        let poison = poison + parked;
+        let report = self
+            .report
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let poison = report.poison + parked;
         Report {
             response,
-            published,
-            unpublished,
             poison,
-            refused,
-            requests,
+            ..report
         }
     }
 
-    /// The processor's handler: logs and counts `record`'s skipped entries
-    /// and sends the requests its messages are in (and the earlier ones of
-    /// their targets); a retryable error names its first message not
+    /// The processor's handler: logs `record`'s skipped entries and sends
+    /// the requests its messages are in; an error names the first not
     /// published.
     pub(crate) async fn publish(&self, record: DynamoDbRecord) -> Result<(), HandlerError> {
         let index = record.sequence_number().and_then(|s| self.positions.get(s));
-        let Some((index, Some(plan))) = index.map(|i| (*i, &self.plans[*i])) else {
+        let Some(&index) = index else {
             return Ok(());
         };
+        let plan = &self.plans[index];
         for (id, reason) in &plan.poison {
             let what = "entry skipped as poison (never publishable as written; the message stays in the idempotency record)";
-            self.skip(POISON, index, id.as_deref(), what, reason);
+            self.skip(|r| &mut r.poison, index, id.as_deref(), what, reason);
         }
         for (id, reason) in &plan.refused {
             let what =
                 "entry refused, not sent and never retried (its writer may not publish there)";
-            self.skip(REFUSED, index, Some(id), what, reason);
+            self.skip(|r| &mut r.refused, index, Some(id), what, reason);
         }
-        let outcomes = join_all(self.targets.iter().map(|t| self.through(t, index))).await;
-        let retry = outcomes.into_iter().flatten().find_map(|(id, d)| match d {
-            Delivery::Retry(reason) => Some(format!("outbox message {id} not published: {reason}")),
-            _ => None,
-        });
-        retry.map_or(Ok(()), |e| {
-            Err(HandlerError::retryable(std::io::Error::other(e)))
-        })
+        let retries = join_all(self.targets.iter().map(|t| self.through(t, index))).await;
+        match retries.into_iter().flatten().next() {
+            Some(e) => Err(HandlerError::retryable(std::io::Error::other(e))),
+            None => Ok(()),
+        }
     }
 
     /// Sends `target`'s requests up to the last one with a message of
-    /// `record` (those not sent yet, in order); what became of its messages.
-    async fn through<'t>(&self, target: &'t [Pending], record: usize) -> Vec<(&'t str, Delivery)> {
-        let mine = |p: &Pending| p.owners.iter().any(|(r, _)| *r == record);
-        let Some(last) = target.iter().rposition(mine) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
+    /// `record` (those not sent yet, in order); the first of its messages
+    /// not published, and why.
+    async fn through(&self, target: &[Pending], record: usize) -> Option<String> {
+        let last = target
+            .iter()
+            .rposition(|p| p.owners.iter().any(|o| o.0 == record))?;
+        let mut retry = None;
         for pending in &target[..=last] {
             let deliveries = pending.sent.get_or_init(|| self.send(pending)).await;
-            let owned = pending
-                .owners
-                .iter()
-                .zip(deliveries)
-                .filter(|((r, _), _)| *r == record);
-            out.extend(owned.map(|((_, id), d)| (id.as_str(), d.clone())));
+            let mut mine = pending.owners.iter().zip(deliveries);
+            retry = retry.or_else(|| {
+                mine.find_map(|((r, id), d)| match d {
+                    Delivery::Retry(why) if *r == record => {
+                        Some(format!("outbox message {id} not published: {why}"))
+                    }
+                    _ => None,
+                })
+            });
         }
-        out
+        retry
     }
 
     /// Sends one request (unless an earlier record's message failed or the
@@ -231,27 +288,24 @@ impl<'a> Batch<'a> {
             ""
         };
         if !held.is_empty() {
-            self.add(UNPUBLISHED, n);
+            self.count(|r| &mut r.unpublished, n);
             self.failed.fetch_min(first, Ordering::SeqCst);
             return vec![Delivery::Retry(held.to_owned()); n];
         }
-        self.add(REQUESTS, 1);
+        self.count(|r| &mut r.requests, 1);
         let mut out = self.publisher.send(&pending.request).await;
         out.resize(n, Delivery::Retry("no result for this entry".to_owned()));
         for ((record, id), delivery) in pending.owners.iter().zip(&out) {
             match delivery {
-                Delivery::Published => self.add(PUBLISHED, 1),
+                Delivery::Published => self.count(|r| &mut r.published, 1),
                 Delivery::Poison(reason) => {
                     let what = "message refused for good, skipped as poison (it stays in the idempotency record)";
-                    self.skip(POISON, *record, Some(id), what, reason);
+                    self.skip(|r| &mut r.poison, *record, Some(id), what, reason);
                 }
                 Delivery::Retry(reason) => {
-                    self.add(UNPUBLISHED, 1);
+                    self.count(|r| &mut r.unpublished, 1);
                     self.failed.fetch_min(*record, Ordering::SeqCst);
-                    let seq = self.plans[*record]
-                        .as_ref()
-                        .and_then(|p| p.sequence_number.as_deref());
-                    let seq = seq.unwrap_or("-");
+                    let seq = self.seq(*record);
                     tracing::warn!(sequence_number = seq, outbox_id = %id, "outbox message not published, retried with its record: {reason}");
                 }
             }
@@ -260,45 +314,37 @@ impl<'a> Batch<'a> {
     }
 }
 
-/// A target's requests (to `queue`; `None`: EventBridge, whose entries
-/// [`Batch::new`] checked): its entries in stream order, cut by
-/// [`outbox::chunks`] within the service's size limit.
-fn requests(queue: Option<&str>, list: &[(usize, OutboxEntry)]) -> Vec<Pending> {
-    let puts: Vec<Option<EventPut>> = list.iter().map(|(_, e)| e.event_put().ok()).collect();
-    let size = |((_, e), put): (&(usize, OutboxEntry), &Option<EventPut>)| match queue {
-        Some(_) => e.sqs_size(),
-        None => put.as_ref().map_or(0, EventPut::size),
-    };
-    let sizes: Vec<usize> = list.iter().zip(&puts).map(size).collect();
+/// A target's requests (to `queue`; `None`: EventBridge), in stream order.
+fn requests(queue: Option<&str>, list: &[Due]) -> Vec<Pending> {
+    let size = |(_, e, put): &Due| put.as_ref().map_or_else(|| e.sqs_size(), EventPut::size);
+    let sizes: Vec<usize> = list.iter().map(size).collect();
     let max = queue.map_or(MAX_EVENT_ENTRY_BYTES, |_| MAX_SQS_MESSAGE_BYTES);
-    let request = |range: std::ops::Range<usize>| {
+    let pending = |range: std::ops::Range<usize>| {
+        let list = &list[range];
         let request = match queue {
             Some(url) => {
-                let entries = list[range.clone()]
+                let entries = list
                     .iter()
                     .enumerate()
-                    .map(|(i, (_, e))| e.sqs_send(url, i));
-                Request::SendMessageBatch {
-                    queue_url: url.to_owned(),
-                    entries: entries.collect(),
-                }
+                    .map(|(i, (_, e, _))| e.sqs_send(url, i));
+                let (queue_url, entries) = (url.to_owned(), entries.collect());
+                Request::SendMessageBatch { queue_url, entries }
             }
-            None => Request::PutEvents {
-                entries: puts[range.clone()].iter().flatten().cloned().collect(),
-            },
+            None => {
+                let entries = list.iter().filter_map(|(_, _, put)| put.clone()).collect();
+                Request::PutEvents { entries }
+            }
         };
-        let owners = list[range]
-            .iter()
-            .map(|(r, e)| (*r, e.id.clone()))
-            .collect();
+        let owners = list.iter().map(|(r, e, _)| (*r, e.id.clone())).collect();
+        let sent = OnceCell::new();
         Pending {
             request,
             owners,
-            sent: OnceCell::new(),
+            sent,
         }
     };
     outbox::chunks(&sizes, max)
         .into_iter()
-        .map(request)
+        .map(pending)
         .collect()
 }

@@ -127,6 +127,15 @@ fn record_of(raw: Value) -> DynamoDbRecord {
     DynamoDbRecord::new(serde_json::from_value::<EventRecord>(raw).unwrap()).unwrap()
 }
 
+/// The plan of a stream record, its images valid.
+fn plan_of(raw: Value) -> RecordPlan {
+    plan(
+        &serde_json::from_value::<EventRecord>(raw).unwrap(),
+        &open(),
+    )
+    .unwrap()
+}
+
 fn failures(report: &Report) -> Vec<String> {
     report
         .response
@@ -201,7 +210,7 @@ fn only_completed_records_with_an_outbox_are_planned() {
     let plans: Vec<RecordPlan> = parsed
         .records
         .into_iter()
-        .map(|r| plan_record(&DynamoDbRecord::new(r).unwrap(), &open()))
+        .map(|r| plan(&r, &open()).unwrap())
         .collect();
     assert_eq!(plans[0].ignored, Some("not COMPLETED"));
     assert!(plans[0].entries.is_empty());
@@ -232,15 +241,11 @@ fn only_completed_records_with_an_outbox_are_planned() {
         ("INSERT", "INPROGRESS", Some("not COMPLETED")),
         ("MODIFY", "COMPLETED", None),
     ] {
-        let record = record_of(stream_record(1, name, "k", status, Some(&outbox)));
-        assert_eq!(
-            plan_record(&record, &open()).ignored,
-            ignored,
-            "{name} {status}"
-        );
+        let record = stream_record(1, name, "k", status, Some(&outbox));
+        assert_eq!(plan_of(record).ignored, ignored, "{name} {status}");
     }
-    let record = record_of(stream_record(1, "INSERT", "k", "COMPLETED", None));
-    assert_eq!(plan_record(&record, &open()).ignored, Some("no outbox"));
+    let record = stream_record(1, "INSERT", "k", "COMPLETED", None);
+    assert_eq!(plan_of(record).ignored, Some("no outbox"));
 }
 
 #[test]
@@ -249,7 +254,7 @@ fn a_modify_that_keeps_a_published_outbox_is_ignored() {
     let mut raw = stream_record(2, "MODIFY", "k", "COMPLETED", Some(&outbox));
     raw["dynamodb"]["OldImage"] = raw["dynamodb"]["NewImage"].clone();
     raw["dynamodb"]["StreamViewType"] = json!("NEW_AND_OLD_IMAGES");
-    assert!(plan_record(&record_of(raw), &open()).ignored.is_some());
+    assert!(plan_of(raw).ignored.is_some());
 }
 
 #[test]
@@ -265,8 +270,7 @@ fn poison_entries_are_named_and_the_rest_kept() {
         sqs_entry("k", 0, FIFO, Some("g")),
         sqs_entry("k", 6, STANDARD, None),
     ]);
-    let record = record_of(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)));
-    let plan = plan_record(&record, &open());
+    let plan = plan_of(stream_record(1, "INSERT", "k", "COMPLETED", Some(&outbox)));
     let kept: Vec<&str> = plan.entries.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(kept, [stable_id("k", 0), stable_id("k", 6)]);
     let reasons: Vec<&str> = plan.poison.iter().map(|(_, r)| r.as_str()).collect();
@@ -280,7 +284,7 @@ fn poison_entries_are_named_and_the_rest_kept() {
     for bad in ["{not json", "{\"a\":1}"] {
         let mut raw = stream_record(1, "INSERT", "k", "COMPLETED", None);
         raw["dynamodb"]["NewImage"]["outbox"] = json!({ "S": bad });
-        let plan = plan_record(&record_of(raw), &open());
+        let plan = plan_of(raw);
         assert!(plan.entries.is_empty());
         assert_eq!(plan.poison.len(), 1, "{bad}");
     }
