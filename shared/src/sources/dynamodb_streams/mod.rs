@@ -239,7 +239,12 @@ impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
         let mut record = DynamoDbRecord::new(raw)
             .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = record_json(&record);
+        let read = self.payload == PayloadScope::Body || pipeline.settings.key.reads_document();
+        let view = if read {
+            record_json(&record)
+        } else {
+            Value::Null
+        };
         let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
         record.key = key.clone();
         Ok(Prepared::new(record, key, hashed(self.payload, view)))
