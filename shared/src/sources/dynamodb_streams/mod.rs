@@ -240,11 +240,7 @@ impl Prepare<DynamoDbRecord> for DynamoDbStreams {
         let mut record = DynamoDbRecord::new(raw)
             .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
         let read = self.payload == PayloadScope::Body || pipeline.settings.key.reads_document();
-        let view = if read {
-            record_json(&record)
-        } else {
-            Value::Null
-        };
+        let view = read.then(|| record_json(&record)).unwrap_or_default();
         let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
         record.key = key.clone();
         Ok(Prepared::new(record, key, hashed(self.payload, view)))
