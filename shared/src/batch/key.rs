@@ -124,6 +124,12 @@ impl KeySelector {
         Self::Custom(Arc::new(f))
     }
 
+    /// Whether the key of a delivered record is read from its document
+    /// ([`KeyInput::value`]), not from the delivery alone.
+    pub(crate) fn reads_document(&self) -> bool {
+        matches!(self, Self::Pointer(_) | Self::Custom(_))
+    }
+
     /// The key material in `input`. The outer `Err` is a panic of a custom
     /// key function.
     fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
 use super::delivery::{Ordering, SourceNames};
-use super::key::{KeyFailure, KeyInput, key_for};
+use super::key::{KeyFailure, KeyInput, PayloadScope, key_for};
 use super::lanes;
 use super::log::{Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
@@ -63,6 +63,13 @@ impl Pipeline<'_> {
     /// gets its [`Ticket`](super::parking::Ticket) ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
         self.settings.parking.is_some()
+    }
+
+    /// A record's document from `build`, only when the key or the payload
+    /// hash under `scope` reads it (JSON `null` otherwise).
+    pub(crate) fn document(&self, scope: PayloadScope, build: impl FnOnce() -> Value) -> Value {
+        let read = scope == PayloadScope::Body || self.settings.key.reads_document();
+        if read { build() } else { Value::Null }
     }
 
     /// The key of the record `ident` from `input`; `None` to run

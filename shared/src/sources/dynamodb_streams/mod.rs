@@ -239,7 +239,7 @@ impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
         let mut record = DynamoDbRecord::new(raw)
             .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = record_json(&record);
+        let view = pipeline.document(self.payload, || record_json(&record));
         let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
         record.key = key.clone();
         Ok(Prepared::new(record, key, hashed(self.payload, view)))

@@ -754,3 +754,27 @@ async fn a_refused_change_stops_its_item_and_is_named() {
         .await;
     assert_eq!(named(&report), ["102"]);
 }
+
+#[tokio::test]
+async fn a_pointer_key_reads_the_json_view_even_without_payload_validation() {
+    // The view is built only when the key or the payload hash reads it:
+    // a pointer does, whatever the payload scope. The sample's two REMOVEs
+    // share their eventName, so the second is the first's copy.
+    let (engine, _, _) = memory_engine();
+    let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::pointer("/eventName"))
+        .payload(PayloadScope::None);
+    let sink = Sink::default();
+    let report = processor
+        .process(event(sample_records()), None, |r| sink.handle(r, "none"))
+        .await;
+    assert!(report.is_success(), "{:?}", report.records);
+    assert_eq!(
+        sink.seqs().len(),
+        3,
+        "the second REMOVE is the first's copy"
+    );
+    assert!(matches!(
+        report.records[3].outcome,
+        Ok(Outcome::Replayed(_))
+    ));
+}
