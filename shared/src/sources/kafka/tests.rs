@@ -24,13 +24,13 @@ struct Order {
 /// `evt-4002`, `evt-4001` again), `orders-1` 17–18 (a poison value, then
 /// `evt-4101`).
 fn msk() -> KafkaEvent {
-    parse_kafka_event(event_json("kafka-msk-orders.json")).unwrap()
+    Kafka::parse(event_json("kafka-msk-orders.json")).unwrap()
 }
 
 /// `events/kafka-self-managed-orders.json`: `orders-0` 1500–1501, `orders-2`
 /// 88 (no key).
 fn self_managed() -> KafkaEvent {
-    parse_kafka_event(event_json("kafka-self-managed-orders.json")).unwrap()
+    Kafka::parse(event_json("kafka-self-managed-orders.json")).unwrap()
 }
 
 fn processor() -> KafkaProcessor {
@@ -41,7 +41,8 @@ fn processor() -> KafkaProcessor {
 /// What a mapping in provisioned mode with `ReportBatchItemFailures` is
 /// told to deliver again.
 fn named(report: &BatchReport<Value>) -> Vec<(String, i64)> {
-    let response = answer(report, KafkaItemFailures::Reported).unwrap();
+    let reported = processor().item_failures(KafkaItemFailures::Reported);
+    let response = reported.response(report).unwrap();
     response
         .batch_item_failures
         .into_iter()
@@ -86,8 +87,8 @@ impl Sink {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         self.in_flight.fetch_sub(1, SeqCst);
         self.seen.lock().unwrap().push((
-            m.partition().to_owned(),
-            m.offset(),
+            m.delivery.partition.clone(),
+            m.delivery.record.offset,
             m.body.event_id.clone(),
         ));
         if self.fail.contains(&m.body.event_id.as_str()) {
@@ -96,7 +97,7 @@ impl Sink {
                 m.body.event_id
             )));
         }
-        Ok(json!({"stored": m.body.event_id, "offset": m.offset(), "cents": m.body.total_cents}))
+        Ok(json!({"stored": m.body.event_id, "offset": m.delivery.record.offset, "cents": m.body.total_cents}))
     }
 
     fn ran(&self) -> Vec<String> {
@@ -138,7 +139,8 @@ async fn the_msk_sample_a_poison_record_holds_back_only_its_partition() {
     );
     assert_eq!(report.ordering(), Ordering::StopLane);
     // Exactly what Lambda reads.
-    let response = answer(&report, KafkaItemFailures::Reported).unwrap();
+    let reported = processor().item_failures(KafkaItemFailures::Reported);
+    let response = reported.response(&report).unwrap();
     assert_eq!(
         serde_json::to_value(&response).unwrap(),
         json!({"batchItemFailures": [
@@ -191,7 +193,7 @@ async fn partitions_run_in_parallel_each_in_offset_order() {
     assert!(report.is_success(), "{:?}", report.records);
     assert!(named(&report).is_empty());
     for mode in [KafkaItemFailures::FailBatch, KafkaItemFailures::Reported] {
-        let response = answer(&report, mode).unwrap();
+        let response = processor().item_failures(mode).response(&report).unwrap();
         assert_eq!(
             serde_json::to_value(&response).unwrap(),
             json!({"batchItemFailures": []})
@@ -289,7 +291,7 @@ async fn a_header_is_a_key_and_gives_the_same_key_as_the_value() {
         base64::engine::general_purpose::STANDARD
             .encode(r#"{"event_id":"evt-4100","total_cents":5}"#)
     );
-    let event = parse_kafka_event(event).unwrap();
+    let event = Kafka::parse(event).unwrap();
     let by_header = KafkaProcessor::new(engine.clone(), KeySelector::attribute("idempotency-key"))
         .process(event, None, |m| sink.handle(m))
         .await;
@@ -336,8 +338,8 @@ async fn a_key_function_sees_the_headers_the_key_and_the_partition() {
     let report: BatchReport<Value> = KafkaProcessor::new(engine, selector)
         .process(event, None, |m: KafkaMessage<Value>| {
             seen.lock().unwrap().push((
-                m.message_key().map(<[u8]>::to_vec),
-                m.topic().map(str::to_owned),
+                m.delivery.message_key.clone(),
+                m.delivery.record.topic.clone(),
             ));
             async { Ok::<_, HandlerError>(json!({})) }
         })
@@ -446,7 +448,7 @@ fn other_payloads_are_not_kafka_events() {
             "malformed",
         ),
     ] {
-        let err = parse_kafka_event(value).unwrap_err();
+        let err = Kafka::parse(value).unwrap_err();
         assert!(
             matches!(&err, BatchError::WrongEvent { message, .. } if message.contains(says)),
             "{err}"
@@ -454,20 +456,18 @@ fn other_payloads_are_not_kafka_events() {
         assert_eq!(crate::diagnostic::error_type(&err), "InvalidEvent");
     }
     let empty = json!({"eventSource": "aws:kafka", "records": {}});
-    assert!(parse_kafka_event(empty).unwrap().records.is_empty());
+    assert!(Kafka::parse(empty).unwrap().records.is_empty());
 }
 
 #[test]
 fn item_identifiers_split_at_the_last_at() {
-    let id = KafkaItemIdentifier::parse("some.topic-3@42").unwrap();
-    assert_eq!((id.partition.as_str(), id.offset), ("some.topic-3", 42));
-    assert_eq!(KafkaItemIdentifier::parse("no-offset"), None);
-    assert_eq!(KafkaItemIdentifier::parse("t-0@x"), None);
     let mut response = KafkaEventResponse::default();
-    response.add_failure("orders-1", 17);
+    for id in ["some.topic-3@42", "no-offset", "t-0@x", "orders-1@17"] {
+        response.add_item_failure(id);
+    }
     assert_eq!(
         serde_json::to_string(&response).unwrap(),
-        r#"{"batchItemFailures":[{"itemIdentifier":{"partition":"orders-1","offset":17}}]}"#
+        r#"{"batchItemFailures":[{"itemIdentifier":{"partition":"some.topic-3","offset":42}},{"itemIdentifier":{"partition":"orders-1","offset":17}}]}"#
     );
 }
 
@@ -483,7 +483,7 @@ fn two_partitions() -> KafkaEvent {
             "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
         })
     };
-    parse_kafka_event(json!({
+    Kafka::parse(json!({
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {
             "orders-0": (10..15).map(|o| record(0, o)).collect::<Vec<_>>(),
@@ -711,7 +711,7 @@ fn keyed_event() -> KafkaEvent {
     .into_iter()
     .map(|(offset, key, id)| keyed_record(offset, key, id))
     .collect();
-    parse_kafka_event(json!({
+    Kafka::parse(json!({
         "eventSource": "aws:kafka",
         "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/orders/abc",
         "bootstrapServers": "b-1:9092",
@@ -777,7 +777,7 @@ async fn a_poison_value_fails_the_batch_or_is_reported() {
             "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
         })
     };
-    let event = parse_kafka_event(json!({
+    let event = Kafka::parse(json!({
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {"orders-0": [
             record(41, r#"{"event_id":"evt-1","total_cents":2500}"#),
