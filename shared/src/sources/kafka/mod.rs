@@ -5,6 +5,7 @@
 //! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use aws_lambda_events::kafka::{KafkaEvent, KafkaRecord};
@@ -116,24 +117,17 @@ impl Source for Kafka {
     }
 
     fn records(&self, event: KafkaEvent) -> Vec<Result<KafkaDelivery, MalformedRecord>> {
-        let source = event
-            .event_source
-            .unwrap_or_else(|| MSK_EVENT_SOURCE.into());
+        let source = event.event_source.unwrap_or(MSK_EVENT_SOURCE.to_owned());
         let origin = Arc::new((source, event.event_source_arn));
-        let mut partitions: Vec<_> = event.records.into_iter().collect();
-        partitions.sort_by(|a, b| a.0.cmp(&b.0));
-        let records = partitions.into_iter().flat_map(|(partition, records)| {
-            records.into_iter().map(move |r| (partition.clone(), r))
-        });
-        let origin = |d: KafkaDelivery| {
-            Ok(KafkaDelivery {
-                origin: origin.clone(),
-                ..d
-            })
-        };
-        records
-            .map(|(p, r)| origin(KafkaDelivery::new(p, r)))
-            .collect()
+        let mut deliveries = Vec::new();
+        for (partition, records) in BTreeMap::from_iter(event.records) {
+            for record in records {
+                let mut delivery = KafkaDelivery::new(&partition, record);
+                delivery.origin = origin.clone();
+                deliveries.push(Ok(delivery));
+            }
+        }
+        deliveries
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
@@ -153,32 +147,27 @@ impl Source for Kafka {
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
-        let failed: Vec<(String, &FailureReason)> = (report.records.iter())
-            .filter_map(|r| {
-                let id = r.message_id.clone().filter(|id| !id.is_empty());
-                let id = id.unwrap_or_else(|| format!("record #{} (no offset)", r.position));
-                Some((id, r.outcome.as_ref().err()?))
-            })
-            .collect();
         let mut response = KafkaEventResponse::default();
-        if self.item_failures == KafkaItemFailures::Reported {
-            failed
-                .iter()
-                .for_each(|(id, _)| response.add_item_failure(id));
-            if response.batch_item_failures.len() == failed.len() {
-                return Ok(response);
-            }
+        let (mut records, mut reasons) = (Vec::new(), Vec::new());
+        for r in report.failures() {
+            let id = r.message_id.clone().filter(|id| !id.is_empty());
+            let id = id.unwrap_or_else(|| format!("record #{} (no offset)", r.position));
+            response.add_item_failure(&id);
+            records.push(id);
+            reasons.extend(r.outcome.as_ref().err());
         }
-        let run = |(_, reason): &&(String, &FailureReason)| {
-            !matches!(reason, FailureReason::Skipped { .. })
+        let reported = self.item_failures == KafkaItemFailures::Reported;
+        if reported && response.batch_item_failures.len() == records.len() {
+            return Ok(response);
+        }
+        let run = reasons
+            .iter()
+            .find(|r| !matches!(r, FailureReason::Skipped { .. }));
+        let Some(&reason) = run.or(reasons.first()) else {
+            return Ok(response);
         };
-        match failed.iter().find(run).or(failed.first()) {
-            Some((_, reason)) => Err(KafkaError::BatchFailed {
-                reason: (*reason).clone(),
-                records: failed.into_iter().map(|(id, _)| id).collect(),
-            }),
-            None => Ok(response),
-        }
+        let reason = reason.clone();
+        Err(KafkaError::BatchFailed { records, reason })
     }
 }
 
@@ -196,16 +185,9 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
         }
         let value = delivery.value.as_deref();
         let p = prepare_json::<M>(pipeline, ident, "value", value, &delivery, self.payload)?;
-        let (body, key) = (p.record, p.key.clone());
-        Ok(Prepared::new(
-            KafkaMessage {
-                body,
-                delivery,
-                key,
-            },
-            p.key,
-            p.payload,
-        ))
+        let mut message = KafkaMessage::new(p.record, delivery);
+        message.key = p.key.clone();
+        Ok(Prepared::new(message, p.key, p.payload))
     }
 }
 

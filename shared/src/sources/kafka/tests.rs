@@ -97,7 +97,9 @@ impl Sink {
                 m.body.event_id
             )));
         }
-        Ok(json!({"stored": m.body.event_id, "offset": m.delivery.record.offset, "cents": m.body.total_cents}))
+        Ok(
+            json!({"stored": m.body.event_id, "offset": m.delivery.record.offset, "cents": m.body.total_cents}),
+        )
     }
 
     fn ran(&self) -> Vec<String> {
