@@ -1,6 +1,5 @@
-//! Kafka batches (Amazon MSK and self-managed Apache Kafka) on the batch
-//! core: [`KafkaProcessor`], its records ([`KafkaDelivery`], [`KafkaMessage`])
-//! and its answer ([`KafkaItemFailures`]). The guide: [docs/sources/kafka.md].
+//! Kafka batches (Amazon MSK, self-managed Apache Kafka) on the batch core:
+//! [`KafkaProcessor`]. The guide: [docs/sources/kafka.md].
 //!
 //! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
 
@@ -15,8 +14,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
 use crate::batch::parking::Ticket;
 use crate::batch::{
     Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField,
@@ -32,7 +29,6 @@ pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
 /// The `eventSource` of a self-managed Apache Kafka event.
 pub const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
 
-/// The names of a Kafka record's notions.
 static KAFKA: SourceNames = SourceNames {
     id: "offset",
     id_field: IdField::Offset,
@@ -41,9 +37,8 @@ static KAFKA: SourceNames = SourceNames {
     no_lane: "Kafka record without a topic-partition",
 };
 
-/// Processes Kafka batches ([`Processor`] over [`Kafka`]), keyed by a
-/// business key in the value ([`KeySelector::pointer`]) or a header
-/// ([`KeySelector::attribute`]), not the offset.
+/// Processes Kafka batches ([`Processor`] over [`Kafka`]), keyed by a business
+/// key in the value or a header, never the offset.
 pub type KafkaProcessor = Processor<Kafka>;
 
 /// The Kafka source and its settings.
@@ -69,8 +64,8 @@ pub enum KafkaOrder {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum KafkaItemFailures {
-    /// It does not: a batch with a record not done fails the invocation
-    /// ([`KafkaError::BatchFailed`]). The default: safe with any mapping.
+    /// It does not: a batch with a record not done fails ([`KafkaError`]).
+    /// The default: safe with any mapping.
     #[default]
     FailBatch,
     /// Provisioned mode with `ReportBatchItemFailures`: the response names
@@ -86,30 +81,27 @@ impl Source for Kafka {
     const NAMES: &'static SourceNames = &KAFKA;
 
     fn parse(value: Value) -> Result<KafkaEvent, BatchError> {
-        let wrong = |message: String| {
-            let expected = "a Kafka";
-            Err(BatchError::WrongEvent { expected, message })
-        };
         let (msk, smk) = (MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE);
-        match value.get("eventSource") {
-            Some(Value::String(s)) if s == msk || s == smk => {}
-            Some(Value::String(s)) => {
-                return wrong(format!("eventSource is {s}, expected {msk} or {smk}"));
+        let partitions = value.get("records").and_then(Value::as_object);
+        let not_array = partitions.and_then(|p| p.iter().find(|(_, v)| !v.is_array()));
+        let message = match (value.get("eventSource"), value.get("records"), not_array) {
+            (None, ..) => format!("no eventSource in {}", json_type(&value)),
+            (Some(Value::String(s)), ..) if s != msk && s != smk => {
+                format!("eventSource is {s}, expected {msk} or {smk}")
             }
-            Some(other) => return wrong(format!("eventSource is {}", json_type(other))),
-            None => return wrong(format!("no eventSource in {}", json_type(&value))),
-        }
-        let partitions = match value.get("records") {
-            Some(Value::Object(partitions)) => partitions,
-            Some(other) => return wrong(format!("records is {}, not an object", json_type(other))),
-            None => return wrong("no records object".to_owned()),
+            (Some(s), ..) if !s.is_string() => format!("eventSource is {}", json_type(s)),
+            (_, None, _) => "no records object".to_owned(),
+            (_, Some(r), _) if !r.is_object() => {
+                format!("records is {}, not an object", json_type(r))
+            }
+            (.., Some((name, v))) => format!("records of {name} is {}, not an array", json_type(v)),
+            _ => match KafkaEvent::deserialize(&value) {
+                Ok(event) => return Ok(event),
+                Err(e) => format!("a Kafka record is malformed: {e}"),
+            },
         };
-        if let Some((name, other)) = partitions.iter().find(|(_, v)| !v.is_array()) {
-            let kind = json_type(other);
-            return wrong(format!("records of {name} is {kind}, not an array"));
-        }
-        let malformed = |e| wrong(format!("a Kafka record is malformed: {e}"));
-        serde_json::from_value(value).or_else(malformed)
+        let expected = "a Kafka";
+        Err(BatchError::WrongEvent { expected, message })
     }
 
     fn ordering(&self, _: &KafkaEvent) -> Ordering {
@@ -192,31 +184,27 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
 }
 
 impl Processor<Kafka> {
-    /// What records keep their order with (default [`KafkaOrder::Partition`]);
-    /// the answer is per topic-partition either way.
+    /// What records keep their order with (default [`KafkaOrder::Partition`]).
     pub fn order(mut self, order: KafkaOrder) -> Self {
         self.source.order = order;
         self
     }
 
-    /// Whether the event source mapping acts on `batchItemFailures` (default
-    /// [`KafkaItemFailures::FailBatch`]).
+    /// Whether the mapping acts on `batchItemFailures` ([`KafkaItemFailures`]).
     pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
         self.source.item_failures = mode;
         self
     }
 
-    /// What payload validation hashes (default [`PayloadScope::Body`]: the
-    /// parsed value).
+    /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
     }
 }
 
-/// One delivered Kafka record, decoded: what key functions see
-/// (`input.raw::<KafkaDelivery>()`). Its [`Delivery::id`] is
-/// `<topic-partition>@<offset>` (`orders-0@41`).
+/// One Kafka record, decoded: what key functions see (`input.raw::<KafkaDelivery>()`);
+/// its [`Delivery::id`] is `<topic-partition>@<offset>` (`orders-0@41`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KafkaDelivery {
@@ -231,9 +219,7 @@ pub struct KafkaDelivery {
     /// The headers (name, value) in the order they were produced, decoded.
     pub headers: Vec<(String, Vec<u8>)>,
     id: String,
-    /// Why the key or the value could not be decoded.
     undecodable: Option<String>,
-    /// The event's `eventSource` and `eventSourceARN`.
     origin: Arc<(String, Option<String>)>,
 }
 
@@ -349,7 +335,6 @@ pub enum KafkaError {
     },
 }
 
-/// The records an error message lists: the first 20, then how many more.
 fn shown(records: &[String]) -> String {
     let text = records[..records.len().min(20)].join(", ");
     match records.len().saturating_sub(20) {
@@ -364,8 +349,7 @@ impl ErrorType for KafkaError {
     }
 }
 
-/// The partial batch response under [`KafkaItemFailures::Reported`]
-/// (`aws_lambda_events` has no type for it).
+/// The partial batch response under [`KafkaItemFailures::Reported`].
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -394,17 +378,13 @@ pub struct KafkaItemIdentifier {
 }
 
 impl PartialResponse for KafkaEventResponse {
-    /// `id` is a record's `<topic-partition>@<offset>`; another is ignored.
     fn add_item_failure(&mut self, id: &str) {
-        let Some((partition, Ok(offset))) = id.rsplit_once('@').map(|(p, o)| (p, o.parse())) else {
-            return;
-        };
-        let item_identifier = KafkaItemIdentifier {
-            partition: partition.to_owned(),
-            offset,
-        };
-        self.batch_item_failures
-            .push(KafkaBatchItemFailure { item_identifier });
+        let parsed = id.rsplit_once('@').map(|(p, o)| (p.to_owned(), o.parse()));
+        if let Some((partition, Ok(offset))) = parsed {
+            let item_identifier = KafkaItemIdentifier { partition, offset };
+            let failure = KafkaBatchItemFailure { item_identifier };
+            self.batch_item_failures.push(failure);
+        }
     }
 }
 
