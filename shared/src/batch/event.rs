@@ -196,10 +196,10 @@ impl EventKeys {
         }
     }
 
-    /// Runs the event `id` (logged as `id_field`, timed from `started`)
-    /// once `checked` gives its key document and delivery, its body and its
-    /// handler (or why it cannot run): keyed, through the engine (an engine `InProgress` or
-    /// `PayloadMismatch` is an `Err`), then logged and counted.
+    /// Runs the event `id` (logged as `id_field`, timed from `started`) once
+    /// `checked` gives its key document and delivery, its body and its
+    /// handler (or why it cannot run): keyed, through the engine (its
+    /// `InProgress` or `PayloadMismatch` is an `Err`), logged and counted.
     pub(crate) async fn run<T, R, H, Fut>(
         &self,
         (id, id_field): (&str, IdField),
@@ -224,12 +224,8 @@ impl EventKeys {
                 KeyFailure::Panic(message) => EventError::KeyPanicked { event_id, message },
             })?;
             let payload = (self.payload == PayloadScope::Body).then_some(body);
-            let event_id = id.to_owned();
-            match self
-                .engine
-                .run(key.as_ref(), payload, remaining, handler)
-                .await
-            {
+            let (engine, event_id) = (&self.engine, id.to_owned());
+            match engine.run(key.as_ref(), payload, remaining, handler).await {
                 Ok(Outcome::InProgress {
                     lease_expires_at_ms,
                 }) => Err(EventError::InProgress {
@@ -245,12 +241,8 @@ impl EventKeys {
         .await;
         let key = key.as_ref().map(IdempotencyKey::hash);
         let unit = Unit { key, ..unit };
-        finish_one(
-            &self.engine,
-            &unit,
-            result.as_ref(),
-            millis(started.elapsed()),
-        );
+        let ms = millis(started.elapsed());
+        finish_one(&self.engine, &unit, result.as_ref(), ms);
         result
     }
 }

@@ -1,7 +1,5 @@
 //! EventBridge events invoking the function directly (asynchronous
-//! invocation): [`EventBridgeProcessor`]. Events through an SQS queue are the
-//! [`SqsProcessor`](crate::sqs::SqsProcessor)'s. The guide:
-//! [docs/sources/eventbridge.md].
+//! invocation): [`EventBridgeProcessor`]. The guide: [docs/sources/eventbridge.md].
 //!
 //! [docs/sources/eventbridge.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/eventbridge.md
 
@@ -24,6 +22,7 @@ use crate::batch::envelope::looks_like_eventbridge;
 use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadScope, json_type};
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
+use crate::key::exact_material;
 use crate::write::IntoStaged;
 
 /// What [`EventBridgeProcessor::handle`] returns for an event that is done
@@ -60,10 +59,8 @@ pub fn parse_event(value: &Value) -> Result<EventBridgeEvent<Value>, EventError>
                 .to_owned(),
         );
     }
-    let missing: Vec<&str> = ["detail-type", "source", "detail"]
-        .into_iter()
-        .filter(|k| !object.contains_key(*k))
-        .collect();
+    let mut missing = vec!["detail-type", "source", "detail"];
+    missing.retain(|k| !object.contains_key(*k));
     if !missing.is_empty() {
         return wrong(format!("missing {}", missing.join(", ")));
     }
@@ -79,61 +76,49 @@ pub fn parse_event(value: &Value) -> Result<EventBridgeEvent<Value>, EventError>
 /// hashes read a number that `f64` cannot hold as its exact text. `From` an
 /// event already parsed: its numbers are what that parse left.
 #[derive(Debug, Clone)]
-pub struct EventPayload(Payload);
-
-#[derive(Debug, Clone)]
-enum Payload {
-    Text(Box<RawValue>),
-    Parsed(Value),
+pub struct EventPayload {
+    value: Value,
+    text: Option<Box<RawValue>>,
 }
 
 impl EventPayload {
     /// The payload of a JSON text; an error when it is not JSON.
     pub fn from_text(text: impl Into<String>) -> Result<Self, serde_json::Error> {
-        RawValue::from_string(text.into()).map(|raw| Self(Payload::Text(raw)))
+        Self::from_raw(RawValue::from_string(text.into())?)
+    }
+
+    fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        let (value, text) = (serde_json::from_str(raw.get())?, Some(raw));
+        Ok(Self { value, text })
     }
 
     /// The event, checked ([`parse_event`]'s errors), and the key material:
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
     pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
-        let value = match &self.0 {
-            Payload::Text(raw) => {
-                serde_json::from_str(raw.get()).map_err(|e| not_eventbridge(e.to_string()))?
-            }
-            Payload::Parsed(value) => value.clone(),
-        };
-        let event = parse_event(&value)?;
-        let exact = self
-            .text()
-            .and_then(|text| crate::key::exact_material(text, &value));
-        Ok((event, exact.unwrap_or(value)))
-    }
-
-    fn text(&self) -> Option<&str> {
-        match &self.0 {
-            Payload::Text(raw) => Some(raw.get()),
-            Payload::Parsed(_) => None,
-        }
+        let event = parse_event(&self.value)?;
+        let exact = (self.text.as_ref()).and_then(|t| exact_material(t.get(), &self.value));
+        Ok((event, exact.unwrap_or_else(|| self.value.clone())))
     }
 }
 
 impl From<Value> for EventPayload {
     fn from(value: Value) -> Self {
-        Self(Payload::Parsed(value))
+        Self { value, text: None }
     }
 }
 
 impl From<EventBridgeEvent<Value>> for EventPayload {
     fn from(event: EventBridgeEvent<Value>) -> Self {
         let value = serde_json::to_value(event).unwrap_or_else(|e| e.to_string().into());
-        Self(Payload::Parsed(value))
+        Self::from(value)
     }
 }
 
 impl<'de> Deserialize<'de> for EventPayload {
     fn deserialize<De: serde::Deserializer<'de>>(deserializer: De) -> Result<Self, De::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(|raw| Self(Payload::Text(raw)))
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Self::from_raw(raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -248,8 +233,8 @@ impl EventBridgeProcessor {
                 })
             }
             // `D` from the text: its numbers exact.
-            _ => match payload.text() {
-                Some(text) => serde_json::from_str(text),
+            _ => match &payload.text {
+                Some(text) => serde_json::from_str(text.get()),
                 None => EventBridgeEvent::<D>::deserialize(&material),
             }
             .map_err(|e| EventError::BadDetail {
@@ -266,11 +251,9 @@ impl EventBridgeProcessor {
 }
 
 /// A payload that is not an EventBridge event.
-fn not_eventbridge(message: impl Into<String>) -> EventError {
-    EventError::InvalidEvent {
-        expected: "an EventBridge",
-        message: message.into(),
-    }
+fn not_eventbridge(message: impl ToString) -> EventError {
+    let (expected, message) = ("an EventBridge", message.to_string());
+    EventError::InvalidEvent { expected, message }
 }
 
 #[cfg(test)]
