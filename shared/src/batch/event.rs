@@ -174,6 +174,9 @@ impl Failure for EventError {
     }
 }
 
+/// An event ready to run: its key document and delivery, its body, its handler.
+type Ready<'a, H> = (&'a Value, Option<&'a (dyn Delivery + Sync)>, &'a Value, H);
+
 /// How single events are keyed and run: the engine, where the key comes
 /// from, what to do without one, what payload validation hashes.
 #[derive(Debug, Clone)]
@@ -196,16 +199,15 @@ impl EventKeys {
         }
     }
 
-    /// Runs the event `id` (logged as `id_field`, timed from `started`) once
-    /// `checked` gives its key document and delivery, its body and its
-    /// handler (or why it cannot run): keyed, through the engine (its
-    /// `InProgress` or `PayloadMismatch` is an `Err`), logged and counted.
+    /// Runs the event `id` (logged as `id_field`, timed from `started`) when
+    /// `checked` is ready: keyed, through the engine (its `InProgress` or
+    /// `PayloadMismatch` is an `Err`), logged and counted.
     pub(crate) async fn run<T, R, H, Fut>(
         &self,
         (id, id_field): (&str, IdField),
         started: Instant,
         remaining: Option<Duration>,
-        checked: Result<(&Value, Option<&(dyn Delivery + Sync)>, &Value, H), EventError>,
+        checked: Result<Ready<'_, H>, EventError>,
     ) -> Result<Outcome<T>, EventError>
     where
         T: Serialize + DeserializeOwned,
