@@ -216,10 +216,7 @@ impl EventBridgeProcessor {
         let payload = payload.into();
         let (event, material) = payload.parse()?;
         let start = Instant::now();
-        let event_id = match event.id {
-            Some(id) if !id.is_empty() => id,
-            _ => "(no id)".to_owned(),
-        };
+        let event_id = (event.id.filter(|id| !id.is_empty())).unwrap_or("(no id)".into());
         let checked = match &self.accept {
             Some((source, detail_type))
                 if event.source != *source || event.detail_type != *detail_type =>

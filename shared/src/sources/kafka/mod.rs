@@ -152,9 +152,7 @@ impl Source for Kafka {
         if reported && response.batch_item_failures.len() == records.len() {
             return Ok(response);
         }
-        let run = reasons
-            .iter()
-            .find(|r| !matches!(r, FailureReason::Skipped { .. }));
+        let run = (reasons.iter()).find(|r| !matches!(r, FailureReason::Skipped { .. }));
         let Some(&reason) = run.or(reasons.first()) else {
             return Ok(response);
         };
