@@ -1,7 +1,7 @@
 //! The environment variables the library reads, by name: what a
 //! function's template sets.
 
-pub use crate::batch::parking::PARKING_QUEUE_ENV;
 pub use crate::config::{BATCH_COMMITS_ENV, DISABLED_ENV, EXPIRES_AFTER_ENV, PREFIX_ENV};
+pub use crate::parking::PARKING_QUEUE_ENV;
 pub use crate::signature::{SECRET_ENV, SECRET_PARAMETER_ENV};
 pub use crate::store::{CLAIMS_ROUTED_ENV, STORE_ENV, TABLE_ENV};

@@ -82,6 +82,7 @@ pub mod key;
 pub mod layer;
 pub mod metrics;
 pub mod outbox;
+pub mod parking;
 mod record;
 #[cfg(feature = "lambda")]
 pub mod runtime;
@@ -93,7 +94,7 @@ pub mod value;
 pub mod write;
 
 pub use backend::Backend;
-pub use batch::{KeyInput, KeySelector, MissingKey, PayloadScope, envelope, parking};
+pub use batch::{KeyInput, KeySelector, MissingKey, PayloadScope, envelope};
 pub use config::{CommitMode, Config};
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};

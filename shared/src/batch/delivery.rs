@@ -21,9 +21,10 @@ pub trait Delivery {
     }
 
     /// Its position in its lane (a sequence number, an offset): never a
-    /// safe idempotency key (a producer's retry writes a new one).
+    /// safe idempotency key (a producer's retry writes a new one). Default:
+    /// its id.
     fn position(&self) -> Option<&str> {
-        None
+        self.id()
     }
 
     /// The raw body as delivered (an SQS body, a Kinesis record's `data`).

@@ -4,19 +4,16 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use super::delivery::{Delivery, IdField};
 use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope, key_for};
 use super::log::{Failure, Unit, finish_one};
-use super::report::kind_name;
-use super::settings::millis;
+use super::{report::kind_name, settings::millis};
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
-use crate::key::IdempotencyKey;
-use crate::write::IntoStaged;
+use crate::{key::IdempotencyKey, write::IntoStaged};
 
 /// Why an event was not handled: return it from the function so that
 /// Lambda retries the event, then sends it to the DLQ.

@@ -42,14 +42,6 @@ pub struct StreamEvent<R> {
     pub records: Vec<Result<R, MalformedRecord>>,
 }
 
-impl<R> Default for StreamEvent<R> {
-    fn default() -> Self {
-        Self {
-            records: Vec::new(),
-        }
-    }
-}
-
 impl<R: Delivery> StreamEvent<R> {
     /// The event of `records` (all parsed).
     pub fn new(records: Vec<R>) -> Self {
@@ -70,6 +62,8 @@ impl<R: Delivery> StreamEvent<R> {
 /// How a source's event is told from other payloads, and its records read
 /// when they do not parse.
 pub(crate) struct Salvage {
+    /// The source's names.
+    pub(crate) names: SourceNames,
     /// `a Kinesis`: what a wrong payload was expected to be.
     pub(crate) expected: &'static str,
     /// The records' `eventSource`.
@@ -84,14 +78,14 @@ pub(crate) struct Salvage {
     /// The JSON pointer of its id.
     pub(crate) id: &'static str,
     pub(crate) lane: fn(&Value) -> Option<String>,
-    pub(crate) names: &'static SourceNames,
 }
 
 /// Parses a payload as `salvage`'s stream event: a `Records` array whose
-/// items all come from its `eventSource`, each parsed on its own.
+/// items all come from its `eventSource`, each parsed on its own (one that
+/// does not parse is kept as a [`MalformedRecord`]).
 pub(crate) fn parse_stream<R: DeserializeOwned>(
     value: Value,
-    salvage: &Salvage,
+    salvage: &'static Salvage,
 ) -> Result<StreamEvent<R>, BatchError> {
     let wrong = |message: String| {
         Err(BatchError::WrongEvent {
@@ -130,42 +124,28 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
             }
         }
     }
-    Ok(StreamEvent {
-        records: parse_each(records, salvage),
-    })
-}
-
-/// Parses each of `records` on its own as an `R`; one that does not parse is
-/// kept as a [`MalformedRecord`] (read as `salvage` says).
-pub(crate) fn parse_each<R: DeserializeOwned>(
-    records: Vec<Value>,
-    salvage: &Salvage,
-) -> Vec<Result<R, MalformedRecord>> {
-    let malformed = |index, raw: Value, error| {
-        let text = |pointer| {
-            raw.pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        MalformedRecord {
-            index,
-            id: text(salvage.id),
-            event_source_arn: text("/eventSourceARN"),
-            lane: (salvage.lane)(&raw),
-            error: format!("record {index} is not {}: {error}", salvage.noun),
-            raw,
-            names: salvage.names,
-            event_source: salvage.event_source,
-        }
+    let malformed = |index, raw: Value, error| MalformedRecord {
+        index,
+        id: text(&raw, salvage.id),
+        event_source_arn: text(&raw, "/eventSourceARN"),
+        lane: (salvage.lane)(&raw),
+        error: format!("record {index} is not {}: {error}", salvage.noun),
+        raw,
+        names: &salvage.names,
+        event_source: salvage.event_source,
     };
     let mut parsed = Vec::with_capacity(records.len());
     for (index, raw) in records.into_iter().enumerate() {
-        parsed.push(match R::deserialize(&raw) {
-            Ok(record) => Ok(record),
-            Err(e) => Err(malformed(index, raw, e)),
-        });
+        parsed.push(R::deserialize(&raw).map_err(|e| malformed(index, raw, e)));
     }
-    parsed
+    Ok(StreamEvent { records: parsed })
+}
+
+/// The string at `pointer` in `raw`.
+pub(crate) fn text(raw: &Value, pointer: &str) -> Option<String> {
+    raw.pointer(pointer)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 impl MalformedRecord {
@@ -202,10 +182,6 @@ impl Delivery for MalformedRecord {
 
     fn lane(&self) -> Option<&str> {
         non_empty(self.lane.as_deref())
-    }
-
-    fn position(&self) -> Option<&str> {
-        self.id()
     }
 
     fn source(&self) -> &'static SourceNames {

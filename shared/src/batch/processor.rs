@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::delivery::Ids;
 use super::key::{KeySelector, MissingKey};
 use super::lanes::fail_after_missing_lane;
-use super::parking::Parking;
 use super::pipeline::Pipeline;
 use super::report::{BatchReport, FailureReason};
 use super::settings::{PreRead, RecordLogs, Settings};
@@ -23,6 +22,7 @@ use super::slot::{Slot, guard};
 use super::source::{Prepare, Source};
 use crate::engine::Idempotency;
 use crate::error::HandlerError;
+use crate::parking::Parking;
 use crate::write::IntoStaged;
 
 /// Processes the batches of source `S` ([`SqsProcessor`](crate::sqs::SqsProcessor)
@@ -194,12 +194,6 @@ impl<S: Parks> Processor<S> {
     /// ([`crate::parking`]). Default: no parking.
     pub fn parking(mut self, parking: impl Parking + 'static) -> Self {
         self.settings.parking = Some(Arc::new(parking));
-        self
-    }
-
-    /// [`parking`](Self::parking) when `parking` is `Some`.
-    pub fn parking_opt(mut self, parking: Option<Arc<dyn Parking>>) -> Self {
-        self.settings.parking = parking;
         self
     }
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::key::{KeySelector, MissingKey};
-use super::parking::Parking;
 use crate::engine::Idempotency;
+use crate::parking::Parking;
 
 /// When to read a batch's idempotency records ahead (one `BatchGetItem` per
 /// 100 keys), so completed duplicates are replayed without a write.

@@ -16,7 +16,7 @@ use crate::batch::IdField;
 use crate::batch::delivery::Delivery;
 use crate::batch::envelope::open_message;
 use crate::sources::eventbridge::{EventPayload, parse_event};
-use crate::sources::sns::key::material;
+use crate::sources::sns::material;
 
 use crate::batch::EventError;
 

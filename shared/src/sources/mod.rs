@@ -22,6 +22,15 @@ pub(crate) fn hashed(scope: PayloadScope, document: Value) -> Option<Value> {
     }
 }
 
+/// A body of `size` bytes over `max` (`None`: `default`) is too large.
+fn check_size(size: usize, max: Option<usize>, default: usize) -> Result<(), FailureReason> {
+    let limit = max.unwrap_or(default);
+    match size > limit {
+        true => Err(FailureReason::BodyTooLarge { size, limit }),
+        false => Ok(()),
+    }
+}
+
 /// A stream record's body (`bytes`, its `what` in errors; `None`: a
 /// tombstone, JSON `null`) parsed into `M` and keyed: keys and payload
 /// hashes keep the exact text of numbers that `f64` cannot hold, as SQS

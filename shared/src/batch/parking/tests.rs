@@ -1,7 +1,8 @@
-//! The parked record's id and size rules, and the memory parking.
+//! The parked record's id and size rules.
 
 use super::*;
 use crate::batch::{IdField, LaneField, SourceNames};
+use crate::parking::SQS_MAX_MESSAGE_BYTES;
 use serde_json::json;
 
 static NAMES: SourceNames = SourceNames {
@@ -71,14 +72,4 @@ fn a_message_over_the_limit_keeps_a_reference_only() {
     let p = parked(Some("arn:s"), Some("l"), limit - 1).unwrap();
     assert_eq!(p.record, None);
     assert_eq!(p.record_bytes, fits.record_bytes);
-}
-
-#[tokio::test]
-async fn the_memory_parking_keeps_or_refuses() {
-    let parking = MemoryParking::new();
-    let p = parked(Some("arn:s"), Some("l"), SQS_MAX_MESSAGE_BYTES).unwrap();
-    parking.park(&p).await.unwrap();
-    parking.fail(true);
-    assert!(parking.park(&p).await.is_err());
-    assert_eq!(parking.parked(), [p]);
 }

@@ -1,50 +1,61 @@
 //! DynamoDB Streams batches on the batch core: [`DynamoDbStreamsProcessor`],
-//! lanes by item, the response a shard checkpoint, the default key
-//! [`keys_and`]. The guide: [docs/sources/dynamodb-streams.md].
+//! lanes by item, the default key [`keys_and`]. The guide: [docs/sources/dynamodb-streams.md].
 //!
 //! [docs/sources/dynamodb-streams.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/dynamodb-streams.md
 
-mod image;
-mod key;
-mod parse;
-mod record;
-mod response;
-
 pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
-use serde_json::Value;
+pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use base64::Engine as _;
+use serde_dynamo::AttributeValue;
+use serde_json::{Map, Value, json};
 
-pub use crate::batch::StreamEvent;
-pub use image::{item_json, to_item};
-pub use key::{keys_and, record_json};
-pub use parse::{DynamoDbStreamEvent, MalformedRecord, parse_dynamodb_event};
-pub use record::{DynamoDbRecord, TTL_PRINCIPAL, is_ttl_deletion};
-pub use response::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, Within};
+use crate::batch::{KeySelector, LaneField, MalformedRecord, Ordering, Parks, PartialResponse};
+use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
+use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey, sources::hashed};
+use crate::{value::AttrValue, write::Item, write::canonical};
 
-pub use crate::batch::partial_response;
-
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::parking::Ticket;
-use crate::batch::{
-    BatchError, BatchReport, Ordering, Parks, PayloadScope, Processor, Source, SourceNames, Within,
-};
-use record::{DYNAMODB_STREAMS, item_of};
-
-/// The `eventSource` of a DynamoDB stream record.
-const SOURCE: &str = "aws:dynamodb";
-
-/// Processes DynamoDB Streams batches ([`Processor`] over
-/// [`DynamoDbStreams`]): the engine plus how keys and failures are handled.
-/// Build it once per execution environment; cheap to clone. Its key
-/// ([`KeySelector`]) is selected from the record's JSON view
-/// ([`record_json`]): by default [`keys_and`]`("<a version attribute>")`.
+/// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
-/// The DynamoDB Streams source and its settings: how each record's images
-/// are keyed and hashed.
+/// The DynamoDB Streams source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct DynamoDbStreams {
     payload: PayloadScope,
+}
+
+/// DynamoDB stream records: their lane is their stream (`eventSourceARN`).
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "SequenceNumber",
+        id_field: IdField::SequenceNumber,
+        lane_field: LaneField::Shard,
+        deduplication_id: "a deduplication id (DynamoDB stream records have none)",
+        no_lane: "DynamoDB stream record without an eventSourceARN (its stream)",
+    },
+    expected: "a DynamoDB Streams",
+    event_source: "aws:dynamodb",
+    event_source_fields: &["eventSource"],
+    event_source_optional: true,
+    noun: "a DynamoDB stream record",
+    id: "/dynamodb/SequenceNumber",
+    lane: |raw| text(raw, "/eventSourceARN"),
+};
+
+/// A DynamoDB Streams event as parsed: each record parsed on its own.
+pub type DynamoDbStreamEvent = StreamEvent<EventRecord>;
+
+impl From<aws_lambda_events::dynamodb::Event> for DynamoDbStreamEvent {
+    fn from(event: aws_lambda_events::dynamodb::Event) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as a DynamoDB Streams event: a `Records`
+/// array whose items come from `aws:dynamodb` or do not say.
+pub fn parse_dynamodb_event(value: Value) -> Result<DynamoDbStreamEvent, BatchError> {
+    parse_stream(value, &SALVAGE)
 }
 
 impl Source for DynamoDbStreams {
@@ -52,7 +63,7 @@ impl Source for DynamoDbStreams {
     type Raw = EventRecord;
     type Response = DynamoDbEventResponse;
     type Error = BatchError;
-    const NAMES: &'static SourceNames = &DYNAMODB_STREAMS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<DynamoDbStreamEvent, BatchError> {
         parse_dynamodb_event(payload)
@@ -66,21 +77,18 @@ impl Source for DynamoDbStreams {
         event.records
     }
 
-    /// The item: its key attributes.
     fn within(&self, record: &EventRecord) -> Within {
         item_of(Some(&record.change.keys))
     }
 
     fn within_malformed(&self, raw: &Value) -> Within {
-        let keys = raw
-            .pointer("/dynamodb/Keys")
-            .and_then(|k| serde_json::from_value::<serde_dynamo::Item>(k.clone()).ok());
-        item_of(keys.as_ref())
+        let keys = raw.pointer("/dynamodb/Keys").cloned();
+        item_of(keys.and_then(|k| serde_json::from_value(k).ok()).as_ref())
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
-        let raw = serde_json::to_value(record).ok()?;
-        Ticket::new(SOURCE, record.event_source_arn.as_deref(), record, raw)
+        let arn = record.event_source_arn.as_deref();
+        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
@@ -88,14 +96,204 @@ impl Source for DynamoDbStreams {
     }
 }
 
+impl PartialResponse for DynamoDbEventResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        let mut failure = DynamoDbBatchItemFailure::default();
+        failure.item_identifier = Some(id.to_owned());
+        self.batch_item_failures.push(failure);
+    }
+}
+
 impl Parks for DynamoDbStreams {}
 
 impl Processor<DynamoDbStreams> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`]: the
-    /// record's JSON view ([`record_json`]: event name, keys, images).
+    /// What payload validation hashes. Default [`PayloadScope::Body`] ([`record_json`]).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
+    }
+}
+
+/// The `principalId` of the deletions DynamoDB's Time to Live makes.
+pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
+
+/// The item a record's `Keys` name (unreadable: [`Within::Unknown`], stream order).
+fn item_of(keys: Option<&serde_dynamo::Item>) -> Within {
+    match keys.filter(|k| !k.is_empty()).map(to_item) {
+        Some(Ok(item)) => Within::Key(crate::write::key_text(&item)),
+        _ => Within::Unknown,
+    }
+}
+
+impl Delivery for EventRecord {
+    fn id(&self) -> Option<&str> {
+        (self.change.sequence_number.as_deref()).filter(|s| !s.is_empty())
+    }
+
+    fn lane(&self) -> Option<&str> {
+        self.event_source_arn.as_deref().filter(|s| !s.is_empty())
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// One DynamoDB stream record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DynamoDbRecord {
+    /// `INSERT`, `MODIFY` or `REMOVE`.
+    pub event_name: String,
+    /// The item's primary key (`Keys`).
+    pub keys: Item,
+    /// The item after the change (`NewImage`; not on a `REMOVE`).
+    pub new_image: Option<Item>,
+    /// The item before the change (`OldImage`; not on an `INSERT`).
+    pub old_image: Option<Item>,
+    /// The record as Lambda delivered it.
+    pub record: EventRecord,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl DynamoDbRecord {
+    /// The handler's view of `record`, its images converted exactly ([`to_item`]).
+    pub fn new(record: EventRecord) -> Result<Self, String> {
+        let image = |name: &str, item: &serde_dynamo::Item| {
+            let item = (!item.is_empty()).then(|| to_item(item));
+            item.transpose().map_err(|e| format!("{name}.{e}"))
+        };
+        Ok(Self {
+            event_name: record.event_name.clone(),
+            keys: image("Keys", &record.change.keys)?.unwrap_or_default(),
+            new_image: image("NewImage", &record.change.new_image)?,
+            old_image: image("OldImage", &record.change.old_image)?,
+            record,
+            key: None,
+        })
+    }
+
+    /// The `SequenceNumber` (its position in the shard).
+    pub fn sequence_number(&self) -> Option<&str> {
+        self.record.change.sequence_number.as_deref()
+    }
+
+    /// The `NewImage`, else the `OldImage`.
+    pub fn image(&self) -> Option<&Item> {
+        self.new_image.as_ref().or(self.old_image.as_ref())
+    }
+
+    /// Whether this is a `REMOVE` by DynamoDB's Time to Live (not by a writer).
+    pub fn is_ttl_deletion(&self) -> bool {
+        let by_ttl = |u: &UserIdentity| u.type_ == "Service" && u.principal_id == TTL_PRINCIPAL;
+        self.record.event_name == "REMOVE" && self.record.user_identity.as_ref().is_some_and(by_ttl)
+    }
+}
+
+/// The JSON view keys and payload hashes read: `eventName`, `Keys`, the images.
+pub fn record_json(record: &DynamoDbRecord) -> Value {
+    let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
+    let (new, old) = (&record.new_image, &record.old_image);
+    for (name, image) in [("NewImage", new), ("OldImage", old)] {
+        if let Some(image) = image {
+            view[name] = item_json(image);
+        }
+    }
+    view
+}
+
+/// The default key of a stream record: its `Keys`, its `eventName` and
+/// `attribute` of its `NewImage` (its `OldImage` on a `REMOVE`).
+pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
+    let attribute = attribute.into();
+    KeySelector::custom(move |input: KeyInput<'_>| {
+        let view = input.value;
+        let keys = (view.get("Keys").and_then(Value::as_object)).filter(|k| !k.is_empty());
+        let keys = keys.ok_or_else(|| KeyError::Missing("Keys".to_owned()))?;
+        // The OldImage only without a NewImage (never a previous change's value).
+        let image = view.get("NewImage").map_or("OldImage", |_| "NewImage");
+        let value = view.get(image).and_then(|i| i.get(&attribute));
+        let value = value.ok_or_else(|| KeyError::Missing(format!("{image}.{attribute}")))?;
+        match value {
+            Value::Null => Err(KeyError::Missing(format!("{image}.{attribute} (null)"))),
+            Value::String(s) if s.is_empty() => Err(KeyError::Empty),
+            value => {
+                let event = &view["eventName"];
+                Ok(json!({"keys": keys, "event": event, "attribute": [attribute, value]}))
+            }
+        }
+    })
+}
+
+impl Prepare<DynamoDbRecord> for DynamoDbStreams {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        raw: EventRecord,
+    ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
+        let mut record = DynamoDbRecord::new(raw)
+            .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
+        let view = record_json(&record);
+        let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
+        record.key = key.clone();
+        Ok(Prepared::new(record, key, hashed(self.payload, view)))
+    }
+}
+
+/// A stream image as an [`Item`]; an error names an attribute DynamoDB never sends.
+pub fn to_item(image: &serde_dynamo::Item) -> Result<Item, String> {
+    each(image.iter(), |v| to_attr(v).and_then(|v| canonical(&v)))
+}
+
+/// Each attribute converted by `convert`, an error prefixed with its name.
+fn each<'a, T: FromIterator<(String, AttrValue)>>(
+    map: impl Iterator<Item = (&'a String, &'a AttributeValue)>,
+    convert: impl Fn(&AttributeValue) -> Result<AttrValue, String>,
+) -> Result<T, String> {
+    map.map(|(k, v)| Ok((k.clone(), convert(v).map_err(|e| format!("{k}: {e}"))?)))
+        .collect()
+}
+
+fn to_attr(value: &AttributeValue) -> Result<AttrValue, String> {
+    Ok(match value {
+        AttributeValue::S(s) => AttrValue::S(s.clone()),
+        AttributeValue::N(n) => AttrValue::N(n.clone()),
+        AttributeValue::B(b) => AttrValue::B(b.clone()),
+        AttributeValue::Bool(b) => AttrValue::Bool(*b),
+        AttributeValue::Null(true) => AttrValue::Null,
+        AttributeValue::Null(false) => return Err("NULL is false (DynamoDB sends true)".to_owned()),
+        AttributeValue::L(l) => AttrValue::L(l.iter().map(to_attr).collect::<Result<_, _>>()?),
+        AttributeValue::M(map) => AttrValue::M(each(map.iter(), to_attr)?),
+        AttributeValue::Ss(ss) => AttrValue::Ss(ss.clone()),
+        AttributeValue::Ns(ns) => AttrValue::Ns(ns.clone()),
+        AttributeValue::Bs(bs) => AttrValue::Bs(bs.clone()),
+    })
+}
+
+/// An item as plain JSON, numbers as strings of their exact decimal text.
+pub fn item_json(item: &Item) -> Value {
+    Value::Object(Map::from_iter(
+        item.iter().map(|(k, v)| (k.clone(), attr_json(v))),
+    ))
+}
+
+fn attr_json(value: &AttrValue) -> Value {
+    let b64 = |b: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(b));
+    match value {
+        AttrValue::S(s) | AttrValue::N(s) => Value::String(s.clone()),
+        AttrValue::B(b) => b64(b),
+        AttrValue::Bool(b) => Value::Bool(*b),
+        AttrValue::Null => Value::Null,
+        AttrValue::L(items) => items.iter().map(attr_json).collect(),
+        AttrValue::M(map) => item_json(map),
+        AttrValue::Ss(ss) | AttrValue::Ns(ss) => ss.iter().cloned().map(Value::String).collect(),
+        AttrValue::Bs(bs) => bs.iter().map(|b| b64(b)).collect(),
     }
 }
 

@@ -7,7 +7,7 @@
 use super::*;
 use crate::HandlerError;
 use crate::batch::BatchError;
-use crate::batch::FailureReason;
+use crate::batch::{FailureReason, partial_response};
 use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::{MissingKey, Outcome};
@@ -124,7 +124,11 @@ fn ttl_deletions_are_recognised_by_their_user_identity() {
     let ttl: Vec<bool> = parsed
         .records
         .iter()
-        .map(|r| is_ttl_deletion(r.as_ref().unwrap()))
+        .map(|r| {
+            DynamoDbRecord::new(r.clone().unwrap())
+                .unwrap()
+                .is_ttl_deletion()
+        })
         .collect();
     assert_eq!(ttl, [false, false, false, true]);
     // The same identity on a MODIFY, or another principal on a REMOVE, is not.
@@ -135,7 +139,11 @@ fn ttl_deletions_are_recognised_by_their_user_identity() {
     let ttl: Vec<bool> = changed
         .records
         .iter()
-        .map(|r| is_ttl_deletion(r.as_ref().unwrap()))
+        .map(|r| {
+            DynamoDbRecord::new(r.clone().unwrap())
+                .unwrap()
+                .is_ttl_deletion()
+        })
         .collect();
     assert_eq!(ttl, [false, false, false, true]);
 }

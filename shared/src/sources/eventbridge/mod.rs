@@ -21,9 +21,7 @@ pub use crate::batch::EventError;
 use crate::batch::envelope::looks_like_eventbridge;
 use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadScope, json_type};
 use crate::engine::{Idempotency, Outcome};
-use crate::error::HandlerError;
-use crate::key::exact_material;
-use crate::write::IntoStaged;
+use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
 
 /// What [`EventBridgeProcessor::handle`] returns for an event that is done
 /// (Lambda ignores it; a local run prints it).

@@ -14,15 +14,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::batch::parking::Ticket;
-use crate::batch::{
-    Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField,
-    MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline, Prepare, Prepared,
-    Processor, Source, SourceNames, Within, json_type,
-};
-use crate::error::ErrorType;
-use crate::key::IdempotencyKey;
-use crate::sources::prepare_json;
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, Within};
+use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
+use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, json_type};
+use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
 
 /// The `eventSource` of an Amazon MSK event.
 pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
@@ -80,28 +75,8 @@ impl Source for Kafka {
     type Error = KafkaError;
     const NAMES: &'static SourceNames = &KAFKA;
 
-    fn parse(value: Value) -> Result<KafkaEvent, BatchError> {
-        let (msk, smk) = (MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE);
-        let partitions = value.get("records").and_then(Value::as_object);
-        let not_array = partitions.and_then(|p| p.iter().find(|(_, v)| !v.is_array()));
-        let message = match (value.get("eventSource"), value.get("records"), not_array) {
-            (None, ..) => format!("no eventSource in {}", json_type(&value)),
-            (Some(Value::String(s)), ..) if s != msk && s != smk => {
-                format!("eventSource is {s}, expected {msk} or {smk}")
-            }
-            (Some(s), ..) if !s.is_string() => format!("eventSource is {}", json_type(s)),
-            (_, None, _) => "no records object".to_owned(),
-            (_, Some(r), _) if !r.is_object() => {
-                format!("records is {}, not an object", json_type(r))
-            }
-            (.., Some((name, v))) => format!("records of {name} is {}, not an array", json_type(v)),
-            _ => match KafkaEvent::deserialize(&value) {
-                Ok(event) => return Ok(event),
-                Err(e) => format!("a Kafka record is malformed: {e}"),
-            },
-        };
-        let expected = "a Kafka";
-        Err(BatchError::WrongEvent { expected, message })
+    fn parse(payload: Value) -> Result<KafkaEvent, BatchError> {
+        parse_kafka_event(payload)
     }
 
     fn ordering(&self, _: &KafkaEvent) -> Ordering {
@@ -159,6 +134,33 @@ impl Source for Kafka {
         let reason = reason.clone();
         Err(KafkaError::BatchFailed { records, reason })
     }
+}
+
+/// Parses an invocation payload as a Kafka event: `eventSource` `aws:kafka`
+/// (Amazon MSK) or `SelfManagedKafka`, and a `records` object of
+/// topic-partitions, each an array of records.
+pub fn parse_kafka_event(value: Value) -> Result<KafkaEvent, BatchError> {
+    let (msk, smk) = (MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE);
+    let partitions = value.get("records").and_then(Value::as_object);
+    let not_array = partitions.and_then(|p| p.iter().find(|(_, v)| !v.is_array()));
+    let message = match (value.get("eventSource"), value.get("records"), not_array) {
+        (None, ..) => format!("no eventSource in {}", json_type(&value)),
+        (Some(Value::String(s)), ..) if s != msk && s != smk => {
+            format!("eventSource is {s}, expected {msk} or {smk}")
+        }
+        (Some(s), ..) if !s.is_string() => format!("eventSource is {}", json_type(s)),
+        (_, None, _) => "no records object".to_owned(),
+        (_, Some(r), _) if !r.is_object() => {
+            format!("records is {}, not an object", json_type(r))
+        }
+        (.., Some((name, v))) => format!("records of {name} is {}, not an array", json_type(v)),
+        _ => match KafkaEvent::deserialize(&value) {
+            Ok(event) => return Ok(event),
+            Err(e) => format!("a Kafka record is malformed: {e}"),
+        },
+    };
+    let expected = "a Kafka";
+    Err(BatchError::WrongEvent { expected, message })
 }
 
 impl Parks for Kafka {}

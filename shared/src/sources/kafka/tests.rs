@@ -24,13 +24,13 @@ struct Order {
 /// `evt-4002`, `evt-4001` again), `orders-1` 17–18 (a poison value, then
 /// `evt-4101`).
 fn msk() -> KafkaEvent {
-    Kafka::parse(event_json("kafka-msk-orders.json")).unwrap()
+    parse_kafka_event(event_json("kafka-msk-orders.json")).unwrap()
 }
 
 /// `events/kafka-self-managed-orders.json`: `orders-0` 1500–1501, `orders-2`
 /// 88 (no key).
 fn self_managed() -> KafkaEvent {
-    Kafka::parse(event_json("kafka-self-managed-orders.json")).unwrap()
+    parse_kafka_event(event_json("kafka-self-managed-orders.json")).unwrap()
 }
 
 fn processor() -> KafkaProcessor {
@@ -293,7 +293,7 @@ async fn a_header_is_a_key_and_gives_the_same_key_as_the_value() {
         base64::engine::general_purpose::STANDARD
             .encode(r#"{"event_id":"evt-4100","total_cents":5}"#)
     );
-    let event = Kafka::parse(event).unwrap();
+    let event = parse_kafka_event(event).unwrap();
     let by_header = KafkaProcessor::new(engine.clone(), KeySelector::attribute("idempotency-key"))
         .process(event, None, |m| sink.handle(m))
         .await;
@@ -450,7 +450,7 @@ fn other_payloads_are_not_kafka_events() {
             "malformed",
         ),
     ] {
-        let err = Kafka::parse(value).unwrap_err();
+        let err = parse_kafka_event(value).unwrap_err();
         assert!(
             matches!(&err, BatchError::WrongEvent { message, .. } if message.contains(says)),
             "{err}"
@@ -458,7 +458,7 @@ fn other_payloads_are_not_kafka_events() {
         assert_eq!(crate::diagnostic::error_type(&err), "InvalidEvent");
     }
     let empty = json!({"eventSource": "aws:kafka", "records": {}});
-    assert!(Kafka::parse(empty).unwrap().records.is_empty());
+    assert!(parse_kafka_event(empty).unwrap().records.is_empty());
 }
 
 #[test]
@@ -485,7 +485,7 @@ fn two_partitions() -> KafkaEvent {
             "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
         })
     };
-    Kafka::parse(json!({
+    parse_kafka_event(json!({
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {
             "orders-0": (10..15).map(|o| record(0, o)).collect::<Vec<_>>(),
@@ -713,7 +713,7 @@ fn keyed_event() -> KafkaEvent {
     .into_iter()
     .map(|(offset, key, id)| keyed_record(offset, key, id))
     .collect();
-    Kafka::parse(json!({
+    parse_kafka_event(json!({
         "eventSource": "aws:kafka",
         "eventSourceArn": "arn:aws:kafka:us-east-1:123456789012:cluster/orders/abc",
         "bootstrapServers": "b-1:9092",
@@ -779,7 +779,7 @@ async fn a_poison_value_fails_the_batch_or_is_reported() {
             "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
         })
     };
-    let event = Kafka::parse(json!({
+    let event = parse_kafka_event(json!({
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {"orders-0": [
             record(41, r#"{"event_id":"evt-1","total_cents":2500}"#),

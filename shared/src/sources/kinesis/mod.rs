@@ -4,56 +4,31 @@
 //!
 //! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
 
-mod key;
-mod parse;
-mod record;
-mod response;
-
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
+pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use crate::batch::{MalformedRecord, StreamEvent};
-pub use parse::{KinesisStreamEvent, parse_kinesis_event};
-pub use record::KinesisRecord;
-pub use response::{KinesisBatchItemFailure, KinesisEventResponse};
-
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::parking::Ticket;
-use crate::batch::{
-    BatchError, BatchReport, Ordering, Parks, PayloadScope, Processor, Source, SourceNames, Within,
-};
-use record::KINESIS;
-
-/// The `eventSource` of a Kinesis record.
-const SOURCE: &str = "aws:kinesis";
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
+use crate::sources::{check_size, prepare_json};
+use crate::{batch::parking::Ticket, key::IdempotencyKey};
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
 /// record Kinesis Data Streams accepts.
 pub const DEFAULT_MAX_DATA_BYTES: usize = 10 * 1024 * 1024;
 
-/// Processes Kinesis Data Streams batches ([`Processor`] over [`Kinesis`]):
-/// the engine plus how keys and failures are handled. Build it once per
-/// execution environment; cheap to clone.
+/// Processes Kinesis Data Streams batches ([`Processor`] over [`Kinesis`]).
 pub type KinesisProcessor = Processor<Kinesis>;
 
-/// The Kinesis source and its settings: what records keep their order
-/// with, and how each record's `data` is checked, parsed and keyed.
-#[derive(Debug, Clone)]
+/// The Kinesis source and its settings.
+#[derive(Debug, Clone, Default)]
 pub struct Kinesis {
     order: KinesisOrder,
-    max_data_bytes: usize,
+    max_data_bytes: Option<usize>,
     payload: PayloadScope,
-}
-
-impl Default for Kinesis {
-    fn default() -> Self {
-        Self {
-            order: KinesisOrder::default(),
-            max_data_bytes: DEFAULT_MAX_DATA_BYTES,
-            payload: PayloadScope::default(),
-        }
-    }
 }
 
 /// What a Kinesis record keeps its order with ([`KinesisProcessor::order`]);
@@ -62,15 +37,45 @@ impl Default for Kinesis {
 #[non_exhaustive]
 pub enum KinesisOrder {
     /// The records of one partition key run one after another in sequence
-    /// order; different keys run concurrently (under the processor's
-    /// concurrency bound), and their commits share the batch's transactions.
-    /// A failure holds back only its key. The default.
+    /// order, different keys concurrently; a failure holds back only its key.
     #[default]
     PartitionKey,
     /// The records of one shard run one after another, whatever their
-    /// partition keys: for a consumer whose effects depend on the order of
-    /// records of different keys. Each record then commits alone.
+    /// partition keys; each record then commits alone.
     Shard,
+}
+
+/// Kinesis records: their lane is the shard of their `eventID`.
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "sequenceNumber",
+        id_field: IdField::SequenceNumber,
+        lane_field: LaneField::Shard,
+        deduplication_id: "a deduplication id (Kinesis records have none)",
+        no_lane: "Kinesis record without a shard (no eventID)",
+    },
+    expected: "a Kinesis",
+    event_source: "aws:kinesis",
+    event_source_fields: &["eventSource"],
+    event_source_optional: false,
+    noun: "a Kinesis record",
+    id: "/kinesis/sequenceNumber",
+    lane: |raw| shard_of(&text(raw, "/eventID")?).map(str::to_owned),
+};
+
+/// A Kinesis event as parsed: each record parsed on its own.
+pub type KinesisStreamEvent = StreamEvent<KinesisEventRecord>;
+
+impl From<KinesisEvent> for KinesisStreamEvent {
+    fn from(event: KinesisEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as a Kinesis Data Streams event: a `Records`
+/// array whose items all have `eventSource` `aws:kinesis`.
+pub fn parse_kinesis_event(value: Value) -> Result<KinesisStreamEvent, BatchError> {
+    parse_stream(value, &SALVAGE)
 }
 
 impl Source for Kinesis {
@@ -78,7 +83,7 @@ impl Source for Kinesis {
     type Raw = KinesisEventRecord;
     type Response = KinesisEventResponse;
     type Error = BatchError;
-    const NAMES: &'static SourceNames = &KINESIS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<KinesisStreamEvent, BatchError> {
         parse_kinesis_event(payload)
@@ -104,12 +109,18 @@ impl Source for Kinesis {
     }
 
     fn ticket(&self, record: &KinesisEventRecord) -> Option<Ticket> {
-        let raw = serde_json::to_value(record).ok()?;
-        Ticket::new(SOURCE, record.event_source_arn.as_deref(), record, raw)
+        let arn = record.event_source_arn.as_deref();
+        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
         report.response_as()
+    }
+}
+
+impl PartialResponse for KinesisEventResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        self.add_failure(id);
     }
 }
 
@@ -130,8 +141,8 @@ impl Kinesis {
 }
 
 impl Processor<Kinesis> {
-    /// What records keep their order with: their partition key (the
-    /// default) or their whole shard ([`KinesisOrder`]).
+    /// What records keep their order with. Default
+    /// [`KinesisOrder::PartitionKey`].
     pub fn order(mut self, order: KinesisOrder) -> Self {
         self.source.order = order;
         self
@@ -147,8 +158,81 @@ impl Processor<Kinesis> {
     /// Records whose decoded `data` is over `bytes` fail without being
     /// parsed. Default [`DEFAULT_MAX_DATA_BYTES`].
     pub fn max_data_bytes(mut self, bytes: usize) -> Self {
-        self.source.max_data_bytes = bytes;
+        self.source.max_data_bytes = Some(bytes);
         self
+    }
+}
+
+/// The shard of an `eventID` (`<shardId>:<sequenceNumber>`).
+fn shard_of(event_id: &str) -> Option<&str> {
+    let (shard, _) = event_id.split_once(':')?;
+    Some(shard).filter(|shard| !shard.is_empty())
+}
+
+impl Delivery for KinesisEventRecord {
+    fn id(&self) -> Option<&str> {
+        Some(self.kinesis.sequence_number.as_str()).filter(|s| !s.is_empty())
+    }
+
+    fn lane(&self) -> Option<&str> {
+        shard_of(self.event_id.as_deref()?)
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        Some(self.kinesis.data.as_slice())
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// One Kinesis record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct KinesisRecord<M> {
+    /// The parsed `data` (base64-decoded, then JSON).
+    pub body: M,
+    /// The record as Lambda delivered it (`sequenceNumber`, `partitionKey`,
+    /// the raw `data`, the arrival time).
+    pub record: KinesisEventRecord,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl<M> KinesisRecord<M> {
+    /// A record (handler unit tests).
+    pub fn new(body: M, record: KinesisEventRecord) -> Self {
+        Self {
+            body,
+            record,
+            key: None,
+        }
+    }
+
+    /// The shard, from the `eventID`.
+    pub fn shard_id(&self) -> Option<&str> {
+        self.record.lane()
+    }
+}
+
+impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: KinesisEventRecord,
+    ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
+        let data = record.kinesis.data.as_slice();
+        check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
+        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &record, self.payload)?;
+        let mut record = KinesisRecord::new(p.record, record);
+        record.key = p.key.clone();
+        Ok(Prepared::new(record, p.key, p.payload))
     }
 }
 

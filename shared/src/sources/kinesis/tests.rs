@@ -84,7 +84,7 @@ impl Sink {
         if r.body.n < 0 {
             return Err(HandlerError::retryable(format!("negative {}", r.body.n)));
         }
-        Ok(json!({"stored": r.body.reading_id, "seq": r.sequence_number()}))
+        Ok(json!({"stored": r.body.reading_id, "seq": r.record.kinesis.sequence_number}))
     }
 
     fn seen(&self) -> Vec<(String, String)> {

@@ -4,36 +4,62 @@
 //!
 //! [docs/sources/sns.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sns.md
 
-pub(crate) mod key;
-mod parse;
-mod record;
-mod response;
-
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use parse::{SNS_EVENT_SOURCE, SnsStreamEvent, parse_sns_event};
-pub use record::Notification;
-pub use response::{SnsError, answer};
+use crate::batch::envelope::open_message;
+use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
+use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
+use crate::error::{ErrorType, UNCLASSIFIED};
+use crate::{key::IdempotencyKey, sources::hashed};
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::{
-    BatchError, BatchReport, MalformedRecord, Ordering, PayloadScope, Processor, Source,
-    SourceNames,
-};
-use record::SNS;
+/// The `EventSource` of the records of an SNS event.
+pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 
 /// Processes the SNS events of a function subscribed to a topic
-/// ([`Processor`] over [`Sns`]). Its key is a business key in the `Message`
-/// (`KeySelector::pointer("/Message/order_id")`), or the SNS `MessageId`
-/// ([`KeySelector::Id`]).
+/// ([`Processor`] over [`Sns`]).
 pub type SnsProcessor = Processor<Sns>;
 
-/// The SNS source and its settings: what payload validation hashes.
+/// The SNS source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Sns {
     payload: PayloadScope,
+}
+
+/// SNS records: named by their `MessageId`.
+static SALVAGE: Salvage = Salvage {
+    names: SourceNames {
+        id: "MessageId",
+        id_field: IdField::MessageId,
+        lane_field: LaneField::Group,
+        deduplication_id: "a deduplication id (SNS notifications invoking a function have none)",
+        no_lane: "SNS record without a lane",
+    },
+    expected: "an SNS",
+    event_source: SNS_EVENT_SOURCE,
+    event_source_fields: &["EventSource"],
+    event_source_optional: false,
+    noun: "an SNS record",
+    id: "/Sns/MessageId",
+    lane: |_| None,
+};
+
+/// An SNS event as parsed: each record parsed on its own.
+pub type SnsStreamEvent = StreamEvent<SnsRecord>;
+
+impl From<SnsEvent> for SnsStreamEvent {
+    fn from(event: SnsEvent) -> Self {
+        Self::new(event.records)
+    }
+}
+
+/// Parses an invocation payload as an SNS event: a `Records` array whose
+/// items all have `EventSource` `aws:sns`.
+pub fn parse_sns_event(value: Value) -> Result<SnsStreamEvent, BatchError> {
+    parse_stream(value, &SALVAGE)
 }
 
 impl Source for Sns {
@@ -41,7 +67,7 @@ impl Source for Sns {
     type Raw = SnsRecord;
     type Response = ();
     type Error = SnsError;
-    const NAMES: &'static SourceNames = &SNS;
+    const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
@@ -55,8 +81,6 @@ impl Source for Sns {
         event.records
     }
 
-    /// SNS has no partial response: a failure fails the invocation
-    /// ([`answer`]).
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
         answer(report)
     }
@@ -69,6 +93,159 @@ impl Processor<Sns> {
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
+    }
+}
+
+/// A notification was not done: the invocation fails so that Lambda's
+/// asynchronous retry delivers it again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnsError {
+    /// A notification failed (the first one in the event; SNS sends one per
+    /// invocation).
+    #[error(
+        "SNS notification {message_id} failed: {reason}; failing the invocation so that \
+         Lambda's asynchronous retry delivers it again"
+    )]
+    Failed {
+        /// Its `MessageId` (or a description of a notification without one).
+        message_id: String,
+        /// Why it failed.
+        reason: FailureReason,
+        /// How many of the event's notifications failed.
+        failed: usize,
+    },
+}
+
+/// The `errorType` of a notification's failure.
+fn reason_type(reason: &FailureReason) -> &'static str {
+    match reason {
+        FailureReason::Parse(_)
+        | FailureReason::BodyTooLarge { .. }
+        | FailureReason::BadSignature(_) => "InvalidEvent",
+        FailureReason::Key(_) => "InvalidKey",
+        FailureReason::InProgress { .. } => "InProgress",
+        FailureReason::PayloadMismatch => "PayloadMismatch",
+        FailureReason::Handler { .. } if reason.is_terminal() => "HandlerRejected",
+        FailureReason::Handler { .. } => "HandlerFailed",
+        FailureReason::Store(_) => "StoreUnavailable",
+        FailureReason::DuplicateOf { reason, .. } => reason_type(reason),
+        _ => UNCLASSIFIED,
+    }
+}
+
+impl ErrorType for SnsError {
+    fn error_type(&self) -> &'static str {
+        let Self::Failed { reason, .. } = self;
+        reason_type(reason)
+    }
+}
+
+/// The invocation's answer for `report`: `Ok` when every notification is
+/// done, else the first failure ([`SnsError::Failed`]).
+pub fn answer<T>(report: &BatchReport<T>) -> Result<(), SnsError> {
+    let mut failures = report.failures();
+    let Some(first) = failures.next() else {
+        return Ok(());
+    };
+    let reason = first.outcome.as_ref().err().cloned();
+    let reason = reason.unwrap_or(FailureReason::Idempotency("no outcome".to_owned()));
+    let id = first.message_id.clone();
+    let message_id = id.unwrap_or_else(|| format!("#{} (no MessageId)", first.position));
+    let failed = 1 + failures.count();
+    Err(SnsError::Failed {
+        message_id,
+        reason,
+        failed,
+    })
+}
+
+impl Delivery for SnsRecord {
+    fn id(&self) -> Option<&str> {
+        Some(self.sns.message_id.as_str()).filter(|id| !id.is_empty())
+    }
+
+    fn position(&self) -> Option<&str> {
+        None
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        Some(self.sns.message.as_bytes())
+    }
+
+    /// `String`, `Number` and `String.Array` values are text.
+    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
+        let attr = self.sns.message_attributes.get(name)?;
+        Some(match attr.data_type.as_str() {
+            "Binary" => Attribute::Binary,
+            _ => Attribute::Text(&attr.value),
+        })
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &SALVAGE.names
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// One SNS notification as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Notification<M> {
+    /// The parsed `Message` (JSON, or its text as a JSON string).
+    pub body: M,
+    /// The record as Lambda delivered it (`Sns`: `MessageId`, `TopicArn`,
+    /// `Subject`, `Timestamp`, `MessageAttributes`, the raw `Message`).
+    pub record: SnsRecord,
+    /// The notification's idempotency key (`None` when running
+    /// unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl<M> Notification<M> {
+    /// A notification (handler unit tests).
+    pub fn new(body: M, record: SnsRecord) -> Self {
+        Self {
+            body,
+            record,
+            key: None,
+        }
+    }
+}
+
+/// The key material of a notification invoking the function:
+/// `notification` (its JSON) with its `Message` replaced by the parsed
+/// `message`, one rule with an SQS body ([`crate::envelope`]).
+pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
+    if let Some(slot) = notification.get_mut("Message") {
+        *slot = message.clone();
+    }
+    notification
+}
+
+impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        record: SnsRecord,
+    ) -> Result<Prepared<Notification<M>>, FailureReason> {
+        let opened = open_message::<M>(&format!("notification {ident}"), &record.sns.message)?;
+        let notification = serde_json::to_value(&record.sns).map_err(|e| {
+            FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))
+        })?;
+        let material = material(notification, &opened.document);
+        let key = pipeline.key_of(ident, KeyInput::new(&material, Some(&record)))?;
+        let mut notification = Notification::new(opened.body, record);
+        notification.key = key.clone();
+        Ok(Prepared::new(
+            notification,
+            key,
+            hashed(self.payload, opened.document),
+        ))
     }
 }
 

@@ -160,7 +160,7 @@ async fn a_message_that_is_not_json_is_its_text() {
         .await;
     let err = answer(&report).unwrap_err();
     assert!(
-        matches!(err.reason(), FailureReason::Parse(m) if m.contains("is not JSON") && m.contains(DIRECT_ID)),
+        matches!(&err, SnsError::Failed { reason: FailureReason::Parse(m), .. } if m.contains("is not JSON") && m.contains(DIRECT_ID)),
         "{err}"
     );
     assert_eq!(crate::diagnostic::error_type(&err), "InvalidEvent");
@@ -182,10 +182,13 @@ async fn message_attributes_are_attributes() {
     let seen = Mutex::new(Vec::new());
     let report: BatchReport<Value> = processor(KeySelector::attribute("event_type"))
         .process(direct(), None, |n: Notification<Order>| {
+            let sns = &n.record.sns;
             seen.lock().unwrap().push((
-                n.attribute("priority").map(str::to_owned),
-                n.subject().map(str::to_owned),
-                n.topic_arn().to_owned(),
+                sns.message_attributes
+                    .get("priority")
+                    .map(|a| a.value.clone()),
+                sns.subject.clone(),
+                sns.topic_arn.clone(),
                 n.body.event_id.clone(),
             ));
             async { Ok::<_, HandlerError>(json!({})) }

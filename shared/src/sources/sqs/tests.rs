@@ -1,5 +1,6 @@
 use super::*;
 use crate::KeySelector;
+use crate::batch::Delivery;
 use crate::error::HandlerError;
 use crate::testkit::*;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -83,7 +84,7 @@ async fn a_malformed_message_fails_alone_and_the_others_run() {
     let ran = std::sync::Mutex::new(Vec::new());
     let report = processor
         .process(event, None, |r: SqsRecord<Value>| {
-            ran.lock().unwrap().push(r.message_id().to_owned());
+            ran.lock().unwrap().push(r.message.message_id.unwrap());
             async { Ok::<_, HandlerError>(()) }
         })
         .await;
@@ -241,10 +242,14 @@ async fn duplicate_message_ids_are_reported_once() {
 fn record_accessors() {
     let event = sqs_event("payments-fifo-duplicate.json");
     let record = SqsRecord::new((), event.records[0].clone());
-    assert_eq!(record.message_id(), "704d72db-5ef2-45e6-9d4b-ef8bdd197e76");
+    let message = &record.message;
+    assert_eq!(
+        message.message_id.as_deref(),
+        Some("704d72db-5ef2-45e6-9d4b-ef8bdd197e76")
+    );
     assert_eq!(record.group_id(), Some("acct-1"));
-    assert_eq!(record.deduplication_id(), Some("pay-9d04c0de"));
-    assert_eq!(record.receive_count(), Some(2));
+    assert_eq!(message.deduplication_id(), Some("pay-9d04c0de"));
+    assert_eq!(message.receive_count(), Some(2));
 }
 
 #[test]

@@ -49,7 +49,7 @@ async fn add_to_total(
     fail: &[i64],
     log: &Mutex<Vec<(String, i64)>>,
 ) -> Result<crate::write::Staged<Value>, HandlerError> {
-    let key = r.partition_key().to_owned();
+    let key = r.record.kinesis.partition_key.clone();
     log.lock().unwrap().push((key.clone(), r.body.n));
     if fail.contains(&r.body.n) {
         return Err(HandlerError::retryable(std::io::Error::other("not yet")));

@@ -85,6 +85,13 @@ fn outcomes<T: Clone>(
 fn fifo_is_recognised_from_the_arn_or_forced() {
     let fifo = sqs_event("payments-fifo.json").into();
     let standard = sqs_event("orders-standard.json").into();
+    let is_fifo = |queue_kind, event: &SqsStreamEvent| {
+        let sqs = Sqs {
+            queue_kind,
+            ..Sqs::default()
+        };
+        sqs.ordering(event).is_ordered()
+    };
     assert!(is_fifo(QueueKind::Auto, &fifo));
     assert!(!is_fifo(QueueKind::Auto, &standard));
     assert!(!is_fifo(QueueKind::Standard, &fifo));

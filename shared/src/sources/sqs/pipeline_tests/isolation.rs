@@ -106,7 +106,7 @@ async fn a_panicking_handler_fails_only_its_record() {
             .missing_key(missing_key)
             .process(event, None, |r: SqsRecord<Value>| async move {
                 if r.body.get("boom").is_some() || r.body["id"] == "boom" {
-                    panic!("kaboom {}", r.message_id());
+                    panic!("kaboom {}", r.message.message_id.unwrap_or_default());
                 }
                 Ok::<_, HandlerError>(())
             })
