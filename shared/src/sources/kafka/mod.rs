@@ -108,9 +108,8 @@ impl Source for Kafka {
     }
 
     fn ticket(&self, delivery: &KafkaDelivery) -> Option<Ticket> {
-        let raw = serde_json::to_value(&delivery.record).ok()?;
         let (source, arn) = &*delivery.origin;
-        Ticket::new(source, arn.as_deref(), delivery, raw)
+        Ticket::new(source, arn.as_deref(), delivery, delivery.record.clone())
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
