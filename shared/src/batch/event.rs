@@ -2,21 +2,18 @@
 //! layer): its failures ([`EventError`]), and its path through the engine.
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
-use super::delivery::IdField;
-use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, key_for};
+use super::delivery::{Delivery, IdField};
+use super::key::{KeyFailure, KeyInput, KeySelector, MissingKey, PayloadScope, key_for};
 use super::log::{Failure, Unit, finish_one};
-use super::report::kind_name;
-use super::settings::millis;
+use super::{report::kind_name, settings::millis};
 use crate::engine::{Idempotency, Outcome};
 use crate::error::{Error, ErrorKind, HandlerError, KeyError, report};
-use crate::key::IdempotencyKey;
-use crate::write::IntoStaged;
+use crate::{key::IdempotencyKey, write::IntoStaged};
 
 /// Why an event was not handled: return it from the function so that
 /// Lambda retries the event, then sends it to the DLQ.
@@ -131,24 +128,6 @@ impl EventError {
             | Self::PayloadMismatch { .. } => false,
         }
     }
-
-    /// The engine's answer for the event `event_id`: an engine
-    /// `InProgress` or `PayloadMismatch` is a failure.
-    fn outcome<T>(event_id: &str, result: Result<Outcome<T>, Error>) -> Result<Outcome<T>, Self> {
-        let event_id = event_id.to_owned();
-        match result {
-            Ok(Outcome::InProgress {
-                lease_expires_at_ms,
-            }) => Err(Self::InProgress {
-                event_id,
-                lease_expires_at_ms,
-            }),
-            Ok(Outcome::PayloadMismatch) => Err(Self::PayloadMismatch { event_id }),
-            Ok(done) => Ok(done),
-            Err(Error::Handler(error)) => Err(Self::Handler { event_id, error }),
-            Err(error) => Err(Self::Idempotency { event_id, error }),
-        }
-    }
 }
 
 impl crate::error::ErrorType for EventError {
@@ -192,38 +171,40 @@ impl Failure for EventError {
     }
 }
 
-/// How one event is keyed and run.
-pub(crate) struct EventKeys<'a> {
-    pub(crate) engine: &'a Idempotency,
-    pub(crate) key: &'a KeySelector,
+/// An event ready to run: its key document and delivery, its body, its handler.
+type Ready<'a, H> = (&'a Value, Option<&'a (dyn Delivery + Sync)>, &'a Value, H);
+
+/// How single events are keyed and run: the engine, where the key comes
+/// from, what to do without one, what payload validation hashes.
+#[derive(Debug, Clone)]
+pub(crate) struct EventKeys {
+    pub(crate) engine: Idempotency,
+    pub(crate) key: KeySelector,
     pub(crate) missing_key: MissingKey,
+    pub(crate) payload: PayloadScope,
 }
 
-impl EventKeys<'_> {
-    /// The key of the event `event_id` from `input` (`None`: it runs
-    /// unprotected).
-    pub(crate) fn key(
-        &self,
-        event_id: &str,
-        id_field: IdField,
-        input: KeyInput<'_>,
-    ) -> Result<Option<IdempotencyKey>, EventError> {
-        let unit = Unit::new("event", event_id, id_field);
-        let event_id = event_id.to_owned();
-        key_for(self.engine, self.key, self.missing_key, input, &unit).map_err(|e| match e {
-            KeyFailure::Bad(error) => EventError::Key { event_id, error },
-            KeyFailure::Panic(message) => EventError::KeyPanicked { event_id, message },
-        })
+impl EventKeys {
+    /// Events keyed by `key`, failing without one, their body hashed.
+    pub(crate) fn new(engine: Idempotency, key: KeySelector) -> Self {
+        let (missing_key, payload) = Default::default();
+        Self {
+            engine,
+            key,
+            missing_key,
+            payload,
+        }
     }
 
-    /// Runs `handler` through the engine under `key`, validating `payload`.
+    /// Runs the event `id` (logged as `id_field`, timed from `started`) when
+    /// `checked` is ready: keyed, through the engine (its `InProgress` or
+    /// `PayloadMismatch` is an `Err`), logged and counted.
     pub(crate) async fn run<T, R, H, Fut>(
         &self,
-        event_id: &str,
-        key: Option<&IdempotencyKey>,
-        payload: Option<&Value>,
-        remaining: Option<std::time::Duration>,
-        handler: H,
+        (id, id_field): (&str, IdField),
+        started: Instant,
+        remaining: Option<Duration>,
+        checked: Result<Ready<'_, H>, EventError>,
     ) -> Result<Outcome<T>, EventError>
     where
         T: Serialize + DeserializeOwned,
@@ -231,23 +212,36 @@ impl EventKeys<'_> {
         H: FnOnce() -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let result = self.engine.run(key, payload, remaining, handler).await;
-        EventError::outcome(event_id, result)
+        let unit = Unit::new("event", id, id_field);
+        let mut key = None;
+        let result = async {
+            let (document, delivery, body, handler) = checked?;
+            let input = KeyInput::new(document, delivery.map(|d| d as &dyn Delivery));
+            let (selector, missing, event_id) = (&self.key, self.missing_key, id.to_owned());
+            key = key_for(&self.engine, selector, missing, input, &unit).map_err(|e| match e {
+                KeyFailure::Bad(error) => EventError::Key { event_id, error },
+                KeyFailure::Panic(message) => EventError::KeyPanicked { event_id, message },
+            })?;
+            let payload = (self.payload == PayloadScope::Body).then_some(body);
+            let (engine, event_id) = (&self.engine, id.to_owned());
+            match engine.run(key.as_ref(), payload, remaining, handler).await {
+                Ok(Outcome::InProgress {
+                    lease_expires_at_ms,
+                }) => Err(EventError::InProgress {
+                    event_id,
+                    lease_expires_at_ms,
+                }),
+                Ok(Outcome::PayloadMismatch) => Err(EventError::PayloadMismatch { event_id }),
+                Ok(done) => Ok(done),
+                Err(Error::Handler(error)) => Err(EventError::Handler { event_id, error }),
+                Err(error) => Err(EventError::Idempotency { event_id, error }),
+            }
+        }
+        .await;
+        let key = key.as_ref().map(IdempotencyKey::hash);
+        let unit = Unit { key, ..unit };
+        let ms = millis(started.elapsed());
+        finish_one(&self.engine, &unit, result.as_ref(), ms);
+        result
     }
-}
-
-/// The event's log line and metric counts, once it is answered.
-pub(crate) fn finish_event<T>(
-    engine: &Idempotency,
-    event_id: &str,
-    id_field: IdField,
-    key: Option<&IdempotencyKey>,
-    result: Result<&Outcome<T>, &EventError>,
-    started: Instant,
-) {
-    let unit = Unit {
-        key: key.map(IdempotencyKey::hash),
-        ..Unit::new("event", event_id, id_field)
-    };
-    finish_one(engine, &unit, result, millis(started.elapsed()));
 }

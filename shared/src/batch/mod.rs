@@ -23,7 +23,7 @@ mod source;
 
 pub use delivery::{Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
 pub use event::EventError;
-pub(crate) use event::{EventKeys, finish_event};
+pub(crate) use event::EventKeys;
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, StreamEvent};

@@ -11,22 +11,17 @@ use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 
 use crate::batch::{
-    Delivery, EventError, EventKeys, IdField, KeyInput, KeySelector, MissingKey, PayloadScope,
-    finish_event, remaining_now,
+    EventError, EventKeys, IdField, KeySelector, MissingKey, PayloadScope, remaining_now,
 };
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
-use crate::key::IdempotencyKey;
 
-use super::shape::{EventBridge, Json, Shape, Sns};
+use super::shape::{EventBridge, Json, Reading, Shape, Sns};
 
 /// What a layer and its services share.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Settings<V> {
-    engine: Idempotency,
-    key: KeySelector,
-    missing_key: MissingKey,
-    payload: PayloadScope,
+    keys: EventKeys,
     shape: V,
 }
 
@@ -82,10 +77,7 @@ impl<V> IdempotencyLayer<V> {
     pub fn with_shape(engine: Idempotency, key: KeySelector, shape: V) -> Self {
         Self {
             settings: Arc::new(Settings {
-                engine,
-                key,
-                missing_key: MissingKey::default(),
-                payload: PayloadScope::default(),
+                keys: EventKeys::new(engine, key),
                 shape,
             }),
         }
@@ -108,7 +100,7 @@ impl<V> IdempotencyLayer<V> {
     where
         V: Clone,
     {
-        self.edit(|s| s.missing_key = policy)
+        self.edit(|s| s.keys.missing_key = policy)
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`]
@@ -118,24 +110,12 @@ impl<V> IdempotencyLayer<V> {
     where
         V: Clone,
     {
-        self.edit(|s| s.payload = scope)
+        self.edit(|s| s.keys.payload = scope)
     }
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.settings.engine
-    }
-}
-
-impl<V: Clone> Clone for Settings<V> {
-    fn clone(&self) -> Self {
-        Self {
-            engine: self.engine.clone(),
-            key: self.key.clone(),
-            missing_key: self.missing_key,
-            payload: self.payload,
-            shape: self.shape.clone(),
-        }
+        &self.settings.keys.engine
     }
 }
 
@@ -264,7 +244,7 @@ impl<V> Settings<V> {
     /// count; the inner service's own error comes back unchanged.
     async fn call<S, P>(
         &self,
-        inner: S,
+        mut inner: S,
         event: LambdaEvent<P>,
     ) -> Result<Idempotent<S::Response>, S::Error>
     where
@@ -275,68 +255,38 @@ impl<V> Settings<V> {
     {
         let start = Instant::now();
         let mut inner_error = None;
-        let mut key = None;
-        let mut unit_id = (event.context.request_id.clone(), IdField::default());
-        let result = self
-            .run(inner, event, &mut key, &mut unit_id, &mut inner_error)
+        let reading = self.shape.read(&event.payload);
+        let (id, id_field) = match &reading {
+            Ok(Reading {
+                id: Some(id),
+                id_field,
+                ..
+            }) if !id.is_empty() => (id.clone(), *id_field),
+            _ => (event.context.request_id.clone(), IdField::default()),
+        };
+        let remaining = remaining_now(&event.context);
+        let own_error = &mut inner_error;
+        let handler = || async move {
+            inner.call(event).await.map_err(|e| {
+                let error = HandlerError::retryable(e.to_string());
+                *own_error = Some(e);
+                error
+            })
+        };
+        let checked = match reading {
+            Ok(ref r) => {
+                let delivery = r.delivery.as_deref().map(|d| d as _);
+                Ok((&r.document, delivery, &r.body, handler))
+            }
+            Err(e) => Err(e),
+        };
+        let result = (self.keys)
+            .run((&id, id_field), start, remaining, checked)
             .await;
-        let (id, id_field) = unit_id;
-        finish_event(
-            &self.engine,
-            &id,
-            id_field,
-            key.as_ref(),
-            result.as_ref(),
-            start,
-        );
         match (result, inner_error) {
             (Ok(outcome), _) => Ok(Idempotent { outcome }),
             (Err(EventError::Handler { .. }), Some(own)) => Err(own),
             (Err(e), _) => Err(e.into()),
         }
-    }
-
-    async fn run<S, P>(
-        &self,
-        mut inner: S,
-        event: LambdaEvent<P>,
-        key: &mut Option<IdempotencyKey>,
-        unit_id: &mut (String, IdField),
-        inner_error: &mut Option<S::Error>,
-    ) -> Result<Outcome<S::Response>, EventError>
-    where
-        S: Service<LambdaEvent<P>>,
-        S::Response: Serialize + DeserializeOwned,
-        S::Error: fmt::Display,
-        V: Shape<P>,
-    {
-        let reading = self.shape.read(&event.payload)?;
-        if let Some(id) = reading.id.clone().filter(|id| !id.is_empty()) {
-            *unit_id = (id, reading.id_field);
-        }
-        let keys = EventKeys {
-            engine: &self.engine,
-            key: &self.key,
-            missing_key: self.missing_key,
-        };
-        let (id, id_field) = (unit_id.0.as_str(), unit_id.1);
-        let input = KeyInput::new(
-            &reading.document,
-            reading.delivery.as_deref().map(|d| d as &dyn Delivery),
-        );
-        *key = keys.key(id, id_field, input)?;
-        let payload = match self.payload {
-            PayloadScope::Body => Some(&reading.body),
-            PayloadScope::None => None,
-        };
-        let remaining = remaining_now(&event.context);
-        keys.run(id, key.as_ref(), payload, remaining, || async move {
-            inner.call(event).await.map_err(|e| {
-                let error = HandlerError::retryable(e.to_string());
-                *inner_error = Some(e);
-                error
-            })
-        })
-        .await
     }
 }

@@ -139,7 +139,7 @@ impl<D: Serialize + DeserializeOwned> Shape<EventBridgeEvent<D>> for EventBridge
 
 impl Shape<Value> for EventBridge {
     fn read(&self, payload: &Value) -> Result<Reading, EventError> {
-        parse_event(payload.clone()).map_err(not_eventbridge)?;
+        parse_event(payload).map_err(not_eventbridge)?;
         Ok(eventbridge_reading(payload.clone()))
     }
 }

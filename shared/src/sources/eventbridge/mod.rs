@@ -1,9 +1,5 @@
 //! EventBridge events invoking the function directly (asynchronous
-//! invocation): [`EventBridgeProcessor`], keyed by the event `id` by
-//! default; what is `Ok` (done) and what is an `Err` ([`EventError`]: Lambda
-//! retries, then the DLQ). Events through an SQS queue are the
-//! [`SqsProcessor`](crate::sqs::SqsProcessor)'s. The guide:
-//! [docs/sources/eventbridge.md].
+//! invocation): [`EventBridgeProcessor`]. The guide: [docs/sources/eventbridge.md].
 //!
 //! [docs/sources/eventbridge.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/eventbridge.md
 
@@ -23,24 +19,18 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 pub use crate::batch::EventError;
 use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::{
-    EventKeys, IdField, KeyInput, KeySelector, MissingKey, PayloadScope, finish_event, json_type,
-};
+use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadScope, json_type};
 use crate::engine::{Idempotency, Outcome};
-use crate::error::HandlerError;
-use crate::sources::hashed;
-use crate::write::IntoStaged;
+use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
 
-/// What [`EventBridgeProcessor::handle`] returns to Lambda for an event that
-/// is done (what a local run prints; Lambda ignores the response of an
-/// asynchronous invocation).
+/// What [`EventBridgeProcessor::handle`] returns for an event that is done
+/// (Lambda ignores it; a local run prints it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum EventResponse<T> {
     /// The handler's response: run now, replayed, or run unprotected.
     Done(T),
-    /// `{"rejected": "..."}`: a recorded terminal error (now or replayed).
-    /// The event is done; Lambda does not retry it.
+    /// `{"rejected": "..."}`: a recorded terminal error; the event is done.
     Rejected {
         /// The recorded error.
         rejected: String,
@@ -55,12 +45,7 @@ pub enum EventResponse<T> {
 
 /// Parses an invocation payload as an EventBridge event, rejecting other
 /// shapes (an SQS batch, garbage) with a clear error.
-pub fn parse_event(value: Value) -> Result<EventBridgeEvent<Value>, EventError> {
-    envelope_of(&value)
-}
-
-/// The EventBridge event `value` holds, or why it holds none.
-fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
+pub fn parse_event(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
     let wrong = |m: String| Err(not_eventbridge(m));
     let Some(object) = value.as_object() else {
         return wrong(format!("expected a JSON object, got {}", json_type(value)));
@@ -72,10 +57,8 @@ fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
                 .to_owned(),
         );
     }
-    let missing: Vec<&str> = ["detail-type", "source", "detail"]
-        .into_iter()
-        .filter(|k| !object.contains_key(*k))
-        .collect();
+    let mut missing = vec!["detail-type", "source", "detail"];
+    missing.retain(|k| !object.contains_key(*k));
     if !missing.is_empty() {
         return wrong(format!("missing {}", missing.join(", ")));
     }
@@ -86,103 +69,87 @@ fn envelope_of(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
         .or_else(|e| wrong(format!("malformed envelope: {e}")))
 }
 
-/// An invocation payload as Lambda delivers it, kept as its JSON text: what
-/// [`EventBridgeProcessor::handle`] takes, so that keys and payload hashes
-/// read a number that `f64` cannot hold exactly as its exact text, by the
-/// rule SQS bodies follow ([`KeySelector::Pointer`]): an event keys the same
-/// invoked directly as through a queue. `From<Value>` takes an event already
-/// parsed (tests, events built in code): its numbers are what that parse left.
+/// An invocation payload as Lambda delivers it, kept as its JSON text
+/// ([`EventBridgeProcessor::handle`] takes it), so that keys and payload
+/// hashes read a number that `f64` cannot hold as its exact text. `From` an
+/// event already parsed: its numbers are what that parse left.
 #[derive(Debug, Clone)]
-pub struct EventPayload(Payload);
-
-#[derive(Debug, Clone)]
-enum Payload {
-    Text(Box<RawValue>),
-    Parsed(Value),
+pub struct EventPayload {
+    value: Value,
+    text: Option<Box<RawValue>>,
 }
 
 impl EventPayload {
     /// The payload of a JSON text; an error when it is not JSON.
     pub fn from_text(text: impl Into<String>) -> Result<Self, serde_json::Error> {
-        RawValue::from_string(text.into()).map(|raw| Self(Payload::Text(raw)))
+        Self::from_raw(RawValue::from_string(text.into())?)
+    }
+
+    fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        let (value, text) = (serde_json::from_str(raw.get())?, Some(raw));
+        Ok(Self { value, text })
     }
 
     /// The event, checked ([`parse_event`]'s errors), and the key material:
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
     pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
-        let value = match &self.0 {
-            Payload::Text(raw) => {
-                serde_json::from_str(raw.get()).map_err(|e| not_eventbridge(e.to_string()))?
-            }
-            Payload::Parsed(value) => value.clone(),
-        };
-        let event = envelope_of(&value)?;
-        let exact = self
-            .text()
-            .and_then(|text| crate::key::exact_material(text, &value));
-        Ok((event, exact.unwrap_or(value)))
-    }
-
-    /// The JSON text, when the payload was received as text.
-    fn text(&self) -> Option<&str> {
-        match &self.0 {
-            Payload::Text(raw) => Some(raw.get()),
-            Payload::Parsed(_) => None,
-        }
+        let event = parse_event(&self.value)?;
+        let exact = (self.text.as_ref()).and_then(|t| exact_material(t.get(), &self.value));
+        Ok((event, exact.unwrap_or_else(|| self.value.clone())))
     }
 }
 
 impl From<Value> for EventPayload {
     fn from(value: Value) -> Self {
-        Self(Payload::Parsed(value))
+        Self { value, text: None }
+    }
+}
+
+impl From<EventBridgeEvent<Value>> for EventPayload {
+    fn from(event: EventBridgeEvent<Value>) -> Self {
+        let value = serde_json::to_value(event).unwrap_or_else(|e| e.to_string().into());
+        Self::from(value)
     }
 }
 
 impl<'de> Deserialize<'de> for EventPayload {
     fn deserialize<De: serde::Deserializer<'de>>(deserializer: De) -> Result<Self, De::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(|raw| Self(Payload::Text(raw)))
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Self::from_raw(raw).map_err(serde::de::Error::custom)
     }
 }
 
 /// Runs EventBridge events through the engine.
 #[derive(Debug, Clone)]
 pub struct EventBridgeProcessor {
-    engine: Idempotency,
-    key: KeySelector,
-    missing_key: MissingKey,
-    payload: PayloadScope,
+    keys: EventKeys,
     accept: Option<(String, String)>,
 }
 
 impl EventBridgeProcessor {
     /// A processor keyed by the event id ([`KeySelector::Id`]).
     pub fn new(engine: Idempotency) -> Self {
-        Self {
-            engine,
-            key: KeySelector::Id,
-            missing_key: MissingKey::default(),
-            payload: PayloadScope::default(),
-            accept: None,
-        }
+        let keys = EventKeys::new(engine, KeySelector::Id);
+        Self { keys, accept: None }
     }
 
     /// Where the key comes from. Default [`KeySelector::Id`] (the event
     /// `id`); a pointer resolves against the envelope (`/detail/order_id`).
     pub fn key(mut self, key: KeySelector) -> Self {
-        self.key = key;
+        self.keys.key = key;
         self
     }
 
     /// What to do without a key. Default [`MissingKey::Fail`].
     pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
+        self.keys.missing_key = policy;
         self
     }
 
     /// What payload validation hashes ([`PayloadScope::Body`]: the `detail`).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.payload = scope;
+        self.keys.payload = scope;
         self
     }
 
@@ -196,14 +163,12 @@ impl EventBridgeProcessor {
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.engine
+        &self.keys.engine
     }
 
-    /// Handles one invocation: runs
-    /// [`process_payload`](Self::process_payload) with the invocation's
-    /// remaining time and returns the response for a done event; an `Err`
-    /// fails the invocation (Lambda delivers the event again, then to the
-    /// on-failure destination or DLQ).
+    /// Handles one invocation ([`process`](Self::process) with its remaining
+    /// time): the response for a done event; an `Err` fails the invocation
+    /// (Lambda delivers the event again, then to the on-failure destination).
     #[cfg(feature = "lambda")]
     pub async fn handle<D, T, R, H, Fut>(
         &self,
@@ -218,9 +183,7 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (payload, ctx) = event.into_parts();
-        let outcome = self
-            .process_payload(&payload, remaining_now(&ctx), handler)
-            .await?;
+        let outcome = (self.process(payload, remaining_now(&ctx), handler)).await?;
         Ok(match outcome {
             Outcome::Rejected { error, .. } => EventResponse::Rejected { rejected: error },
             Outcome::Replayed(None) => EventResponse::Duplicate { duplicate: true },
@@ -231,15 +194,13 @@ impl EventBridgeProcessor {
         })
     }
 
-    /// Handles one event: `detail` is parsed into `D`, the key selected, and
-    /// `handler` run through the engine. An engine `InProgress` or
-    /// `PayloadMismatch` is an `Err` ([`EventError::InProgress`],
-    /// [`EventError::PayloadMismatch`]). The key and the payload hash read
-    /// the event as parsed; an invocation's text goes through
-    /// [`process_payload`](Self::process_payload), which keeps its numbers exact.
+    /// Handles one event, an [`EventPayload`] or an event already parsed:
+    /// checks it ([`parse_event`]'s errors), parses `detail` into `D`,
+    /// selects the key and runs `handler` through the engine, logged and
+    /// counted. An engine `InProgress` or `PayloadMismatch` is an `Err`.
     pub async fn process<D, T, R, H, Fut>(
         &self,
-        event: EventBridgeEvent<Value>,
+        payload: impl Into<EventPayload>,
         remaining: Option<Duration>,
         handler: H,
     ) -> Result<Outcome<T>, EventError>
@@ -250,90 +211,44 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let value = serde_json::to_value(&event).map_err(|e| not_eventbridge(e.to_string()))?;
-        (self.process_payload(&EventPayload::from(value), remaining, handler)).await
-    }
-
-    /// [`process`](Self::process) for an invocation payload: checks that it
-    /// is an EventBridge event ([`parse_event`]'s errors), then runs it,
-    /// logged and counted. The key and the payload hash (the `detail`) read
-    /// the envelope as received (see [`EventPayload`]); `D` is parsed from
-    /// the text.
-    pub async fn process_payload<D, T, R, H, Fut>(
-        &self,
-        payload: &EventPayload,
-        remaining: Option<Duration>,
-        handler: H,
-    ) -> Result<Outcome<T>, EventError>
-    where
-        D: Serialize + DeserializeOwned,
-        T: Serialize + DeserializeOwned,
-        R: IntoStaged<T>,
-        H: FnOnce(EventBridgeEvent<D>) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
+        let payload = payload.into();
         let (event, material) = payload.parse()?;
         let start = Instant::now();
-        let event_id = match event.id.as_deref() {
-            Some(id) if !id.is_empty() => id.to_owned(),
-            _ => "(no id)".to_owned(),
-        };
-        let id = || event_id.clone();
-        let mut key = None;
-        // Checks and parses the event, then keys and runs it; `key` is set
-        // once selected (for the log line).
-        let result = async {
-            if let Some((source, detail_type)) = &self.accept
-                && (event.source != *source || event.detail_type != *detail_type)
+        let event_id = (event.id.filter(|id| !id.is_empty())).unwrap_or("(no id)".into());
+        let checked = match &self.accept {
+            Some((source, detail_type))
+                if event.source != *source || event.detail_type != *detail_type =>
             {
-                return Err(EventError::WrongEvent {
-                    event_id: id(),
+                Err(EventError::WrongEvent {
+                    event_id: event_id.clone(),
                     found_source: event.source,
                     found_detail_type: event.detail_type,
                     expected_source: source.clone(),
                     expected_detail_type: detail_type.clone(),
-                });
+                })
             }
-            let typed: Result<EventBridgeEvent<D>, _> = match payload.text() {
-                Some(text) => serde_json::from_str(text),
+            // `D` from the text: its numbers exact.
+            _ => match &payload.text {
+                Some(text) => serde_json::from_str(text.get()),
                 None => EventBridgeEvent::<D>::deserialize(&material),
-            };
-            let typed = typed.map_err(|e| EventError::BadDetail {
-                event_id: id(),
+            }
+            .map_err(|e| EventError::BadDetail {
+                event_id: event_id.clone(),
                 expected: std::any::type_name::<D>(),
                 error: e.to_string(),
-            })?;
-            let detail = material.get("detail").cloned();
-            let payload = detail.and_then(|d| hashed(self.payload, d));
-            let keys = EventKeys {
-                engine: &self.engine,
-                key: &self.key,
-                missing_key: self.missing_key,
-            };
-            key = keys.key(&event_id, IdField::EventId, KeyInput::new(&material, None))?;
-            let run = || handler(typed);
-            (keys.run(&event_id, key.as_ref(), payload.as_ref(), remaining, run)).await
-        }
-        .await;
-        let (engine, id_field) = (&self.engine, IdField::EventId);
-        finish_event(
-            engine,
-            &event_id,
-            id_field,
-            key.as_ref(),
-            result.as_ref(),
-            start,
-        );
-        result
+            }),
+        };
+        let body = &material["detail"];
+        let checked = checked.map(|typed| (&material, None, body, || handler(typed)));
+        let unit = (event_id.as_str(), IdField::EventId);
+        self.keys.run(unit, start, remaining, checked).await
     }
 }
 
 /// A payload that is not an EventBridge event.
-fn not_eventbridge(message: impl Into<String>) -> EventError {
-    EventError::InvalidEvent {
-        expected: "an EventBridge",
-        message: message.into(),
-    }
+fn not_eventbridge(message: impl ToString) -> EventError {
+    let (expected, message) = ("an EventBridge", message.to_string());
+    EventError::InvalidEvent { expected, message }
 }
 
 #[cfg(test)]

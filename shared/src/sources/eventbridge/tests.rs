@@ -15,7 +15,7 @@ struct OrderPlaced {
 }
 
 fn order_placed() -> EventBridgeEvent<Value> {
-    parse_event(event_json("inventory-order-placed.json")).unwrap()
+    parse_event(&event_json("inventory-order-placed.json")).unwrap()
 }
 
 async fn reserve(
@@ -142,7 +142,7 @@ async fn terminal_errors_are_recorded() {
         engine_with(Config::with_prefix("test.eb").on_terminal_error(TerminalErrors::Record));
     let processor = EventBridgeProcessor::new(engine);
     let runs = AtomicUsize::new(0);
-    let event = || parse_event(event_json("inventory-insufficient-stock.json")).unwrap();
+    let event = || parse_event(&event_json("inventory-insufficient-stock.json")).unwrap();
     for replayed in [false, true] {
         let outcome = processor
             .process(event(), None, |e| reserve(&runs, e))
@@ -306,12 +306,12 @@ fn wrong_shapes_are_not_eventbridge_events() {
         ),
     ];
     for (value, expected) in cases {
-        let err = parse_event(value.clone()).unwrap_err();
+        let err = parse_event(&value).unwrap_err();
         assert!(matches!(err, EventError::InvalidEvent { .. }), "{value}");
         assert!(!err.is_retryable());
         assert!(err.to_string().contains(expected), "{value}: {err}");
     }
-    assert!(parse_event(event_json("inventory-insufficient-stock.json")).is_ok());
+    assert!(parse_event(&event_json("inventory-insufficient-stock.json")).is_ok());
 }
 
 #[test]

@@ -1,44 +1,42 @@
-//! Kafka batches (Amazon MSK and self-managed Apache Kafka) on the batch
-//! core: [`KafkaProcessor`], lanes by topic-partition ([`KafkaOrder`]), the
-//! answer per [`KafkaItemFailures`]. The guide: [docs/sources/kafka.md].
+//! Kafka batches (Amazon MSK, self-managed Apache Kafka) on the batch core:
+//! [`KafkaProcessor`]. The guide: [docs/sources/kafka.md].
 //!
 //! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
 
-mod key;
-mod parse;
-mod record;
-mod response;
-
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use aws_lambda_events::kafka::{KafkaEvent, KafkaRecord};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use parse::{MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE, parse_kafka_event};
-pub use record::{KafkaDelivery, KafkaHeader, KafkaMessage};
-pub use response::{
-    KafkaBatchItemFailure, KafkaError, KafkaEventResponse, KafkaItemFailures, KafkaItemIdentifier,
-    answer,
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, Within};
+use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
+use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, json_type};
+use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
+
+/// The `eventSource` of an Amazon MSK event.
+pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
+/// The `eventSource` of a self-managed Apache Kafka event.
+pub const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
+
+static KAFKA: SourceNames = SourceNames {
+    id: "offset",
+    id_field: IdField::Offset,
+    lane_field: LaneField::Partition,
+    deduplication_id: "a deduplication id (Kafka records have none)",
+    no_lane: "Kafka record without a topic-partition",
 };
 
-#[cfg(doc)]
-use crate::batch::KeySelector;
-use crate::batch::parking::Ticket;
-use crate::batch::{
-    BatchError, BatchReport, MalformedRecord, Ordering, Parks, PayloadScope, Processor, Source,
-    SourceNames, Within,
-};
-use record::KAFKA;
-
-/// Processes Kafka batches, Amazon MSK or self-managed ([`Processor`] over
-/// [`Kafka`]). Its key is a business key in the value
-/// ([`KeySelector::pointer`]) or a header ([`KeySelector::attribute`]), not
-/// the offset.
+/// Processes Kafka batches ([`Processor`] over [`Kafka`]), keyed by a business
+/// key in the value or a header, never the offset.
 pub type KafkaProcessor = Processor<Kafka>;
 
-/// The Kafka source and its settings: what records keep their order with,
-/// whether the mapping acts on `batchItemFailures`, and what payload
-/// validation hashes.
+/// The Kafka source and its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Kafka {
     order: KafkaOrder,
@@ -50,14 +48,24 @@ pub struct Kafka {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum KafkaOrder {
-    /// The records of one topic-partition run one after another in offset
-    /// order, whatever their keys: Kafka's own guarantee. The default.
+    /// Its topic-partition (Kafka's own guarantee). The default.
     #[default]
     Partition,
-    /// The records of one record key (within a topic-partition) run one
-    /// after another in offset order, keys concurrently; a failure holds
-    /// back only its key. Keyless records keep their order among themselves.
+    /// Its record key within its topic-partition.
     RecordKey,
+}
+
+/// Whether the event source mapping acts on `batchItemFailures`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KafkaItemFailures {
+    /// It does not: a batch with a record not done fails ([`KafkaError`]).
+    /// The default: safe with any mapping.
+    #[default]
+    FailBatch,
+    /// Provisioned mode with `ReportBatchItemFailures`: the response names
+    /// every failed and every skipped record.
+    Reported,
 }
 
 impl Source for Kafka {
@@ -75,78 +83,307 @@ impl Source for Kafka {
         Ordering::StopLane
     }
 
-    /// The records, partition by partition (in the order of their names),
-    /// each in offset order as delivered.
     fn records(&self, event: KafkaEvent) -> Vec<Result<KafkaDelivery, MalformedRecord>> {
-        let source: Arc<str> = event
-            .event_source
-            .as_deref()
-            .unwrap_or(MSK_EVENT_SOURCE)
-            .into();
-        let arn: Option<Arc<str>> = event.event_source_arn.as_deref().map(Arc::from);
-        let mut partitions: Vec<_> = event.records.into_iter().collect();
-        partitions.sort_by(|a, b| a.0.cmp(&b.0));
-        partitions
-            .into_iter()
-            .flat_map(|(partition, records)| {
-                let (source, arn) = (source.clone(), arn.clone());
-                records.into_iter().map(move |record| {
-                    KafkaDelivery::new(partition.clone(), record)
-                        .with_origin(source.clone(), arn.clone())
-                })
-            })
-            .map(Ok)
-            .collect()
+        let source = event.event_source.unwrap_or(MSK_EVENT_SOURCE.to_owned());
+        let origin = Arc::new((source, event.event_source_arn));
+        let mut deliveries = Vec::new();
+        for (partition, records) in BTreeMap::from_iter(event.records) {
+            for record in records {
+                let mut delivery = KafkaDelivery::new(&partition, record);
+                delivery.origin = origin.clone();
+                deliveries.push(Ok(delivery));
+            }
+        }
+        deliveries
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
-        match self.order {
-            KafkaOrder::Partition => Within::Lane,
+        match (self.order, &delivery.record.key) {
+            (KafkaOrder::Partition, _) => Within::Lane,
             // Keys as delivered (base64); keyless records share one lane
             // (`-` is not base64).
-            KafkaOrder::RecordKey => Within::Key(match &delivery.record.key {
-                Some(key) => format!("k{key}"),
-                None => "-".to_owned(),
-            }),
+            (KafkaOrder::RecordKey, Some(key)) => Within::Key(format!("k{key}")),
+            (KafkaOrder::RecordKey, None) => Within::Key("-".to_owned()),
         }
     }
 
     fn ticket(&self, delivery: &KafkaDelivery) -> Option<Ticket> {
-        let raw = serde_json::to_value(&delivery.record).ok()?;
-        let (source, arn) = delivery.origin();
-        Ticket::new(source, arn, delivery, raw)
+        let (source, arn) = &*delivery.origin;
+        Ticket::new(source, arn.as_deref(), delivery, delivery.record.clone())
     }
 
-    /// The answer under [`Processor::item_failures`] ([`answer`]).
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
-        answer(report, self.item_failures)
+        let mut response = KafkaEventResponse::default();
+        let (mut records, mut reasons) = (Vec::new(), Vec::new());
+        for r in report.failures() {
+            let id = r.message_id.clone().filter(|id| !id.is_empty());
+            let id = id.unwrap_or_else(|| format!("record #{} (no offset)", r.position));
+            response.add_item_failure(&id);
+            records.push(id);
+            reasons.extend(r.outcome.as_ref().err());
+        }
+        let reported = self.item_failures == KafkaItemFailures::Reported;
+        if reported && response.batch_item_failures.len() == records.len() {
+            return Ok(response);
+        }
+        let run = (reasons.iter()).find(|r| !matches!(r, FailureReason::Skipped { .. }));
+        let Some(&reason) = run.or(reasons.first()) else {
+            return Ok(response);
+        };
+        let reason = reason.clone();
+        Err(KafkaError::BatchFailed { records, reason })
     }
+}
+
+/// Parses an invocation payload as a Kafka event: `eventSource` `aws:kafka`
+/// (Amazon MSK) or `SelfManagedKafka`, and a `records` object of
+/// topic-partitions, each an array of records.
+pub fn parse_kafka_event(value: Value) -> Result<KafkaEvent, BatchError> {
+    let (msk, smk) = (MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE);
+    let partitions = value.get("records").and_then(Value::as_object);
+    let not_array = partitions.and_then(|p| p.iter().find(|(_, v)| !v.is_array()));
+    let message = match (value.get("eventSource"), value.get("records"), not_array) {
+        (None, ..) => format!("no eventSource in {}", json_type(&value)),
+        (Some(Value::String(s)), ..) if s != msk && s != smk => {
+            format!("eventSource is {s}, expected {msk} or {smk}")
+        }
+        (Some(s), ..) if !s.is_string() => format!("eventSource is {}", json_type(s)),
+        (_, None, _) => "no records object".to_owned(),
+        (_, Some(r), _) if !r.is_object() => {
+            format!("records is {}, not an object", json_type(r))
+        }
+        (.., Some((name, v))) => format!("records of {name} is {}, not an array", json_type(v)),
+        _ => match KafkaEvent::deserialize(&value) {
+            Ok(event) => return Ok(event),
+            Err(e) => format!("a Kafka record is malformed: {e}"),
+        },
+    };
+    let expected = "a Kafka";
+    Err(BatchError::WrongEvent { expected, message })
 }
 
 impl Parks for Kafka {}
 
+impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
+    fn prepare(
+        &self,
+        pipeline: &Pipeline<'_>,
+        ident: &str,
+        delivery: KafkaDelivery,
+    ) -> Result<Prepared<KafkaMessage<M>>, FailureReason> {
+        if let Some(problem) = &delivery.undecodable {
+            return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
+        }
+        let value = delivery.value.as_deref();
+        let p = prepare_json::<M>(pipeline, ident, "value", value, &delivery, self.payload)?;
+        let mut message = KafkaMessage::new(p.record, delivery);
+        message.key = p.key.clone();
+        Ok(Prepared::new(message, p.key, p.payload))
+    }
+}
+
 impl Processor<Kafka> {
-    /// What records keep their order with: their topic-partition (the
-    /// default) or their record key ([`KafkaOrder`]). Whatever the order,
-    /// the answer is per topic-partition.
+    /// What records keep their order with (default [`KafkaOrder::Partition`]).
     pub fn order(mut self, order: KafkaOrder) -> Self {
         self.source.order = order;
         self
     }
 
-    /// Whether the event source mapping acts on `batchItemFailures`.
-    /// Default [`KafkaItemFailures::FailBatch`]; [`KafkaItemFailures::Reported`]
-    /// only for a mapping in provisioned mode with `ReportBatchItemFailures`.
+    /// Whether the mapping acts on `batchItemFailures` ([`KafkaItemFailures`]).
     pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
         self.source.item_failures = mode;
         self
     }
 
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed value).
+    /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
         self
+    }
+}
+
+/// One Kafka record, decoded: what key functions see (`input.raw::<KafkaDelivery>()`);
+/// its [`Delivery::id`] is `<topic-partition>@<offset>` (`orders-0@41`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KafkaDelivery {
+    /// Its topic-partition as the event's `records` map names it (`orders-0`).
+    pub partition: String,
+    /// The record as Lambda delivered it (`key` and `value` in base64).
+    pub record: KafkaRecord,
+    /// The record's key, decoded (`None`: no key, or not base64).
+    pub message_key: Option<Vec<u8>>,
+    /// The record's value, decoded (`None`: a tombstone, or not base64).
+    pub value: Option<Vec<u8>>,
+    /// The headers (name, value) in the order they were produced, decoded.
+    pub headers: Vec<(String, Vec<u8>)>,
+    id: String,
+    undecodable: Option<String>,
+    origin: Arc<(String, Option<String>)>,
+}
+
+impl KafkaDelivery {
+    /// The record `record` of topic-partition `partition`, decoded.
+    pub fn new(partition: impl Into<String>, record: KafkaRecord) -> Self {
+        let partition = partition.into();
+        let mut undecodable = None;
+        let mut decode = |what: &str, text: &Option<String>| {
+            let decoded = STANDARD.decode(text.as_ref()?).map_err(|e| {
+                undecodable.get_or_insert_with(|| format!("its {what} is not base64: {e}"));
+            });
+            decoded.ok()
+        };
+        let message_key = decode("key", &record.key);
+        let value = decode("value", &record.value);
+        // Java's signed bytes, as Lambda writes them.
+        let headers = (record.headers.iter().flat_map(|h| h.iter()))
+            .map(|(name, bytes)| (name.clone(), bytes.iter().map(|&b| b as u8).collect()))
+            .collect();
+        Self {
+            id: format!("{partition}@{}", record.offset),
+            partition,
+            record,
+            message_key,
+            value,
+            headers,
+            undecodable,
+            origin: Arc::new((MSK_EVENT_SOURCE.to_owned(), None)),
+        }
+    }
+
+    /// The value of the first header named `name`.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        let header = self.headers.iter().find(|(n, _)| n == name);
+        header.map(|(_, value)| value.as_slice())
+    }
+}
+
+impl Delivery for KafkaDelivery {
+    fn id(&self) -> Option<&str> {
+        Some(&self.id)
+    }
+
+    fn lane(&self) -> Option<&str> {
+        Some(self.partition.as_str()).filter(|p| !p.is_empty())
+    }
+
+    fn position(&self) -> Option<&str> {
+        self.id.rsplit_once('@').map(|(_, offset)| offset)
+    }
+
+    fn body(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+
+    fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
+        let text = |bytes| std::str::from_utf8(bytes).map_or(Attribute::Binary, Attribute::Text);
+        self.header(name).map(text)
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &KAFKA
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One Kafka record as the handler sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct KafkaMessage<M> {
+    /// The parsed value (base64-decoded, then JSON; `null` for a tombstone).
+    pub body: M,
+    /// The record, decoded: its topic, partition, offset, key and headers.
+    pub delivery: KafkaDelivery,
+    /// The record's idempotency key (`None` when running unprotected).
+    pub key: Option<IdempotencyKey>,
+}
+
+impl<M> KafkaMessage<M> {
+    /// A message (handler unit tests).
+    pub fn new(body: M, delivery: KafkaDelivery) -> Self {
+        let key = None;
+        Self {
+            body,
+            delivery,
+            key,
+        }
+    }
+}
+
+/// A Kafka batch had records not done under [`KafkaItemFailures::FailBatch`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaError {
+    /// These records failed or were skipped behind a failure.
+    #[error(
+        "{} of the batch's Kafka records not done ({}), the first because {reason}; failing \
+         the invocation so that Lambda retries the batch (the mapping is not declared to act on \
+         batchItemFailures, provisioned mode with ReportBatchItemFailures, and would commit \
+         them); the records that were done replay",
+        .records.len(),
+        shown(.records)
+    )]
+    BatchFailed {
+        /// Every record not done, `<topic-partition>@<offset>`, in batch order.
+        records: Vec<String>,
+        /// Why the first of them that failed (not skipped) failed.
+        reason: FailureReason,
+    },
+}
+
+fn shown(records: &[String]) -> String {
+    let text = records[..records.len().min(20)].join(", ");
+    match records.len().saturating_sub(20) {
+        0 => text,
+        more => format!("{text} and {more} more"),
+    }
+}
+
+impl ErrorType for KafkaError {
+    fn error_type(&self) -> &'static str {
+        "KafkaRecordsFailed"
+    }
+}
+
+/// The partial batch response under [`KafkaItemFailures::Reported`].
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct KafkaEventResponse {
+    /// One entry per record to deliver again (empty: the batch is done).
+    pub batch_item_failures: Vec<KafkaBatchItemFailure>,
+}
+
+/// One record to deliver again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct KafkaBatchItemFailure {
+    /// Its topic-partition and offset.
+    pub item_identifier: KafkaItemIdentifier,
+}
+
+/// A Kafka record's identifier in the partial batch response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct KafkaItemIdentifier {
+    /// The topic-partition, as the event's `records` map names it (`orders-0`).
+    pub partition: String,
+    /// The record's offset.
+    pub offset: i64,
+}
+
+impl PartialResponse for KafkaEventResponse {
+    fn add_item_failure(&mut self, id: &str) {
+        let parsed = id.rsplit_once('@').map(|(p, o)| (p.to_owned(), o.parse()));
+        if let Some((partition, Ok(offset))) = parsed {
+            let item_identifier = KafkaItemIdentifier { partition, offset };
+            let failure = KafkaBatchItemFailure { item_identifier };
+            self.batch_item_failures.push(failure);
+        }
     }
 }
 

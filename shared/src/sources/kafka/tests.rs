@@ -41,7 +41,8 @@ fn processor() -> KafkaProcessor {
 /// What a mapping in provisioned mode with `ReportBatchItemFailures` is
 /// told to deliver again.
 fn named(report: &BatchReport<Value>) -> Vec<(String, i64)> {
-    let response = answer(report, KafkaItemFailures::Reported).unwrap();
+    let reported = processor().item_failures(KafkaItemFailures::Reported);
+    let response = reported.response(report).unwrap();
     response
         .batch_item_failures
         .into_iter()
@@ -86,8 +87,8 @@ impl Sink {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         self.in_flight.fetch_sub(1, SeqCst);
         self.seen.lock().unwrap().push((
-            m.partition().to_owned(),
-            m.offset(),
+            m.delivery.partition.clone(),
+            m.delivery.record.offset,
             m.body.event_id.clone(),
         ));
         if self.fail.contains(&m.body.event_id.as_str()) {
@@ -96,7 +97,9 @@ impl Sink {
                 m.body.event_id
             )));
         }
-        Ok(json!({"stored": m.body.event_id, "offset": m.offset(), "cents": m.body.total_cents}))
+        Ok(
+            json!({"stored": m.body.event_id, "offset": m.delivery.record.offset, "cents": m.body.total_cents}),
+        )
     }
 
     fn ran(&self) -> Vec<String> {
@@ -138,7 +141,8 @@ async fn the_msk_sample_a_poison_record_holds_back_only_its_partition() {
     );
     assert_eq!(report.ordering(), Ordering::StopLane);
     // Exactly what Lambda reads.
-    let response = answer(&report, KafkaItemFailures::Reported).unwrap();
+    let reported = processor().item_failures(KafkaItemFailures::Reported);
+    let response = reported.response(&report).unwrap();
     assert_eq!(
         serde_json::to_value(&response).unwrap(),
         json!({"batchItemFailures": [
@@ -191,7 +195,7 @@ async fn partitions_run_in_parallel_each_in_offset_order() {
     assert!(report.is_success(), "{:?}", report.records);
     assert!(named(&report).is_empty());
     for mode in [KafkaItemFailures::FailBatch, KafkaItemFailures::Reported] {
-        let response = answer(&report, mode).unwrap();
+        let response = processor().item_failures(mode).response(&report).unwrap();
         assert_eq!(
             serde_json::to_value(&response).unwrap(),
             json!({"batchItemFailures": []})
@@ -336,8 +340,8 @@ async fn a_key_function_sees_the_headers_the_key_and_the_partition() {
     let report: BatchReport<Value> = KafkaProcessor::new(engine, selector)
         .process(event, None, |m: KafkaMessage<Value>| {
             seen.lock().unwrap().push((
-                m.message_key().map(<[u8]>::to_vec),
-                m.topic().map(str::to_owned),
+                m.delivery.message_key.clone(),
+                m.delivery.record.topic.clone(),
             ));
             async { Ok::<_, HandlerError>(json!({})) }
         })
@@ -459,15 +463,13 @@ fn other_payloads_are_not_kafka_events() {
 
 #[test]
 fn item_identifiers_split_at_the_last_at() {
-    let id = KafkaItemIdentifier::parse("some.topic-3@42").unwrap();
-    assert_eq!((id.partition.as_str(), id.offset), ("some.topic-3", 42));
-    assert_eq!(KafkaItemIdentifier::parse("no-offset"), None);
-    assert_eq!(KafkaItemIdentifier::parse("t-0@x"), None);
     let mut response = KafkaEventResponse::default();
-    response.add_failure("orders-1", 17);
+    for id in ["some.topic-3@42", "no-offset", "t-0@x", "orders-1@17"] {
+        response.add_item_failure(id);
+    }
     assert_eq!(
         serde_json::to_string(&response).unwrap(),
-        r#"{"batchItemFailures":[{"itemIdentifier":{"partition":"orders-1","offset":17}}]}"#
+        r#"{"batchItemFailures":[{"itemIdentifier":{"partition":"some.topic-3","offset":42}},{"itemIdentifier":{"partition":"orders-1","offset":17}}]}"#
     );
 }
 
