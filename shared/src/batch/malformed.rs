@@ -117,14 +117,11 @@ pub(crate) fn parse_stream<R: DeserializeOwned>(
         }
     }
     let malformed = |index, raw: Value, error| MalformedRecord {
-        index,
         id: text(&raw, salvage.id),
         event_source_arn: text(&raw, "/eventSourceARN"),
         lane: (salvage.lane)(&raw),
         error: format!("record {index} is not {}: {error}", salvage.noun),
-        raw,
-        names: &salvage.names,
-        event_source: salvage.event_source,
+        ..MalformedRecord::new(index, raw, &salvage.names, salvage.event_source)
     };
     let mut parsed = Vec::with_capacity(records.len());
     for (index, raw) in records.into_iter().enumerate() {
@@ -141,6 +138,27 @@ pub(crate) fn text(raw: &Value, pointer: &str) -> Option<String> {
 }
 
 impl MalformedRecord {
+    /// The record at `index` as delivered (`raw`) from `event_source`, with
+    /// nothing read of it yet.
+    pub(crate) fn new(
+        index: usize,
+        raw: Value,
+        names: &'static SourceNames,
+        event_source: &'static str,
+    ) -> Self {
+        let (id, event_source_arn, lane, error) = (None, None, None, String::new());
+        Self {
+            index,
+            id,
+            event_source_arn,
+            lane,
+            error,
+            raw,
+            names,
+            event_source,
+        }
+    }
+
     /// Its slot at `index`: failed for not parsing, ordered `within` its
     /// lane, with its parking ticket when the pipeline parks.
     pub(crate) fn into_slot<Rec>(

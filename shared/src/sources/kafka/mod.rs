@@ -12,11 +12,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, Within};
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
 use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
-use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, json_type};
+use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
+use crate::batch::{Within, json_type, malformed::text};
 use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
 
 /// The `eventSource` of an Amazon MSK event.
@@ -68,22 +69,13 @@ pub enum KafkaItemFailures {
     Reported,
 }
 
-impl Source for Kafka {
-    type Event = KafkaEvent;
-    type Raw = KafkaDelivery;
-    type Response = KafkaEventResponse;
-    type Error = KafkaError;
-    const NAMES: &'static SourceNames = &KAFKA;
+/// A Kafka event as parsed: its records in batch order (topic-partitions by
+/// name, each in delivery order), each decoded or, when it does not parse, a
+/// [`MalformedRecord`] (which fails alone).
+pub type KafkaStreamEvent = StreamEvent<KafkaDelivery>;
 
-    fn parse(payload: Value) -> Result<KafkaEvent, BatchError> {
-        parse_kafka_event(payload)
-    }
-
-    fn ordering(&self, _: &KafkaEvent) -> Ordering {
-        Ordering::StopLane
-    }
-
-    fn records(&self, event: KafkaEvent) -> Vec<Result<KafkaDelivery, MalformedRecord>> {
+impl From<KafkaEvent> for KafkaStreamEvent {
+    fn from(event: KafkaEvent) -> Self {
         let source = event.event_source.unwrap_or(MSK_EVENT_SOURCE.to_owned());
         let origin = Arc::new((source, event.event_source_arn));
         let mut deliveries = Vec::new();
@@ -91,19 +83,41 @@ impl Source for Kafka {
             for record in records {
                 let mut delivery = KafkaDelivery::new(&partition, record);
                 delivery.origin = origin.clone();
-                deliveries.push(Ok(delivery));
+                deliveries.push(delivery);
             }
         }
-        deliveries
+        Self::new(deliveries)
+    }
+}
+
+impl Source for Kafka {
+    type Event = KafkaStreamEvent;
+    type Raw = KafkaDelivery;
+    type Response = KafkaEventResponse;
+    type Error = KafkaError;
+    const NAMES: &'static SourceNames = &KAFKA;
+
+    fn parse(payload: Value) -> Result<KafkaStreamEvent, BatchError> {
+        parse_kafka_event(payload)
+    }
+
+    fn ordering(&self, _: &KafkaStreamEvent) -> Ordering {
+        Ordering::StopLane
+    }
+
+    fn records(&self, event: KafkaStreamEvent) -> Vec<Result<KafkaDelivery, MalformedRecord>> {
+        event.records
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
-        match (self.order, &delivery.record.key) {
-            (KafkaOrder::Partition, _) => Within::Lane,
-            // Keys as delivered (base64); keyless records share one lane
-            // (`-` is not base64).
-            (KafkaOrder::RecordKey, Some(key)) => Within::Key(format!("k{key}")),
-            (KafkaOrder::RecordKey, None) => Within::Key("-".to_owned()),
+        self.within(Some(delivery.record.key.as_deref()))
+    }
+
+    fn within_malformed(&self, raw: &Value) -> Within {
+        match raw.get("key") {
+            Some(Value::String(key)) => self.within(Some(Some(key))),
+            Some(Value::Null) => self.within(Some(None)),
+            _ => self.within(None),
         }
     }
 
@@ -135,31 +149,86 @@ impl Source for Kafka {
     }
 }
 
+impl Kafka {
+    /// What a record with `key` (`Some(None)`: no key; `None`: unreadable)
+    /// keeps its order with: keys as delivered (base64), keyless records
+    /// one lane (`-` is not base64).
+    fn within(&self, key: Option<Option<&str>>) -> Within {
+        match (self.order, key) {
+            (KafkaOrder::Partition, _) => Within::Lane,
+            (KafkaOrder::RecordKey, Some(Some(key))) => Within::Key(format!("k{key}")),
+            (KafkaOrder::RecordKey, Some(None)) => Within::Key("-".to_owned()),
+            (KafkaOrder::RecordKey, None) => Within::Unknown,
+        }
+    }
+}
+
 /// Parses an invocation payload as a Kafka event: `eventSource` `aws:kafka`
 /// (Amazon MSK) or `SelfManagedKafka`, and a `records` object of
-/// topic-partitions, each an array of records.
-pub fn parse_kafka_event(value: Value) -> Result<KafkaEvent, BatchError> {
+/// topic-partitions, each an array of records, each parsed on its own (one
+/// that does not parse is kept as a [`MalformedRecord`]).
+pub fn parse_kafka_event(value: Value) -> Result<KafkaStreamEvent, BatchError> {
     let (msk, smk) = (MSK_EVENT_SOURCE, SELF_MANAGED_EVENT_SOURCE);
-    let partitions = value.get("records").and_then(Value::as_object);
-    let not_array = partitions.and_then(|p| p.iter().find(|(_, v)| !v.is_array()));
-    let message = match (value.get("eventSource"), value.get("records"), not_array) {
-        (None, ..) => format!("no eventSource in {}", json_type(&value)),
-        (Some(Value::String(s)), ..) if s != msk && s != smk => {
-            format!("eventSource is {s}, expected {msk} or {smk}")
-        }
-        (Some(s), ..) if !s.is_string() => format!("eventSource is {}", json_type(s)),
-        (_, None, _) => "no records object".to_owned(),
-        (_, Some(r), _) if !r.is_object() => {
-            format!("records is {}, not an object", json_type(r))
-        }
-        (.., Some((name, v))) => format!("records of {name} is {}, not an array", json_type(v)),
-        _ => match KafkaEvent::deserialize(&value) {
-            Ok(event) => return Ok(event),
-            Err(e) => format!("a Kafka record is malformed: {e}"),
-        },
+    let wrong = |message| {
+        Err(BatchError::WrongEvent {
+            expected: "a Kafka",
+            message,
+        })
     };
-    let expected = "a Kafka";
-    Err(BatchError::WrongEvent { expected, message })
+    let source = match value.get("eventSource") {
+        Some(Value::String(s)) if s == msk => msk,
+        Some(Value::String(s)) if s == smk => smk,
+        Some(Value::String(s)) => {
+            return wrong(format!("eventSource is {s}, expected {msk} or {smk}"));
+        }
+        Some(s) => return wrong(format!("eventSource is {}", json_type(s))),
+        None => return wrong(format!("no eventSource in {}", json_type(&value))),
+    };
+    let partitions = match value.get("records") {
+        Some(Value::Object(partitions)) => partitions,
+        Some(r) => return wrong(format!("records is {}, not an object", json_type(r))),
+        None => return wrong("no records object".to_owned()),
+    };
+    if let Some((name, v)) = partitions.iter().find(|(_, v)| !v.is_array()) {
+        return wrong(format!(
+            "records of {name} is {}, not an array",
+            json_type(v)
+        ));
+    }
+    Ok(parse_records(source, &value, partitions))
+}
+
+/// Each record of `partitions` (topic-partitions by name) parsed on its own.
+fn parse_records(
+    source: &'static str,
+    event: &Value,
+    partitions: &Map<String, Value>,
+) -> KafkaStreamEvent {
+    let arn = text(event, "/eventSourceArn");
+    let origin = Arc::new((source.to_owned(), arn.clone()));
+    let mut records = Vec::new();
+    for (partition, items) in BTreeMap::from_iter(partitions) {
+        for raw in items.as_array().into_iter().flatten() {
+            let index = records.len();
+            records.push(match KafkaRecord::deserialize(raw) {
+                Ok(record) => {
+                    let mut delivery = KafkaDelivery::new(partition, record);
+                    delivery.origin = origin.clone();
+                    Ok(delivery)
+                }
+                Err(e) => {
+                    let mut malformed = MalformedRecord::new(index, raw.clone(), &KAFKA, source);
+                    let offset = raw.get("offset").and_then(Value::as_i64);
+                    malformed.id = offset.map(|o| format!("{partition}@{o}"));
+                    malformed.event_source_arn = arn.clone();
+                    malformed.lane = Some(partition.clone());
+                    malformed.error = format!("record {index} is not a Kafka record: {e}");
+                    Err(malformed)
+                }
+            });
+        }
+    }
+    StreamEvent { records }
 }
 
 impl Parks for Kafka {}

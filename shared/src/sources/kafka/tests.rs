@@ -23,14 +23,19 @@ struct Order {
 /// `events/kafka-msk-orders.json`: `orders-0` offsets 41–43 (`evt-4001`,
 /// `evt-4002`, `evt-4001` again), `orders-1` 17–18 (a poison value, then
 /// `evt-4101`).
-fn msk() -> KafkaEvent {
+fn msk() -> KafkaStreamEvent {
     parse_kafka_event(event_json("kafka-msk-orders.json")).unwrap()
 }
 
 /// `events/kafka-self-managed-orders.json`: `orders-0` 1500–1501, `orders-2`
 /// 88 (no key).
-fn self_managed() -> KafkaEvent {
+fn self_managed() -> KafkaStreamEvent {
     parse_kafka_event(event_json("kafka-self-managed-orders.json")).unwrap()
+}
+
+/// A sample event as `aws_lambda_events` types it, to edit its records.
+fn typed(sample: &str) -> KafkaEvent {
+    serde_json::from_value(event_json(sample)).unwrap()
 }
 
 fn processor() -> KafkaProcessor {
@@ -335,7 +340,7 @@ async fn a_key_function_sees_the_headers_the_key_and_the_partition() {
         Ok(json!([customer, input.value["event_id"]]))
     });
     let seen = Mutex::new(Vec::new());
-    let mut event = msk();
+    let mut event = typed("kafka-msk-orders.json");
     event.records.remove("orders-1");
     let report: BatchReport<Value> = KafkaProcessor::new(engine, selector)
         .process(event, None, |m: KafkaMessage<Value>| {
@@ -359,7 +364,7 @@ async fn a_key_function_sees_the_headers_the_key_and_the_partition() {
 
 #[tokio::test]
 async fn a_record_without_a_key_and_headers_of_any_bytes() {
-    let mut event = self_managed();
+    let mut event = typed("kafka-self-managed-orders.json");
     let record = &mut event.records.get_mut("orders-2").unwrap()[0];
     assert_eq!(record.key, None, "the sample's orders-2@88 has no key");
     // Java's signed bytes: "é" is C3 A9, sent as -61, -87.
@@ -397,7 +402,7 @@ async fn a_record_without_a_key_and_headers_of_any_bytes() {
 
 #[tokio::test]
 async fn undecodable_values_and_tombstones() {
-    let mut event = self_managed();
+    let mut event = typed("kafka-self-managed-orders.json");
     let orders_0 = event.records.get_mut("orders-0").unwrap();
     orders_0[0].value = Some("%%% not base64".to_owned());
     orders_0[1].value = None; // a tombstone
@@ -411,7 +416,7 @@ async fn undecodable_values_and_tombstones() {
     assert_eq!(sink.ran(), ["orders-2@88"]);
 
     // A tombstone is `null`: a handler of `Option<_>` gets `None`.
-    let mut event = self_managed();
+    let mut event = typed("kafka-self-managed-orders.json");
     event.records.get_mut("orders-0").unwrap()[1].value = None;
     let (engine, _, _) = memory_engine();
     let tombstones = AtomicUsize::new(0);
@@ -445,10 +450,6 @@ fn other_payloads_are_not_kafka_events() {
             json!({"eventSource": "SelfManagedKafka", "records": {"t-0": {}}}),
             "records of t-0 is an object",
         ),
-        (
-            json!({"eventSource": "aws:kafka", "records": {"t-0": [{"topic": "t"}]}}),
-            "malformed",
-        ),
     ] {
         let err = parse_kafka_event(value).unwrap_err();
         assert!(
@@ -459,6 +460,46 @@ fn other_payloads_are_not_kafka_events() {
     }
     let empty = json!({"eventSource": "aws:kafka", "records": {}});
     assert!(parse_kafka_event(empty).unwrap().records.is_empty());
+}
+
+/// A record that is not a Kafka record (its headers missing) in the middle
+/// of a batch fails alone: the event parses, the records before it run, the
+/// later ones of its partition wait behind it, the other partition runs, and
+/// the response names it. One whose offset cannot be read cannot be named:
+/// the invocation fails (Lambda retries the batch; the records done replay).
+#[tokio::test]
+async fn a_record_that_is_not_a_kafka_record_fails_alone() {
+    let mut json = two_partitions_json();
+    json["records"]["orders-0"][2] = json!({"topic": "orders", "partition": 0, "offset": 12});
+    let event = parse_kafka_event(json.clone()).expect("a bad record does not fail the event");
+    let malformed = event.records[2].as_ref().unwrap_err();
+    assert_eq!(malformed.id.as_deref(), Some("orders-0@12"));
+    assert_eq!(malformed.lane.as_deref(), Some("orders-0"));
+    let sink = Sink::default();
+    let report = processor().process(event, None, |m| sink.handle(m)).await;
+    assert!(
+        matches!(outcome(&report, "orders-0@12"), Err(FailureReason::Parse(m)) if m.contains("not a Kafka record")),
+        "{:?}",
+        report.records[2].outcome
+    );
+    let ran = [
+        "orders-0@10",
+        "orders-0@11",
+        "orders-1@20",
+        "orders-1@21",
+        "orders-1@22",
+    ];
+    assert_eq!(sink.ran(), ran);
+    let named_0 = |o| ("orders-0".to_owned(), o);
+    assert_eq!(named(&report), [named_0(12), named_0(13), named_0(14)]);
+
+    json["records"]["orders-1"][0]["offset"] = json!("twenty");
+    let report = processor()
+        .process(parse_kafka_event(json).unwrap(), None, |m| sink.handle(m))
+        .await;
+    let reported = processor().item_failures(KafkaItemFailures::Reported);
+    let err = reported.response(&report).unwrap_err();
+    assert!(err.to_string().contains("record #5 (no offset)"), "{err}");
 }
 
 #[test]
@@ -475,7 +516,11 @@ fn item_identifiers_split_at_the_last_at() {
 
 /// A batch of `orders-0` offsets 10–14 and `orders-1` offsets 20–22, each
 /// value `{"event_id": "evt-<offset>"}`.
-fn two_partitions() -> KafkaEvent {
+fn two_partitions() -> KafkaStreamEvent {
+    parse_kafka_event(two_partitions_json()).unwrap()
+}
+
+fn two_partitions_json() -> Value {
     use base64::Engine as _;
     let record = |partition: i64, offset: i64| {
         let value = json!({"event_id": format!("evt-{offset}"), "total_cents": 100}).to_string();
@@ -485,14 +530,13 @@ fn two_partitions() -> KafkaEvent {
             "value": base64::engine::general_purpose::STANDARD.encode(value), "headers": [],
         })
     };
-    parse_kafka_event(json!({
+    json!({
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {
             "orders-0": (10..15).map(|o| record(0, o)).collect::<Vec<_>>(),
             "orders-1": (20..23).map(|o| record(1, o)).collect::<Vec<_>>(),
         },
-    }))
-    .unwrap()
+    })
 }
 
 /// With the mapping processing item failures (provisioned mode,
@@ -545,7 +589,7 @@ async fn reported_mode_names_every_failed_and_skipped_record_of_each_partition()
 #[tokio::test]
 async fn by_default_one_failed_record_fails_the_invocation() {
     let ctx = lambda_runtime::Context::default();
-    let event = || serde_json::to_value(two_partitions()).unwrap();
+    let event = two_partitions_json;
     let sink = Sink::failing(vec!["evt-13"]);
     let err = processor()
         .handle(
@@ -627,7 +671,8 @@ async fn with_parking_a_poison_record_is_parked_and_its_partition_goes_on() {
     let sink = Sink::default();
     let parking = crate::parking::MemoryParking::new();
     let event = msk();
-    let arn = event.event_source_arn.clone().unwrap();
+    let arn = event_json("kafka-msk-orders.json")["eventSourceArn"].clone();
+    let arn = arn.as_str().unwrap().to_owned();
     let report = processor()
         .parking(parking.clone())
         .process(event, None, |m| sink.handle(m))
@@ -701,7 +746,7 @@ fn keyed_record(offset: i64, key: Option<&str>, event_id: &str) -> Value {
 
 /// Records of keys `a`, `b`, and none, interleaved in `orders-0`; `a`'s
 /// first fails.
-fn keyed_event() -> KafkaEvent {
+fn keyed_event() -> KafkaStreamEvent {
     let records: Vec<Value> = [
         (10, Some("a"), "e10"),
         (11, Some("b"), "e11"),
