@@ -73,12 +73,6 @@ impl Problem {
         self.detail = Some(detail.into());
         self
     }
-
-    /// The problem as a response: its status, `Content-Type:
-    /// application/problem+json`, the JSON body.
-    pub fn into_response(self) -> HttpResponse {
-        HttpResponse::json(self.status, &self).header("content-type", PROBLEM_JSON)
-    }
 }
 
 impl std::fmt::Display for Problem {
@@ -91,8 +85,10 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// The problem as a response: its status, `Content-Type:
+/// application/problem+json`, the JSON body.
 impl From<Problem> for HttpResponse {
     fn from(problem: Problem) -> Self {
-        problem.into_response()
+        HttpResponse::json(problem.status, &problem).header("content-type", PROBLEM_JSON)
     }
 }

@@ -6,6 +6,7 @@ use base64::Engine as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::Anonymous;
 use super::problem::Problem;
 use super::response::EventFormat;
 use crate::batch::json_type;
@@ -29,19 +30,6 @@ pub enum Caller {
     /// proxy that authenticates the caller). Never a header the client
     /// chooses freely: whoever can set it can read others' responses.
     Header(String),
-}
-
-/// Who sent a request, as far as its event and the configured [`Caller`]
-/// sources tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Identity {
-    /// A caller: its key scope (`source:identity`).
-    Caller(String),
-    /// The event carries an authorizer block, and none of the sources names
-    /// a caller in it: why not.
-    Unresolved(String),
-    /// No authorizer block, and no other source names a caller.
-    Anonymous,
 }
 
 /// One HTTP request, whatever event brought it: method, path, headers, the
@@ -180,18 +168,21 @@ impl HttpRequest {
             .map_err(|e| malformed(format!("the body is not the expected JSON: {e}")))
     }
 
-    /// Who sent the request under `callers` (the first that names one);
-    /// `lambda_principal` is the JSON pointer into an HTTP API Lambda
-    /// authorizer's context that names the caller.
-    pub(crate) fn identity(&self, callers: &[Caller], lambda_principal: &str) -> Identity {
+    /// The key scope of the caller `callers` name (the first that names
+    /// one), else per `anonymous`; `Err` says why there is none.
+    /// `lambda_principal` points into an HTTP API Lambda authorizer's context.
+    pub(crate) fn caller(
+        &self,
+        callers: &[Caller],
+        lambda_principal: &str,
+        anonymous: Anonymous,
+    ) -> Result<String, String> {
+        let unresolved = |why: String| format!("this request's authorizer names none: {why}");
         for caller in callers {
             let scope = match caller {
                 // An authorizer ran and names no caller: refused, never
                 // scoped by a weaker source after it.
-                Caller::Principal => match self.principal(lambda_principal) {
-                    Ok(scope) => scope,
-                    Err(why) => return Identity::Unresolved(why),
-                },
+                Caller::Principal => self.principal(lambda_principal).map_err(unresolved)?,
                 Caller::ApiKeyId => self.api_key_id.as_ref().map(|k| format!("api-key:{k}")),
                 Caller::Header(name) => self
                     .header(name)
@@ -199,16 +190,17 @@ impl HttpRequest {
                     .map(|v| format!("header:{}:{v}", name.to_ascii_lowercase())),
             };
             if let Some(scope) = scope {
-                return Identity::Caller(scope);
+                return Ok(scope);
             }
         }
-        match &self.authorizer {
-            None => Identity::Anonymous,
-            Some(_) => Identity::Unresolved(
+        match (&self.authorizer, anonymous) {
+            (Some(_), _) => Err(unresolved(
                 "the event carries an authorizer block, and the configured caller sources \
                  (without Caller::Principal) name no caller"
                     .to_owned(),
-            ),
+            )),
+            (None, Anonymous::ShareOneScope) => Ok("anonymous".to_owned()),
+            (None, Anonymous::Refuse) => Err("this request carries no caller identity".to_owned()),
         }
     }
 
