@@ -16,13 +16,9 @@ use crate::batch::json_type;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Caller {
-    /// The principal the event's authorizer names, read by its kind: a JWT's
-    /// (or Cognito's) `iss` and `sub` together, IAM's `userArn`, a Lambda
-    /// authorizer's context value at
-    /// [`HttpProcessor::lambda_principal`](super::HttpProcessor::lambda_principal)
-    /// else `principalId`; without an authorizer, a REST API's
-    /// `identity.userArn`. An authorizer block that names no caller is
-    /// refused (401 `no-caller`), never passed on to the sources after this.
+    /// The principal the event's authorizer names (a JWT's `iss` and `sub`,
+    /// IAM's `userArn`, a Lambda authorizer's principal); without one, a REST
+    /// API's `identity.userArn`. A block naming none is refused (401).
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,
@@ -103,24 +99,19 @@ impl HttpRequest {
             .cloned();
         let user_arn = string_at(&event, "/requestContext/identity/userArn");
         let api_key_id = string_at(&event, "/requestContext/identity/apiKeyId");
-        let is_v2 = event.pointer("/requestContext/http").is_some();
-        if is_v2 {
+        if event.pointer("/requestContext/http").is_some() {
             let e: ApiGatewayV2httpRequest = serde_json::from_value(event)
                 .map_err(|e| malformed(format!("malformed HTTP API (2.0) event: {e}")))?;
-            let method = e.request_context.http.method.as_str().to_owned();
-            let path = e
-                .raw_path
-                .or(e.request_context.http.path)
-                .unwrap_or_else(|| "/".to_owned());
+            let http = e.request_context.http;
             Ok(Self {
                 format: EventFormat::HttpApi,
-                method,
-                path,
+                method: http.method.as_str().to_owned(),
+                path: e.raw_path.or(http.path).unwrap_or_else(|| "/".to_owned()),
                 headers: e.headers,
                 body: decode_body(e.body, e.is_base64_encoded)?,
                 request_id: e.request_context.request_id,
-                authorizer: authorizer.clone(),
-                user_arn: user_arn.clone(),
+                authorizer,
+                user_arn,
                 api_key_id,
             })
         } else if event.get("httpMethod").is_some() {
@@ -128,9 +119,7 @@ impl HttpRequest {
                 .map_err(|e| malformed(format!("malformed REST API (1.0) event: {e}")))?;
             let mut headers = e.multi_value_headers;
             for (name, value) in &e.headers {
-                if !headers.contains_key(name) {
-                    headers.insert(name.clone(), value.clone());
-                }
+                headers.entry(name).or_insert_with(|| value.clone());
             }
             Ok(Self {
                 format: EventFormat::RestApi,
