@@ -297,14 +297,11 @@ impl HttpProcessor {
             }
             Err(problem) => refuse(problem.clone(), None),
         };
+        let key = key.as_ref().ok().and_then(Option::as_ref);
         let unit = Unit {
             noun: "request",
             id: request.request_id.as_deref(),
-            key: key
-                .as_ref()
-                .ok()
-                .and_then(Option::as_ref)
-                .map(IdempotencyKey::hash),
+            key: key.map(IdempotencyKey::hash),
             ..Unit::default()
         };
         let latency = millis(start.elapsed());
