@@ -180,11 +180,7 @@ impl HttpProcessor {
     /// JSON pointer such as `/userId` (a leading `/` is added when missing;
     /// default `/principalId`).
     pub fn lambda_principal(mut self, pointer: &str) -> Self {
-        self.lambda_principal = if pointer.starts_with('/') {
-            pointer.to_owned()
-        } else {
-            format!("/{pointer}")
-        };
+        self.lambda_principal = format!("/{}", pointer.strip_prefix('/').unwrap_or(pointer));
         self
     }
 
@@ -199,18 +195,15 @@ impl HttpProcessor {
     /// [`lambda_principal`](Self::lambda_principal) from
     /// [`LAMBDA_PRINCIPAL_ENV`], each when set; an unknown value is an
     /// error (the function does not start).
-    pub fn callers_from_env(self) -> Result<Self, String> {
-        let this = match std::env::var(ANONYMOUS_ENV) {
-            Ok(v) => self.anonymous(v.parse()?),
-            Err(_) => self,
-        };
-        Ok(match std::env::var(LAMBDA_PRINCIPAL_ENV) {
-            Ok(v) if v.trim().is_empty() => {
-                return Err(format!("{LAMBDA_PRINCIPAL_ENV} is set but empty"));
-            }
-            Ok(v) => this.lambda_principal(v.trim()),
-            Err(_) => this,
-        })
+    pub fn callers_from_env(mut self) -> Result<Self, String> {
+        if let Ok(v) = std::env::var(ANONYMOUS_ENV) {
+            self = self.anonymous(v.parse()?);
+        }
+        match std::env::var(LAMBDA_PRINCIPAL_ENV) {
+            Ok(v) if v.trim().is_empty() => Err(format!("{LAMBDA_PRINCIPAL_ENV} is set but empty")),
+            Ok(v) => Ok(self.lambda_principal(v.trim())),
+            Err(_) => Ok(self),
+        }
     }
 
     /// Which answers are kept.
