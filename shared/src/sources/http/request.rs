@@ -197,9 +197,8 @@ impl HttpRequest {
     /// [`Caller::Principal`]); `Ok(None)` without an authorizer block or a
     /// REST IAM caller; `Err` (why) when the block names no caller.
     fn principal(&self, lambda_principal: &str) -> Result<Option<String>, String> {
-        let principal = |id: String| format!("principal:{id}");
         let Some(authorizer) = &self.authorizer else {
-            return Ok(self.user_arn.clone().map(principal));
+            return Ok(self.user_arn.as_ref().map(|arn| format!("principal:{arn}")));
         };
         let claims = authorizer
             .pointer("/jwt/claims")
@@ -214,29 +213,27 @@ impl HttpRequest {
                 ),
             };
         }
-        if let Some(iam) = authorizer.get("iam") {
-            return text_at(iam, "/userArn")
-                .map(|arn| Some(principal(arn)))
-                .ok_or_else(|| "the IAM authorizer block has no `userArn`".to_owned());
-        }
         let principal_id = text_at(authorizer, "/principalId");
-        if let Some(context) = authorizer.get("lambda") {
-            return text_at(context, lambda_principal)
+        let id = if let Some(iam) = authorizer.get("iam") {
+            text_at(iam, "/userArn").ok_or("the IAM authorizer block has no `userArn`".to_owned())
+        } else if let Some(context) = authorizer.get("lambda") {
+            text_at(context, lambda_principal)
                 .or(principal_id)
-                .map(|id| Some(principal(id)))
                 .ok_or_else(|| {
                     format!(
                         "the Lambda authorizer's context (requestContext.authorizer.lambda) \
-                         has no caller id at {lambda_principal:?} (HttpProcessor::\
-                         lambda_principal names where it is)"
+                     has no caller id at {lambda_principal:?} (HttpProcessor::\
+                     lambda_principal names where it is)"
                     )
-                });
-        }
-        principal_id.map(|id| Some(principal(id))).ok_or_else(|| {
-            "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
-             authorizer context or principalId)"
-                .to_owned()
-        })
+                })
+        } else {
+            principal_id.ok_or_else(|| {
+                "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
+                 authorizer context or principalId)"
+                    .to_owned()
+            })
+        };
+        id.map(|id| Some(format!("principal:{id}")))
     }
 }
 
