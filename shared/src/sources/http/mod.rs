@@ -12,12 +12,10 @@ mod request;
 mod response;
 
 pub use problem::{PROBLEM_JSON, Problem};
-use request::Identity;
 pub use request::{Caller, HttpRequest};
 pub use response::{EventFormat, HttpEventResponse, HttpResponse};
 
 use std::future::Future;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "lambda")]
@@ -33,51 +31,24 @@ use crate::error::{Error, ErrorKind, HandlerError, report};
 use crate::key::{IdempotencyKey, sha256_hex};
 use crate::write::{IntoStaged, Staged};
 
-/// The default key header (matched case-insensitively).
-pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The header a replayed answer carries (`true`).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// How long a key and its answer are kept by default: 24 hours.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
-/// The longest key accepted by default, in characters.
-pub const DEFAULT_MAX_KEY_LENGTH: usize = 255;
-/// The headers of a response kept for replay by default.
-pub const DEFAULT_REPLAY_HEADERS: [&str; 8] = [
-    "content-type",
-    "content-language",
-    "content-location",
-    "location",
-    "etag",
-    "last-modified",
-    "cache-control",
-    "link",
-];
-
-/// The answers that ask the client to send the same request again later
-/// (408 Request Timeout, 425 Too Early, 429 Too Many Requests): never kept
-/// with the key under any [`Keep`], or the retry they ask for would only
-/// replay them.
-pub const RETRY_LATER_STATUSES: [u16; 3] = [408, 425, 429];
-
 /// The environment variable [`HttpProcessor::callers_from_env`] reads for
 /// [`Anonymous`]: `refuse` or `share-one-scope`.
 pub const ANONYMOUS_ENV: &str = "IDEMPOTENCY_ANONYMOUS_CALLERS";
 /// The environment variable [`HttpProcessor::callers_from_env`] reads for
 /// [`HttpProcessor::lambda_principal`]: a JSON pointer.
 pub const LAMBDA_PRINCIPAL_ENV: &str = "IDEMPOTENCY_LAMBDA_AUTHORIZER_PRINCIPAL";
-/// Where an HTTP API Lambda authorizer's context names the caller by
-/// default: its `principalId` key.
-pub const DEFAULT_LAMBDA_PRINCIPAL: &str = "/principalId";
 
 /// Which of the handler's answers are kept with the key (replayed to
 /// retries); the others release it, so a retry runs the handler again.
-/// [`RETRY_LATER_STATUSES`] are never kept.
+/// 408, 425 and 429 (they ask for the same request again) are never kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Keep {
-    /// Everything but 5xx and [`RETRY_LATER_STATUSES`]: successes and
-    /// business refusals (4xx) are answers; a 5xx is a failure to answer,
-    /// and a 408, 425 or 429 asks for the same request again.
+    /// Everything but 5xx (a failure to answer), 408, 425 and 429.
     #[default]
     NotServerErrors,
     /// Only 1xx-3xx: a 4xx releases the key too.
@@ -87,29 +58,24 @@ pub enum Keep {
 impl Keep {
     /// Whether an answer of `status` is kept with the key (the one rule).
     pub fn keeps(self, status: u16) -> bool {
-        if RETRY_LATER_STATUSES.contains(&status) {
-            return false;
-        }
-        match self {
-            Keep::NotServerErrors => status < 500,
-            Keep::SuccessOnly => status < 400,
-        }
+        let limit = match self {
+            Keep::NotServerErrors => 500,
+            Keep::SuccessOnly => 400,
+        };
+        status < limit && !matches!(status, 408 | 425 | 429)
     }
 }
 
 /// What to do with a request that carries no caller identity at all: no
-/// authorizer block, and no other [`Caller`] source names one. (A request
-/// whose authorizer block names no caller is always refused.)
+/// authorizer block, and no other [`Caller`] source names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Anonymous {
     /// Answer 401 `no-caller` without running the handler (the default).
     #[default]
     Refuse,
-    /// Every such request is one and the same caller: they all share one
-    /// key scope, so any client that sends another's key and body gets
-    /// that client's kept answer. Only for an API without authorization
-    /// whose clients may read each other's answers.
+    /// All such requests are one caller, sharing one key scope: only for an
+    /// API whose clients may read each other's answers.
     ShareOneScope,
 }
 
@@ -151,32 +117,36 @@ pub fn config(prefix: impl Into<String>) -> Config {
         .store_responses(true)
 }
 
-/// What the handler wrapper saw, for the answer: the full first response,
-/// or the answer not kept (a 5xx).
-#[derive(Default)]
-struct Seen {
-    first: Option<HttpResponse>,
-    unkept: Option<HttpResponse>,
-}
+/// An answer, and how it ended for the log line and the metrics.
+type Answer = (HttpResponse, Result<Outcome<HttpResponse>, Refused>);
 
 impl HttpProcessor {
     /// A processor over `engine` (see [`config`]) with the defaults: key
     /// from `Idempotency-Key`, required, at most 255 characters, scoped by
-    /// [`Caller::Principal`] (a Lambda authorizer's context read at
-    /// [`DEFAULT_LAMBDA_PRINCIPAL`]) then [`Caller::ApiKeyId`], requests
-    /// without a caller refused ([`Anonymous::Refuse`]),
-    /// [`Keep::NotServerErrors`], `Retry-After: 1`.
+    /// [`Caller::Principal`] then [`Caller::ApiKeyId`], requests without a
+    /// caller refused, [`Keep::NotServerErrors`], `Retry-After: 1`.
     pub fn new(engine: Idempotency) -> Self {
         Self {
             engine,
-            header: IDEMPOTENCY_KEY_HEADER.to_owned(),
+            header: "idempotency-key".to_owned(),
             missing_key: MissingKey::Fail,
-            max_key_length: DEFAULT_MAX_KEY_LENGTH,
+            max_key_length: 255,
             callers: vec![Caller::Principal, Caller::ApiKeyId],
-            lambda_principal: DEFAULT_LAMBDA_PRINCIPAL.to_owned(),
+            lambda_principal: "/principalId".to_owned(),
             anonymous: Anonymous::default(),
             keep: Keep::default(),
-            replay_headers: DEFAULT_REPLAY_HEADERS.map(str::to_owned).to_vec(),
+            replay_headers: [
+                "content-type",
+                "content-language",
+                "content-location",
+                "location",
+                "etag",
+                "last-modified",
+                "cache-control",
+                "link",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             retry_after: Duration::from_secs(1),
         }
     }
@@ -206,18 +176,11 @@ impl HttpProcessor {
         self
     }
 
-    /// Where an HTTP API Lambda authorizer's context
-    /// (`requestContext.authorizer.lambda`: what a simple response returns
-    /// as `context`) names the caller: a JSON pointer such as `/userId`
-    /// (a leading `/` is added when missing). Default
-    /// [`DEFAULT_LAMBDA_PRINCIPAL`]. Without a value there (nor a
-    /// `principalId` beside the context), the request is refused 401.
+    /// Where an HTTP API Lambda authorizer's context names the caller: a
+    /// JSON pointer such as `/userId` (a leading `/` is added when missing;
+    /// default `/principalId`).
     pub fn lambda_principal(mut self, pointer: &str) -> Self {
-        self.lambda_principal = if pointer.starts_with('/') {
-            pointer.to_owned()
-        } else {
-            format!("/{pointer}")
-        };
+        self.lambda_principal = format!("/{}", pointer.strip_prefix('/').unwrap_or(pointer));
         self
     }
 
@@ -232,18 +195,15 @@ impl HttpProcessor {
     /// [`lambda_principal`](Self::lambda_principal) from
     /// [`LAMBDA_PRINCIPAL_ENV`], each when set; an unknown value is an
     /// error (the function does not start).
-    pub fn callers_from_env(self) -> Result<Self, String> {
-        let this = match std::env::var(ANONYMOUS_ENV) {
-            Ok(v) => self.anonymous(v.parse()?),
-            Err(_) => self,
-        };
-        Ok(match std::env::var(LAMBDA_PRINCIPAL_ENV) {
-            Ok(v) if v.trim().is_empty() => {
-                return Err(format!("{LAMBDA_PRINCIPAL_ENV} is set but empty"));
-            }
-            Ok(v) => this.lambda_principal(v.trim()),
-            Err(_) => this,
-        })
+    pub fn callers_from_env(mut self) -> Result<Self, String> {
+        if let Ok(v) = std::env::var(ANONYMOUS_ENV) {
+            self = self.anonymous(v.parse()?);
+        }
+        match std::env::var(LAMBDA_PRINCIPAL_ENV) {
+            Ok(v) if v.trim().is_empty() => Err(format!("{LAMBDA_PRINCIPAL_ENV} is set but empty")),
+            Ok(v) => Ok(self.lambda_principal(v.trim())),
+            Err(_) => Ok(self),
+        }
     }
 
     /// Which answers are kept.
@@ -269,11 +229,10 @@ impl HttpProcessor {
         &self.engine
     }
 
-    /// Handles one invocation: reads the request from the event (HTTP API,
-    /// function URL or REST API), runs [`process`](HttpProcessor::process)
-    /// with the invocation's remaining time, and returns the answer in the
-    /// event's shape. Every request gets an HTTP answer: errors are
-    /// answered, not raised.
+    /// Handles one invocation: [`process`](HttpProcessor::process) on the
+    /// event's request (HTTP API, function URL or REST API) with the
+    /// invocation's remaining time, answered in the event's shape. Errors
+    /// are answered, not raised.
     #[cfg(feature = "lambda")]
     pub async fn handle<I, R, P, H, Fut>(
         &self,
@@ -299,7 +258,7 @@ impl HttpProcessor {
                 .render(request.format),
             Err(problem) => {
                 tracing::warn!(error = %problem, "malformed HTTP event");
-                problem.into_response().render(format)
+                HttpResponse::from(problem).render(format)
             }
         })
     }
@@ -307,12 +266,8 @@ impl HttpProcessor {
     /// Handles one request: checks the key and the caller, runs `parse`
     /// (its problem is answered without touching the key), then `handler`
     /// through the engine under the caller-scoped key, and answers per the
-    /// table in the guide.
-    ///
-    /// The handler answers with an [`HttpResponse`], alone or
-    /// [`Staged`] with writes that commit with the key's record. A
-    /// terminal [`HandlerError`] is answered 422 `rejected` (a kept 4xx); a
-    /// retryable one, or a panic, 500 `handler-failed` (the key released).
+    /// table in the guide. A terminal [`HandlerError`] is answered 422
+    /// `rejected` (kept); a retryable one, or a panic, 500 `handler-failed`.
     pub async fn process<I, R, P, H, Fut>(
         &self,
         request: &HttpRequest,
@@ -327,29 +282,28 @@ impl HttpProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let start = Instant::now();
-        let mut key = None;
-        let (response, failure) = self
-            .answer(request, remaining, parse, handler, &mut key)
-            .await;
+        let key = self.key(request);
+        let (response, outcome) = match &key {
+            Ok(key) => {
+                self.answer(request, key.as_ref(), remaining, parse, handler)
+                    .await
+            }
+            Err(problem) => refuse(problem.clone(), None),
+        };
+        let key = key.as_ref().ok().and_then(Option::as_ref);
         let unit = Unit {
             noun: "request",
             id: request.request_id.as_deref(),
-            key: key.as_ref().map(IdempotencyKey::hash),
+            key: key.map(IdempotencyKey::hash),
             ..Unit::default()
         };
         let latency = millis(start.elapsed());
-        match &failure {
-            Ok(outcome) => {
-                crate::batch::finish_one(&self.engine, &unit, Ok::<_, &Refused>(outcome), latency);
-            }
-            Err(refused) => {
-                crate::batch::finish_one::<(), _>(&self.engine, &unit, Err(refused), latency)
-            }
-        }
+        crate::batch::finish_one(&self.engine, &unit, outcome.as_ref(), latency);
         response
     }
 
-    /// The key of `request`: `Ok(None)` to run unprotected.
+    /// The key of `request`, scoped to its caller: `Ok(None)` to run
+    /// unprotected.
     fn key(&self, request: &HttpRequest) -> Result<Option<IdempotencyKey>, Problem> {
         let invalid = |detail: String| {
             Problem::new(400, Problem::KEY_INVALID, "Invalid Idempotency-Key").detail(detail)
@@ -399,53 +353,37 @@ impl HttpProcessor {
                 self.max_key_length
             )));
         }
-        let no_caller = |why: &str| {
-            Problem::new(401, Problem::NO_CALLER, "Caller not identified").detail(format!(
-                "idempotency keys are scoped to the caller, and {why}"
-            ))
-        };
-        let scope = match request.identity(&self.callers, &self.lambda_principal) {
-            Identity::Caller(scope) => scope,
-            Identity::Unresolved(why) => {
-                return Err(no_caller(&format!(
-                    "this request's authorizer names none: {why}"
-                )));
-            }
-            Identity::Anonymous => match self.anonymous {
-                Anonymous::ShareOneScope => "anonymous".to_owned(),
-                Anonymous::Refuse => {
-                    return Err(no_caller("this request carries no caller identity"));
-                }
-            },
-        };
+        let scope = request
+            .caller(&self.callers, &self.lambda_principal, self.anonymous)
+            .map_err(|why| {
+                Problem::new(401, Problem::NO_CALLER, "Caller not identified").detail(format!(
+                    "idempotency keys are scoped to the caller, and {why}"
+                ))
+            })?;
         self.engine
             .key(&json!({ "caller": scope, "key": key }))
             .map(Some)
             .map_err(|e| invalid(e.to_string()))
     }
 
+    /// Parses the request and runs the handler under `key`.
     async fn answer<I, R, P, H, Fut>(
         &self,
         request: &HttpRequest,
+        key: Option<&IdempotencyKey>,
         remaining: Option<Duration>,
         parse: P,
         handler: H,
-        key_out: &mut Option<IdempotencyKey>,
-    ) -> (HttpResponse, Result<Outcome<()>, Refused>)
+    ) -> Answer
     where
         R: IntoStaged<HttpResponse>,
         P: FnOnce(&HttpRequest) -> Result<I, Problem>,
         H: FnOnce(I) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let key = match self.key(request) {
-            Ok(key) => key,
-            Err(problem) => return Refused::answer(problem, None),
-        };
-        *key_out = key.clone();
         let input = match parse(request) {
             Ok(input) => input,
-            Err(problem) => return Refused::answer(problem, None),
+            Err(problem) => return refuse(problem, None),
         };
         // Same key, other request: method, path and body hash.
         let fingerprint = json!({
@@ -453,129 +391,117 @@ impl HttpProcessor {
             "path": request.path,
             "body": sha256_hex(&request.body),
         });
-        let seen = Mutex::new(Seen::default());
-        let keep = self.keep;
-        let replay_headers = &self.replay_headers;
+        // The handler's full answer when kept (the record keeps fewer
+        // headers), or its answer not kept.
+        let (mut first, mut unkept) = (None, None);
+        let (first_out, unkept_out) = (&mut first, &mut unkept);
         let result = self
             .engine
-            .run(key.as_ref(), Some(&fingerprint), remaining, || async {
+            .run(key, Some(&fingerprint), remaining, move || async move {
                 let staged: Staged<HttpResponse> = match handler(input).await {
                     Ok(r) => r.into_staged(),
                     Err(e) if e.kind() == ErrorKind::Terminal => {
-                        Staged::new(rejected(e.to_string()).into_response())
+                        Staged::new(rejected(e.to_string()).into())
                     }
                     Err(e) => return Err(e),
                 };
                 let status = staged.response.status;
-                let mut seen = lock(&seen);
-                if !keep.keeps(status) {
-                    seen.unkept = Some(staged.response);
+                if !self.keep.keeps(status) {
+                    *unkept_out = Some(staged.response);
                     return Err(HandlerError::retryable(format!(
                         "the handler answered {status}: not kept, the key is released"
                     )));
                 }
-                let kept = staged.response.kept(replay_headers);
-                seen.first = Some(staged.response);
+                let kept = staged.response.kept(&self.replay_headers);
+                *first_out = Some(staged.response);
                 Ok(Staged {
                     response: kept,
-                    writes: staged.writes,
-                    messages: staged.messages,
+                    ..staged
                 })
             })
             .await;
-        let seen = seen.into_inner().unwrap_or_else(|p| p.into_inner());
-        self.respond(result, seen)
+        self.respond(result, first, unkept)
     }
 
-    /// The answer for the engine's result.
+    /// The answer for the engine's result (`first` and `unkept` as the
+    /// handler gave them).
     fn respond(
         &self,
         result: Result<Outcome<HttpResponse>, Error>,
-        seen: Seen,
-    ) -> (HttpResponse, Result<Outcome<()>, Refused>) {
-        let done = |o: Outcome<()>| Ok(o);
+        first: Option<HttpResponse>,
+        unkept: Option<HttpResponse>,
+    ) -> Answer {
         let failed = || {
             Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
                 .detail("the request failed and nothing was kept; retry it with the same key")
         };
         let retry_after = self.retry_after.as_secs().max(1).to_string();
-        match result {
-            Ok(Outcome::Executed(kept)) => {
-                (seen.first.unwrap_or(kept), done(Outcome::Executed(())))
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(Error::Handler(e)) => {
+                return match unkept {
+                    Some(response) => {
+                        let (status, error) = (response.status, e.to_string());
+                        let refused = Refused {
+                            status,
+                            error,
+                            released: true,
+                        };
+                        (response, Err(refused))
+                    }
+                    None if e.kind() == ErrorKind::Terminal => {
+                        refuse(rejected(e.to_string()), Some(e.to_string()))
+                    }
+                    None => refuse(failed(), Some(e.to_string())),
+                };
             }
-            Ok(Outcome::Unprotected(kept)) => {
-                (seen.first.unwrap_or(kept), done(Outcome::Unprotected(())))
+            Err(e) if e.is_retryable() => {
+                let (response, refused) = refuse(
+                    Problem::new(503, Problem::UNAVAILABLE, "Service unavailable")
+                        .detail("retry the request with the same key"),
+                    Some(report(&e)),
+                );
+                return (response.header("retry-after", retry_after), refused);
             }
-            Ok(Outcome::Replayed(Some(kept))) => (
-                kept.header(REPLAYED_HEADER, "true"),
-                done(Outcome::Replayed(Some(()))),
-            ),
-            Ok(Outcome::Replayed(None)) => (
+            Err(e) => {
+                let problem = Problem::new(500, Problem::HANDLER_FAILED, "Request failed");
+                return refuse(problem, Some(report(&e)));
+            }
+        };
+        let response = match &outcome {
+            Outcome::Executed(kept) | Outcome::Unprotected(kept) => {
+                first.unwrap_or_else(|| kept.clone())
+            }
+            Outcome::Replayed(Some(kept)) => kept.clone(),
+            Outcome::Replayed(None) => {
                 Problem::new(409, Problem::RESPONSE_NOT_KEPT, "Already processed")
                     .detail("a request with this key was processed, and its response was not kept")
-                    .into_response()
-                    .header(REPLAYED_HEADER, "true"),
-                done(Outcome::Replayed(None)),
-            ),
-            Ok(Outcome::Rejected { error, replayed }) => {
-                let response = rejected(error.clone()).into_response();
-                let response = if replayed {
-                    response.header(REPLAYED_HEADER, "true")
-                } else {
-                    response
-                };
-                (response, done(Outcome::Rejected { error, replayed }))
+                    .into()
             }
-            Ok(Outcome::InProgress {
-                lease_expires_at_ms,
-            }) => {
-                let response = Problem::new(409, Problem::IN_PROGRESS, "Request in progress")
-                    .detail(
-                        "a request with this key is being processed; retry after the \
-                         Retry-After delay with the same key",
-                    )
-                    .into_response()
-                    .header("retry-after", retry_after);
-                (
-                    response,
-                    done(Outcome::InProgress {
-                        lease_expires_at_ms,
-                    }),
-                )
-            }
-            Ok(Outcome::PayloadMismatch) => (
+            Outcome::Rejected { error, .. } => rejected(error.clone()).into(),
+            Outcome::InProgress { .. } => HttpResponse::from(
+                Problem::new(409, Problem::IN_PROGRESS, "Request in progress").detail(
+                    "a request with this key is being processed; retry after the \
+                     Retry-After delay with the same key",
+                ),
+            )
+            .header("retry-after", retry_after),
+            Outcome::PayloadMismatch => {
                 Problem::new(422, Problem::KEY_REUSED, "Idempotency-Key reused")
                     .detail(
                         "this key was used with another request (method, path or body); use a \
                          new key for a new request",
                     )
-                    .into_response(),
-                done(Outcome::PayloadMismatch),
-            ),
-            // Never from the engine (stream sources park, not HTTP).
-            Ok(Outcome::Parked { reason, .. }) => Refused::answer(failed(), Some(reason)),
-            Err(Error::Handler(e)) => match seen.unkept {
-                Some(response) => {
-                    let status = response.status;
-                    (response, Err(Refused::released(status, e.to_string())))
-                }
-                None if e.kind() == ErrorKind::Terminal => {
-                    Refused::answer(rejected(e.to_string()), Some(e.to_string()))
-                }
-                None => Refused::answer(failed(), Some(e.to_string())),
-            },
-            Err(e) if e.is_retryable() => {
-                let (response, refused) = Refused::answer(
-                    Problem::new(503, Problem::UNAVAILABLE, "Service unavailable")
-                        .detail("retry the request with the same key"),
-                    Some(report(&e)),
-                );
-                (response.header("retry-after", retry_after), refused)
+                    .into()
             }
-            Err(e) => Refused::answer(
-                Problem::new(500, Problem::HANDLER_FAILED, "Request failed"),
-                Some(report(&e)),
-            ),
+            // Never from the engine (stream sources park, not HTTP).
+            Outcome::Parked { reason, .. } => return refuse(failed(), Some(reason.clone())),
+        };
+        match outcome {
+            Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. } => {
+                (response.header(REPLAYED_HEADER, "true"), Ok(outcome))
+            }
+            _ => (response, Ok(outcome)),
         }
     }
 }
@@ -585,46 +511,25 @@ fn rejected(detail: String) -> Problem {
     Problem::new(422, Problem::REJECTED, "Request rejected").detail(detail)
 }
 
-fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// `problem` answered without a kept outcome; `error` (default: the
+/// problem) for the log line.
+fn refuse(problem: Problem, error: Option<String>) -> Answer {
+    let refused = Refused {
+        status: problem.status,
+        error: error.unwrap_or_else(|| problem.to_string()),
+        released: problem.status >= 500,
+    };
+    (problem.into(), Err(refused))
 }
 
 /// A request answered without a kept outcome: refused before the handler
-/// (a bad key, a malformed body) or failed (a 5xx, the key released), or
-/// answered with what is not kept (the key released).
+/// (a bad key, a malformed body), failed (a 5xx), or answered with what is
+/// not kept; the last two release the key.
 #[derive(Debug)]
 struct Refused {
     status: u16,
-    error: Option<String>,
+    error: String,
     released: bool,
-}
-
-impl Refused {
-    fn new(status: u16, error: Option<String>) -> Self {
-        Self {
-            status,
-            error,
-            released: status >= 500,
-        }
-    }
-
-    /// The handler's own answer, not kept: the key was released.
-    fn released(status: u16, error: String) -> Self {
-        Self {
-            status,
-            error: Some(error),
-            released: true,
-        }
-    }
-
-    fn answer(
-        problem: Problem,
-        error: Option<String>,
-    ) -> (HttpResponse, Result<Outcome<()>, Refused>) {
-        let status = problem.status;
-        let error = error.or_else(|| Some(problem.to_string()));
-        (problem.into_response(), Err(Self::new(status, error)))
-    }
 }
 
 impl Failure for Refused {
@@ -651,11 +556,7 @@ impl Failure for Refused {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "{}: {}",
-            self.status,
-            self.error.as_deref().unwrap_or("no detail")
-        )
+        format!("{}: {}", self.status, self.error)
     }
 }
 

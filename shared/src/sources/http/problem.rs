@@ -13,7 +13,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// The adapter's own problem types are the `Problem::*` constants (URNs, so
 /// they resolve nowhere and mean the same everywhere); a handler may use its
 /// own.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{status} {title}{}", detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
 #[non_exhaustive]
 pub struct Problem {
     /// A URI identifying the problem type.
@@ -31,16 +32,13 @@ pub struct Problem {
 impl Problem {
     /// A required `Idempotency-Key` header is missing (400).
     pub const KEY_MISSING: &'static str = "urn:idempotency:problem:key-missing";
-    /// The key is empty, too long, holds a comma (a header sent twice, as
-    /// HTTP APIs and function URLs fold it) or is given twice (400).
+    /// The key is empty, too long, holds a comma or is given twice (400).
     pub const KEY_INVALID: &'static str = "urn:idempotency:problem:key-invalid";
     /// The key was used with another request (method, path or body) (422).
     pub const KEY_REUSED: &'static str = "urn:idempotency:problem:key-reused";
     /// A request with the same key is still being processed (409).
     pub const IN_PROGRESS: &'static str = "urn:idempotency:problem:in-progress";
-    /// No caller identified: the event's authorizer block names none, or
-    /// the request carries no identity and anonymous callers are refused
-    /// (401).
+    /// No caller identified (401).
     pub const NO_CALLER: &'static str = "urn:idempotency:problem:no-caller";
     /// A duplicate of a request whose response was not kept (409).
     pub const RESPONSE_NOT_KEPT: &'static str = "urn:idempotency:problem:response-not-kept";
@@ -73,26 +71,12 @@ impl Problem {
         self.detail = Some(detail.into());
         self
     }
-
-    /// The problem as a response: its status, `Content-Type:
-    /// application/problem+json`, the JSON body.
-    pub fn into_response(self) -> HttpResponse {
-        HttpResponse::json(self.status, &self).header("content-type", PROBLEM_JSON)
-    }
 }
 
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.status, self.title)?;
-        if let Some(detail) = &self.detail {
-            write!(f, ": {detail}")?;
-        }
-        Ok(())
-    }
-}
-
+/// The problem as a response: its status, `Content-Type:
+/// application/problem+json`, the JSON body.
 impl From<Problem> for HttpResponse {
     fn from(problem: Problem) -> Self {
-        problem.into_response()
+        HttpResponse::json(problem.status, &problem).header("content-type", PROBLEM_JSON)
     }
 }

@@ -6,6 +6,7 @@ use base64::Engine as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::Anonymous;
 use super::problem::Problem;
 use super::response::EventFormat;
 use crate::batch::json_type;
@@ -15,13 +16,9 @@ use crate::batch::json_type;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Caller {
-    /// The principal the event's authorizer names, read by its kind: a JWT's
-    /// (or Cognito's) `iss` and `sub` together, IAM's `userArn`, a Lambda
-    /// authorizer's context value at
-    /// [`HttpProcessor::lambda_principal`](super::HttpProcessor::lambda_principal)
-    /// else `principalId`; without an authorizer, a REST API's
-    /// `identity.userArn`. An authorizer block that names no caller is
-    /// refused (401 `no-caller`), never passed on to the sources after this.
+    /// The principal the event's authorizer names (a JWT's `iss` and `sub`,
+    /// IAM's `userArn`, a Lambda authorizer's principal); without one, a REST
+    /// API's `identity.userArn`. A block naming none is refused (401).
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,
@@ -29,19 +26,6 @@ pub enum Caller {
     /// proxy that authenticates the caller). Never a header the client
     /// chooses freely: whoever can set it can read others' responses.
     Header(String),
-}
-
-/// Who sent a request, as far as its event and the configured [`Caller`]
-/// sources tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Identity {
-    /// A caller: its key scope (`source:identity`).
-    Caller(String),
-    /// The event carries an authorizer block, and none of the sources names
-    /// a caller in it: why not.
-    Unresolved(String),
-    /// No authorizer block, and no other source names a caller.
-    Anonymous,
 }
 
 /// One HTTP request, whatever event brought it: method, path, headers, the
@@ -115,24 +99,19 @@ impl HttpRequest {
             .cloned();
         let user_arn = string_at(&event, "/requestContext/identity/userArn");
         let api_key_id = string_at(&event, "/requestContext/identity/apiKeyId");
-        let is_v2 = event.pointer("/requestContext/http").is_some();
-        if is_v2 {
+        if event.pointer("/requestContext/http").is_some() {
             let e: ApiGatewayV2httpRequest = serde_json::from_value(event)
                 .map_err(|e| malformed(format!("malformed HTTP API (2.0) event: {e}")))?;
-            let method = e.request_context.http.method.as_str().to_owned();
-            let path = e
-                .raw_path
-                .or(e.request_context.http.path)
-                .unwrap_or_else(|| "/".to_owned());
+            let http = e.request_context.http;
             Ok(Self {
                 format: EventFormat::HttpApi,
-                method,
-                path,
+                method: http.method.as_str().to_owned(),
+                path: e.raw_path.or(http.path).unwrap_or_else(|| "/".to_owned()),
                 headers: e.headers,
                 body: decode_body(e.body, e.is_base64_encoded)?,
                 request_id: e.request_context.request_id,
-                authorizer: authorizer.clone(),
-                user_arn: user_arn.clone(),
+                authorizer,
+                user_arn,
                 api_key_id,
             })
         } else if event.get("httpMethod").is_some() {
@@ -140,9 +119,7 @@ impl HttpRequest {
                 .map_err(|e| malformed(format!("malformed REST API (1.0) event: {e}")))?;
             let mut headers = e.multi_value_headers;
             for (name, value) in &e.headers {
-                if !headers.contains_key(name) {
-                    headers.insert(name.clone(), value.clone());
-                }
+                headers.entry(name).or_insert_with(|| value.clone());
             }
             Ok(Self {
                 format: EventFormat::RestApi,
@@ -180,18 +157,21 @@ impl HttpRequest {
             .map_err(|e| malformed(format!("the body is not the expected JSON: {e}")))
     }
 
-    /// Who sent the request under `callers` (the first that names one);
-    /// `lambda_principal` is the JSON pointer into an HTTP API Lambda
-    /// authorizer's context that names the caller.
-    pub(crate) fn identity(&self, callers: &[Caller], lambda_principal: &str) -> Identity {
+    /// The key scope of the caller `callers` name (the first that names
+    /// one), else per `anonymous`; `Err` says why there is none.
+    /// `lambda_principal` points into an HTTP API Lambda authorizer's context.
+    pub(crate) fn caller(
+        &self,
+        callers: &[Caller],
+        lambda_principal: &str,
+        anonymous: Anonymous,
+    ) -> Result<String, String> {
+        let unresolved = |why: String| format!("this request's authorizer names none: {why}");
         for caller in callers {
             let scope = match caller {
                 // An authorizer ran and names no caller: refused, never
                 // scoped by a weaker source after it.
-                Caller::Principal => match self.principal(lambda_principal) {
-                    Ok(scope) => scope,
-                    Err(why) => return Identity::Unresolved(why),
-                },
+                Caller::Principal => self.principal(lambda_principal).map_err(unresolved)?,
                 Caller::ApiKeyId => self.api_key_id.as_ref().map(|k| format!("api-key:{k}")),
                 Caller::Header(name) => self
                     .header(name)
@@ -199,16 +179,17 @@ impl HttpRequest {
                     .map(|v| format!("header:{}:{v}", name.to_ascii_lowercase())),
             };
             if let Some(scope) = scope {
-                return Identity::Caller(scope);
+                return Ok(scope);
             }
         }
-        match &self.authorizer {
-            None => Identity::Anonymous,
-            Some(_) => Identity::Unresolved(
+        match (&self.authorizer, anonymous) {
+            (Some(_), _) => Err(unresolved(
                 "the event carries an authorizer block, and the configured caller sources \
                  (without Caller::Principal) name no caller"
                     .to_owned(),
-            ),
+            )),
+            (None, Anonymous::ShareOneScope) => Ok("anonymous".to_owned()),
+            (None, Anonymous::Refuse) => Err("this request carries no caller identity".to_owned()),
         }
     }
 
@@ -216,9 +197,8 @@ impl HttpRequest {
     /// [`Caller::Principal`]); `Ok(None)` without an authorizer block or a
     /// REST IAM caller; `Err` (why) when the block names no caller.
     fn principal(&self, lambda_principal: &str) -> Result<Option<String>, String> {
-        let principal = |id: String| format!("principal:{id}");
         let Some(authorizer) = &self.authorizer else {
-            return Ok(self.user_arn.clone().map(principal));
+            return Ok(self.user_arn.as_ref().map(|arn| format!("principal:{arn}")));
         };
         let claims = authorizer
             .pointer("/jwt/claims")
@@ -233,29 +213,27 @@ impl HttpRequest {
                 ),
             };
         }
-        if let Some(iam) = authorizer.get("iam") {
-            return text_at(iam, "/userArn")
-                .map(|arn| Some(principal(arn)))
-                .ok_or_else(|| "the IAM authorizer block has no `userArn`".to_owned());
-        }
         let principal_id = text_at(authorizer, "/principalId");
-        if let Some(context) = authorizer.get("lambda") {
-            return text_at(context, lambda_principal)
+        let id = if let Some(iam) = authorizer.get("iam") {
+            text_at(iam, "/userArn").ok_or("the IAM authorizer block has no `userArn`".to_owned())
+        } else if let Some(context) = authorizer.get("lambda") {
+            text_at(context, lambda_principal)
                 .or(principal_id)
-                .map(|id| Some(principal(id)))
                 .ok_or_else(|| {
                     format!(
                         "the Lambda authorizer's context (requestContext.authorizer.lambda) \
-                         has no caller id at {lambda_principal:?} (HttpProcessor::\
-                         lambda_principal names where it is)"
+                     has no caller id at {lambda_principal:?} (HttpProcessor::\
+                     lambda_principal names where it is)"
                     )
-                });
-        }
-        principal_id.map(|id| Some(principal(id))).ok_or_else(|| {
-            "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
-             authorizer context or principalId)"
-                .to_owned()
-        })
+                })
+        } else {
+            principal_id.ok_or_else(|| {
+                "the authorizer block names no caller (no JWT claims, IAM userArn, Lambda \
+                 authorizer context or principalId)"
+                    .to_owned()
+            })
+        };
+        id.map(|id| Some(format!("principal:{id}")))
     }
 }
 
