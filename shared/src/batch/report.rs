@@ -181,7 +181,7 @@ pub(crate) fn record_outcome<T>(
 pub struct RecordResult<T> {
     /// Position in the batch.
     pub position: usize,
-    /// Its id as received ([`Delivery::id`]).
+    /// Its id as received ([`Delivery::id`](super::Delivery::id)).
     pub message_id: Option<String>,
     /// Its ordering lane, when it has one (FIFO group, shard).
     pub lane: Option<String>,
