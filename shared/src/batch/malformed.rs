@@ -1,8 +1,6 @@
 //! Stream events parsed record by record: a record that is not a record of
 //! its source is kept as a [`MalformedRecord`] and fails alone.
 
-use std::any::Any;
-
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -196,9 +194,5 @@ impl Delivery for MalformedRecord {
 
     fn source(&self) -> &'static SourceNames {
         self.names
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -3,7 +3,6 @@
 //!
 //! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -351,10 +350,6 @@ impl Delivery for KafkaDelivery {
 
     fn source(&self) -> &'static SourceNames {
         &KAFKA
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
