@@ -160,20 +160,19 @@ impl MalformedRecord {
     /// Its slot at `index`: failed for not parsing, ordered `within` its
     /// lane, with its parking ticket when the pipeline parks.
     pub(crate) fn into_slot<Rec>(
-        self,
+        mut self,
         index: usize,
         within: Within,
         pipeline: &Pipeline<'_>,
     ) -> Slot<Rec> {
         let ids = Ids::of(&self, within);
         let ident = ids.ident(index, self.names.id);
-        let ticket = pipeline
-            .parks()
-            .then(|| {
-                let arn = self.event_source_arn.as_deref();
-                Ticket::new(self.event_source, arn, &self, self.raw.clone())
-            })
-            .flatten();
+        let ticket = pipeline.parks().then(|| {
+            let raw = std::mem::take(&mut self.raw);
+            let arn = self.event_source_arn.as_deref();
+            Ticket::new(self.event_source, arn, &self, raw)
+        });
+        let ticket = ticket.flatten();
         let failed = Err(FailureReason::Parse(self.error));
         Slot::new(index, ident, ids, failed, ticket)
     }
