@@ -5,10 +5,10 @@
 use std::any::Any;
 
 /// One delivered record, whatever its source, implemented on the record
-/// type its event carries. Everything but [`id`](Delivery::id),
-/// [`source`](Delivery::source) and [`as_any`](Delivery::as_any) has a
-/// default for sources without the notion.
-pub trait Delivery {
+/// type its event carries. Everything but [`id`](Delivery::id) and
+/// [`source`](Delivery::source) has a default for sources without the
+/// notion.
+pub trait Delivery: AsAny {
     /// What names the record in `batchItemFailures` (the SQS `messageId`,
     /// the Kinesis `sequenceNumber`); what [`KeySelector::Id`](crate::KeySelector::Id) keys on.
     fn id(&self) -> Option<&str>;
@@ -52,9 +52,19 @@ pub trait Delivery {
 
     /// The names of its source's notions, for messages and log lines.
     fn source(&self) -> &'static SourceNames;
+}
 
-    /// The record itself, for [`KeyInput::raw`](crate::KeyInput::raw).
+/// A record as itself, for [`KeyInput::raw`](crate::KeyInput::raw):
+/// every `'static` type has it.
+pub trait AsAny {
+    /// The record itself.
     fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 /// A named attribute's value.

@@ -1,8 +1,6 @@
 //! Stream events parsed record by record: a record that is not a record of
 //! its source is kept as a [`MalformedRecord`] and fails alone.
 
-use std::any::Any;
-
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -162,20 +160,19 @@ impl MalformedRecord {
     /// Its slot at `index`: failed for not parsing, ordered `within` its
     /// lane, with its parking ticket when the pipeline parks.
     pub(crate) fn into_slot<Rec>(
-        self,
+        mut self,
         index: usize,
         within: Within,
         pipeline: &Pipeline<'_>,
     ) -> Slot<Rec> {
         let ids = Ids::of(&self, within);
         let ident = ids.ident(index, self.names.id);
-        let ticket = pipeline
-            .parks()
-            .then(|| {
-                let arn = self.event_source_arn.as_deref();
-                Ticket::new(self.event_source, arn, &self, self.raw.clone())
-            })
-            .flatten();
+        let ticket = pipeline.parks().then(|| {
+            let raw = std::mem::take(&mut self.raw);
+            let arn = self.event_source_arn.as_deref();
+            Ticket::new(self.event_source, arn, &self, raw)
+        });
+        let ticket = ticket.flatten();
         let failed = Err(FailureReason::Parse(self.error));
         Slot::new(index, ident, ids, failed, ticket)
     }
@@ -196,9 +193,5 @@ impl Delivery for MalformedRecord {
 
     fn source(&self) -> &'static SourceNames {
         self.names
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

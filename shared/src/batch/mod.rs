@@ -21,7 +21,7 @@ pub(crate) mod settings;
 mod slot;
 mod source;
 
-pub use delivery::{Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
+pub use delivery::{AsAny, Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
 pub use event::EventError;
 pub(crate) use event::EventKeys;
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};

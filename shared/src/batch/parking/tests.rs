@@ -28,9 +28,6 @@ impl Delivery for Raw {
     fn source(&self) -> &'static SourceNames {
         &NAMES
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 fn parked(arn: Option<&str>, lane: Option<&'static str>, max: usize) -> Option<ParkedRecord> {

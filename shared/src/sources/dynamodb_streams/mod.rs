@@ -137,10 +137,6 @@ impl Delivery for EventRecord {
     fn source(&self) -> &'static SourceNames {
         &SALVAGE.names
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// One DynamoDB stream record as the handler sees it.

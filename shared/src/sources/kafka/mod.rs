@@ -3,7 +3,6 @@
 //!
 //! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -19,6 +18,10 @@ use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse,
 use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
+
+/// The `eventSource` and `eventSourceArn` of a Kafka event, shared by its
+/// records.
+type Origin = Arc<(String, Option<String>)>;
 
 /// The `eventSource` of an Amazon MSK event.
 pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
@@ -81,9 +84,8 @@ impl From<KafkaEvent> for KafkaStreamEvent {
         let mut deliveries = Vec::new();
         for (partition, records) in BTreeMap::from_iter(event.records) {
             for record in records {
-                let mut delivery = KafkaDelivery::new(&partition, record);
-                delivery.origin = origin.clone();
-                deliveries.push(delivery);
+                let origin = origin.clone();
+                deliveries.push(KafkaDelivery::of_event(partition.clone(), record, origin));
             }
         }
         Self::new(deliveries)
@@ -211,11 +213,11 @@ fn parse_records(
         for raw in items.as_array().into_iter().flatten() {
             let index = records.len();
             records.push(match KafkaRecord::deserialize(raw) {
-                Ok(record) => {
-                    let mut delivery = KafkaDelivery::new(partition, record);
-                    delivery.origin = origin.clone();
-                    Ok(delivery)
-                }
+                Ok(record) => Ok(KafkaDelivery::of_event(
+                    partition.clone(),
+                    record,
+                    origin.clone(),
+                )),
                 Err(e) => {
                     let mut malformed = MalformedRecord::new(index, raw.clone(), &KAFKA, source);
                     let offset = raw.get("offset").and_then(Value::as_i64);
@@ -288,13 +290,19 @@ pub struct KafkaDelivery {
     pub headers: Vec<(String, Vec<u8>)>,
     id: String,
     undecodable: Option<String>,
-    origin: Arc<(String, Option<String>)>,
+    origin: Origin,
 }
 
 impl KafkaDelivery {
     /// The record `record` of topic-partition `partition`, decoded.
     pub fn new(partition: impl Into<String>, record: KafkaRecord) -> Self {
-        let partition = partition.into();
+        let origin = Arc::new((MSK_EVENT_SOURCE.to_owned(), None));
+        Self::of_event(partition.into(), record, origin)
+    }
+
+    /// The record of an event whose `eventSource` and `eventSourceArn` are
+    /// `origin`.
+    fn of_event(partition: String, record: KafkaRecord, origin: Origin) -> Self {
         let mut undecodable = None;
         let mut decode = |what: &str, text: &Option<String>| {
             let decoded = STANDARD.decode(text.as_ref()?).map_err(|e| {
@@ -316,7 +324,7 @@ impl KafkaDelivery {
             value,
             headers,
             undecodable,
-            origin: Arc::new((MSK_EVENT_SOURCE.to_owned(), None)),
+            origin,
         }
     }
 
@@ -351,10 +359,6 @@ impl Delivery for KafkaDelivery {
 
     fn source(&self) -> &'static SourceNames {
         &KAFKA
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -185,10 +185,6 @@ impl Delivery for KinesisEventRecord {
     fn source(&self) -> &'static SourceNames {
         &SALVAGE.names
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// One Kinesis record as the handler sees it.

@@ -185,10 +185,6 @@ impl Delivery for SnsRecord {
     fn source(&self) -> &'static SourceNames {
         &SALVAGE.names
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// One SNS notification as the handler sees it.

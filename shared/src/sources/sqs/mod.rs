@@ -226,10 +226,6 @@ impl Delivery for SqsMessage {
     fn source(&self) -> &'static SourceNames {
         &SALVAGE.names
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// One record as the handler sees it.
