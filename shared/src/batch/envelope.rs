@@ -396,6 +396,18 @@ mod tests {
         })
     }
 
+    /// A FIFO topic's notification as SNS writes it in an SQS body: a
+    /// `SequenceNumber`, a `.fifo` topic, no signature.
+    fn fifo_notification(message: &str) -> Value {
+        json!({
+            "Type": "Notification", "MessageId": "a7c9d2fa-77fa-5184-9de9-89391027cc7d",
+            "SequenceNumber": "10000000000000004000",
+            "TopicArn": "arn:aws:sns:us-east-1:123456789012:payments.fifo",
+            "Message": message, "Timestamp": "2026-12-01T00:00:00.000Z",
+            "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+        })
+    }
+
     #[derive(Debug, Deserialize, PartialEq)]
     struct Payment {
         payment_id: String,
@@ -445,6 +457,44 @@ mod tests {
                 .contains("Signature")
         );
         assert!(check_eventbridge(&json!([])).is_err());
+    }
+
+    #[test]
+    fn a_fifo_notification_is_strict_without_a_signature() {
+        assert_eq!(check_notification(&fifo_notification("{}")), Ok(()));
+        let mut subject = fifo_notification("{}");
+        subject["Subject"] = json!("PaymentReceived");
+        assert_eq!(check_notification(&subject), Ok(()));
+        // A FIFO topic numbers its messages.
+        let mut unnumbered = fifo_notification("{}");
+        unnumbered.as_object_mut().unwrap().remove("SequenceNumber");
+        let why = check_notification(&unnumbered).unwrap_err();
+        assert!(why.contains("SequenceNumber"), "{why}");
+        // Any other topic signs them, and numbers none.
+        let mut standard = fifo_notification("{}");
+        standard["TopicArn"] = json!("arn:aws:sns:us-east-1:123456789012:payments");
+        let why = check_notification(&standard).unwrap_err();
+        assert!(why.contains("SignatureVersion, Signature"), "{why}");
+        let mut numbered = notification("{}");
+        numbered["SequenceNumber"] = json!("10000000000000004000");
+        let why = check_notification(&numbered).unwrap_err();
+        assert!(why.contains("SequenceNumber"), "{why}");
+        // Still nothing of its own at the top level.
+        let mut extra = fifo_notification("{}");
+        extra["payment_id"] = json!("Q");
+        assert!(check_notification(&extra).unwrap_err().contains("payment_id"));
+        // Opened, it is one document, keyed by its MessageId.
+        let fifo = fifo_notification(r#"{"payment_id":"P","amount_cents":100}"#);
+        let opened = open_value(EnvelopeMode::Require(Envelopes::Sns), &fifo).unwrap();
+        assert_eq!(opened.body.payment_id, "P");
+        assert_eq!(
+            opened.document,
+            json!({"payment_id": "P", "amount_cents": 100})
+        );
+        assert_eq!(
+            opened.envelope.as_ref().and_then(Envelope::id),
+            Some("a7c9d2fa-77fa-5184-9de9-89391027cc7d")
+        );
     }
 
     #[test]
