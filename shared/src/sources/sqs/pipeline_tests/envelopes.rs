@@ -299,7 +299,9 @@ fn sns_fifo() -> crate::sqs::SqsEvent {
 }
 
 /// The outcomes of a report, in the batch's order.
-fn outcomes<T: Clone>(report: &crate::sqs::BatchReport<T>) -> Vec<Result<Outcome<T>, FailureReason>> {
+fn outcomes<T: Clone>(
+    report: &crate::sqs::BatchReport<T>,
+) -> Vec<Result<Outcome<T>, FailureReason>> {
     report.records.iter().map(|r| r.outcome.clone()).collect()
 }
 
@@ -321,6 +323,8 @@ async fn sns_fifo_notifications_open_under_require_in_their_groups_order() {
                 r.group_id().map(str::to_owned),
                 r.body.event_id.clone(),
                 notification.map(|n| n.message_id.clone()),
+                notification.and_then(|n| n.sequence_number.clone()),
+                notification.is_some_and(|n| n.is_fifo() && n.signature.is_none()),
             ));
             Ok::<_, HandlerError>(r.body.total_cents)
         }
@@ -344,10 +348,12 @@ async fn sns_fifo_notifications_open_under_require_in_their_groups_order() {
     assert_eq!(group("acct-1"), ["evt-7101", "evt-7102"], "in group order");
     assert_eq!(group("acct-2"), ["evt-7201"]);
     assert!(
-        seen.iter()
-            .any(|s| s.1 == "evt-7101" && s.2.as_deref() == Some("076b0ad5-f7f9-51c3-b800-78fe43a4964a")),
+        seen.iter().any(|s| s.1 == "evt-7101"
+            && s.2.as_deref() == Some("076b0ad5-f7f9-51c3-b800-78fe43a4964a")
+            && s.3.as_deref() == Some("10000000000000012000")),
         "{seen:?}"
     );
+    assert!(seen.iter().all(|s| s.4), "FIFO notifications, unsigned");
 
     // A redrive: the same bodies under new SQS message ids replay, keyed by
     // the SNS MessageId.
@@ -382,13 +388,23 @@ async fn sns_fifo_notifications_open_under_unwrap_for_a_value_handler() {
             Ok::<_, HandlerError>((opened, r.body))
         })
         .await;
-    let message = |e: &str, o: &str, c: i64| json!({"event_id": e, "order_id": o, "total_cents": c});
+    let message =
+        |e: &str, o: &str, c: i64| json!({"event_id": e, "order_id": o, "total_cents": c});
     assert_eq!(
         outcomes(&report),
         [
-            Ok(Outcome::Executed((true, message("evt-7101", "ord-7101", 1450)))),
-            Ok(Outcome::Executed((true, message("evt-7201", "ord-7201", 820)))),
-            Ok(Outcome::Executed((true, message("evt-7102", "ord-7102", 300)))),
+            Ok(Outcome::Executed((
+                true,
+                message("evt-7101", "ord-7101", 1450)
+            ))),
+            Ok(Outcome::Executed((
+                true,
+                message("evt-7201", "ord-7201", 820)
+            ))),
+            Ok(Outcome::Executed((
+                true,
+                message("evt-7102", "ord-7102", 300)
+            ))),
         ]
     );
 }
@@ -412,7 +428,10 @@ async fn a_fifo_notification_without_its_sequence_number_or_a_standard_one_unsig
     let not_fifo = edit(0, &|b| {
         b["TopicArn"] = json!("arn:aws:sns:us-east-1:123456789012:order-events");
     });
-    for (event, why) in [(no_sequence, "SequenceNumber"), (not_fifo, "SignatureVersion")] {
+    for (event, why) in [
+        (no_sequence, "SequenceNumber"),
+        (not_fifo, "SignatureVersion"),
+    ] {
         let first = event.records[0].message_id.clone().unwrap();
         let (engine, _, _) = memory_engine();
         let report = SqsProcessor::new(engine, KeySelector::event_id())
@@ -456,7 +475,11 @@ async fn a_number_beyond_u64_in_an_envelope_reaches_the_handler_exactly() {
         "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
     })
     .to_string();
-    for (what, body) in [("plain", &payment), ("eventbridge", &event), ("sns", &notification)] {
+    for (what, body) in [
+        ("plain", &payment),
+        ("eventbridge", &event),
+        ("sns", &notification),
+    ] {
         let (engine, _, _) = memory_engine();
         let report = SqsProcessor::new(engine, KeySelector::pointer("/amount"))
             .envelope(EnvelopeMode::Unwrap(Envelopes::Any))
