@@ -363,11 +363,18 @@ const SNS_FIELDS: &[&str] = &[
 ];
 /// What SNS always writes in a notification, from any topic.
 const SNS_REQUIRED: &[&str] = &["Type", "MessageId", "TopicArn", "Message", "Timestamp"];
-/// What a standard topic writes besides: its signature (a FIFO topic writes
-/// none).
-const SNS_SIGNED: &[&str] = &["SignatureVersion", "Signature"];
-/// What a FIFO topic writes besides: the message's number in its group.
-const SNS_NUMBERED: &[&str] = &["SequenceNumber"];
+/// What SNS writes besides in every notification, each field in either
+/// spelling.
+const SNS_ALWAYS: &[&[&str]] = &[&["UnsubscribeURL", "UnsubscribeUrl"]];
+/// What a standard topic writes besides: its signature.
+const SNS_SIGNED: &[&[&str]] = &[
+    &["SignatureVersion"],
+    &["Signature"],
+    &["SigningCertURL", "SigningCertUrl"],
+];
+/// What a FIFO topic writes besides, and no signature: the message's number
+/// in its group.
+const SNS_NUMBERED: &[&[&str]] = &[&["SequenceNumber"]];
 
 /// Whether `value` is a strict EventBridge event: only
 /// [`EVENTBRIDGE_FIELDS`], the required ones present, every field a string
@@ -397,27 +404,18 @@ pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
     }
     let topic = value.get("TopicArn").and_then(Value::as_str);
     let fifo = topic.is_some_and(is_fifo_topic);
-    let (needs, urls): (&[&str], &[(&str, &str)]) = if fifo {
-        (SNS_NUMBERED, &[("UnsubscribeURL", "UnsubscribeUrl")])
+    let (kind, needs) = if fifo {
+        ("FIFO", SNS_NUMBERED)
     } else {
-        let urls = &[
-            ("SigningCertURL", "SigningCertUrl"),
-            ("UnsubscribeURL", "UnsubscribeUrl"),
-        ];
-        (SNS_SIGNED, urls)
+        ("standard", SNS_SIGNED)
     };
-    let kind = if fifo { "FIFO" } else { "standard" };
-    let missing: Vec<&str> = (needs.iter().copied())
-        .filter(|k| !object.contains_key(*k))
+    let missing: Vec<&str> = (SNS_ALWAYS.iter().chain(needs))
+        .filter(|names| !names.iter().any(|name| object.contains_key(*name)))
+        .map(|names| names[0])
         .collect();
     if !missing.is_empty() {
         let missing = missing.join(", ");
         return Err(format!("it has no {missing} (its topic is {kind})"));
-    }
-    for (a, b) in urls {
-        if !object.contains_key(*a) && !object.contains_key(*b) {
-            return Err(format!("it has no {a} (its topic is {kind})"));
-        }
     }
     if !fifo && object.contains_key("SequenceNumber") {
         return Err("it has a SequenceNumber but its topic is not FIFO".to_owned());
