@@ -5,11 +5,13 @@
 //! The rule and its reasons: `docs/sources/envelopes.md`.
 
 use std::any::type_name;
+use std::collections::HashMap;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
-use aws_lambda_events::sns::SnsMessage;
-use serde::Deserialize;
+use aws_lambda_events::sns::MessageAttribute;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{FailureReason, json_type};
@@ -20,9 +22,9 @@ use super::{FailureReason, json_type};
 pub enum Envelope {
     /// An EventBridge event; the handler's body is its `detail`.
     EventBridge(Box<EventBridgeEvent<Value>>),
-    /// An SNS notification (raw message delivery off); the handler's body is
-    /// its parsed `Message`.
-    Sns(Box<SnsMessage>),
+    /// An SNS notification (raw message delivery off), from a standard or a
+    /// FIFO topic; the handler's body is its parsed `Message`.
+    Sns(Box<SnsNotification>),
 }
 
 impl Envelope {
@@ -45,12 +47,79 @@ impl Envelope {
     }
 
     /// The SNS notification, when the body was one.
-    pub fn sns(&self) -> Option<&SnsMessage> {
+    pub fn sns(&self) -> Option<&SnsNotification> {
         match self {
             Self::Sns(notification) => Some(notification),
             Self::EventBridge(_) => None,
         }
     }
+}
+
+/// An SNS notification as SNS writes it in an SQS body (raw message
+/// delivery off). A standard topic signs it (`SignatureVersion`,
+/// `Signature`, `SigningCertURL`); a FIFO topic numbers it
+/// (`SequenceNumber`) and writes no signature, which is why this is not
+/// `aws_lambda_events::sns::SnsMessage` (that type requires the signature).
+/// Only a strict notification is opened: a FIFO one from a `.fifo` topic
+/// with its `SequenceNumber`, any other with its signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+#[non_exhaustive]
+pub struct SnsNotification {
+    /// The type of the message: `Notification`.
+    #[serde(rename = "Type")]
+    pub sns_message_type: String,
+    /// The id SNS gave the published message, the same in every copy SNS
+    /// delivers ([`KeySelector::EventId`](crate::KeySelector::EventId)).
+    pub message_id: String,
+    /// The number a FIFO topic gives the message within its message group
+    /// (FIFO topics only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_number: Option<String>,
+    /// The ARN of the topic (a FIFO topic's ends in `.fifo`).
+    pub topic_arn: String,
+    /// The `Subject` it was published with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// When it was published (ISO 8601, UTC), as SNS wrote it.
+    pub timestamp: String,
+    /// The version of the signature (standard topics only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_version: Option<String>,
+    /// The base64 signature (standard topics only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// The URL of the certificate it was signed with (standard topics
+    /// only).
+    #[serde(
+        default,
+        rename = "SigningCertURL",
+        alias = "SigningCertUrl",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub signing_cert_url: Option<String>,
+    /// The URL that unsubscribes the queue from the topic.
+    #[serde(rename = "UnsubscribeURL", alias = "UnsubscribeUrl")]
+    pub unsubscribe_url: String,
+    /// The message as published: the handler's body is read from it.
+    pub message: String,
+    /// The message attributes it was published with.
+    #[serde(default, skip_serializing_if = "HashMap::is_empty")]
+    pub message_attributes: HashMap<String, MessageAttribute>,
+}
+
+impl SnsNotification {
+    /// Whether a FIFO topic sent it (a `.fifo` topic; it has a
+    /// `SequenceNumber`).
+    pub fn is_fifo(&self) -> bool {
+        is_fifo_topic(&self.topic_arn)
+    }
+}
+
+/// Whether `arn` names a FIFO topic: SNS requires a FIFO topic's name to
+/// end in `.fifo`, and no other topic's may.
+fn is_fifo_topic(arn: &str) -> bool {
+    arn.ends_with(".fifo")
 }
 
 /// Which envelopes a processor opens.
@@ -174,12 +243,16 @@ fn open_eventbridge<M: DeserializeOwned>(
             "body of message {ident} is an EventBridge event but not a valid one: {e}"
         ))
     })?;
-    let body = M::deserialize(&event.detail).map_err(|e| {
-        parse(format!(
-            "detail of the EventBridge event in message {ident} does not parse as {}: {e}",
-            type_name::<M>()
-        ))
-    })?;
+    // `M` from the detail's text, as a plain body is read: a number `f64`
+    // cannot hold reaches `M` exactly.
+    let body = serde_json::from_str::<Detail<'_>>(text)
+        .and_then(|raw| serde_json::from_str::<M>(raw.detail.get()))
+        .map_err(|e| {
+            parse(format!(
+                "detail of the EventBridge event in message {ident} does not parse as {}: {e}",
+                type_name::<M>()
+            ))
+        })?;
     let exact = crate::key::exact_material(text, &value).unwrap_or(value);
     let document = exact.get("detail").cloned().unwrap_or(Value::Null);
     Ok(Opened {
@@ -189,13 +262,20 @@ fn open_eventbridge<M: DeserializeOwned>(
     })
 }
 
+/// The `detail` of an EventBridge event, as its text.
+#[derive(Deserialize)]
+struct Detail<'a> {
+    #[serde(borrow)]
+    detail: &'a RawValue,
+}
+
 /// A strict SNS notification: the body and the document are its parsed
 /// `Message`.
 fn open_notification<M: DeserializeOwned>(
     ident: &str,
     value: Value,
 ) -> Result<Opened<M>, FailureReason> {
-    let notification = SnsMessage::deserialize(&value).map_err(|e| {
+    let notification = SnsNotification::deserialize(&value).map_err(|e| {
         FailureReason::Parse(format!(
             "body of message {ident} is an SNS notification but not a valid one: {e}"
         ))
@@ -281,16 +361,20 @@ const SNS_FIELDS: &[&str] = &[
     "UnsubscribeUrl",
     "MessageAttributes",
 ];
-/// What SNS always writes in a notification.
-const SNS_REQUIRED: &[&str] = &[
-    "Type",
-    "MessageId",
-    "TopicArn",
-    "Message",
-    "Timestamp",
-    "SignatureVersion",
-    "Signature",
+/// What SNS always writes in a notification, from any topic.
+const SNS_REQUIRED: &[&str] = &["Type", "MessageId", "TopicArn", "Message", "Timestamp"];
+/// What SNS writes besides in every notification, each field in either
+/// spelling.
+const SNS_ALWAYS: &[&[&str]] = &[&["UnsubscribeURL", "UnsubscribeUrl"]];
+/// What a standard topic writes besides: its signature.
+const SNS_SIGNED: &[&[&str]] = &[
+    &["SignatureVersion"],
+    &["Signature"],
+    &["SigningCertURL", "SigningCertUrl"],
 ];
+/// What a FIFO topic writes besides, and no signature: the message's number
+/// in its group.
+const SNS_NUMBERED: &[&[&str]] = &[&["SequenceNumber"]];
 
 /// Whether `value` is a strict EventBridge event: only
 /// [`EVENTBRIDGE_FIELDS`], the required ones present, every field a string
@@ -306,7 +390,9 @@ pub(crate) fn check_eventbridge(value: &Value) -> Result<(), String> {
 
 /// Whether `value` is a strict SNS notification: only [`SNS_FIELDS`], the
 /// required ones present, `Type` `Notification`, every field a string but
-/// `MessageAttributes` (an object). `Err` says why not.
+/// `MessageAttributes` (an object); from a FIFO topic (a `.fifo`
+/// `TopicArn`) with its `SequenceNumber`, from any other topic signed and
+/// unnumbered. `Err` says why not.
 pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
     let object = fields(value, SNS_FIELDS, SNS_REQUIRED)?;
     types(object, |name, field| match name {
@@ -316,13 +402,23 @@ pub(crate) fn check_notification(value: &Value) -> Result<(), String> {
     if value.get("Type").and_then(Value::as_str) != Some("Notification") {
         return Err("its Type is not Notification".to_owned());
     }
-    for (a, b) in [
-        ("SigningCertURL", "SigningCertUrl"),
-        ("UnsubscribeURL", "UnsubscribeUrl"),
-    ] {
-        if !object.contains_key(a) && !object.contains_key(b) {
-            return Err(format!("it has no {a}"));
-        }
+    let topic = value.get("TopicArn").and_then(Value::as_str);
+    let fifo = topic.is_some_and(is_fifo_topic);
+    let (kind, needs) = if fifo {
+        ("FIFO", SNS_NUMBERED)
+    } else {
+        ("standard", SNS_SIGNED)
+    };
+    let missing: Vec<&str> = (SNS_ALWAYS.iter().chain(needs))
+        .filter(|names| !names.iter().any(|name| object.contains_key(*name)))
+        .map(|names| names[0])
+        .collect();
+    if !missing.is_empty() {
+        let missing = missing.join(", ");
+        return Err(format!("it has no {missing} (its topic is {kind})"));
+    }
+    if !fifo && object.contains_key("SequenceNumber") {
+        return Err("it has a SequenceNumber but its topic is not FIFO".to_owned());
     }
     Ok(())
 }
@@ -396,6 +492,18 @@ mod tests {
         })
     }
 
+    /// A FIFO topic's notification as SNS writes it in an SQS body: a
+    /// `SequenceNumber`, a `.fifo` topic, no signature.
+    fn fifo_notification(message: &str) -> Value {
+        json!({
+            "Type": "Notification", "MessageId": "a7c9d2fa-77fa-5184-9de9-89391027cc7d",
+            "SequenceNumber": "10000000000000004000",
+            "TopicArn": "arn:aws:sns:us-east-1:123456789012:payments.fifo",
+            "Message": message, "Timestamp": "2026-12-01T00:00:00.000Z",
+            "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+        })
+    }
+
     #[derive(Debug, Deserialize, PartialEq)]
     struct Payment {
         payment_id: String,
@@ -445,6 +553,48 @@ mod tests {
                 .contains("Signature")
         );
         assert!(check_eventbridge(&json!([])).is_err());
+    }
+
+    #[test]
+    fn a_fifo_notification_is_strict_without_a_signature() {
+        assert_eq!(check_notification(&fifo_notification("{}")), Ok(()));
+        let mut subject = fifo_notification("{}");
+        subject["Subject"] = json!("PaymentReceived");
+        assert_eq!(check_notification(&subject), Ok(()));
+        // A FIFO topic numbers its messages.
+        let mut unnumbered = fifo_notification("{}");
+        unnumbered.as_object_mut().unwrap().remove("SequenceNumber");
+        let why = check_notification(&unnumbered).unwrap_err();
+        assert!(why.contains("SequenceNumber"), "{why}");
+        // Any other topic signs them, and numbers none.
+        let mut standard = fifo_notification("{}");
+        standard["TopicArn"] = json!("arn:aws:sns:us-east-1:123456789012:payments");
+        let why = check_notification(&standard).unwrap_err();
+        assert!(why.contains("SignatureVersion, Signature"), "{why}");
+        let mut numbered = notification("{}");
+        numbered["SequenceNumber"] = json!("10000000000000004000");
+        let why = check_notification(&numbered).unwrap_err();
+        assert!(why.contains("SequenceNumber"), "{why}");
+        // Still nothing of its own at the top level.
+        let mut extra = fifo_notification("{}");
+        extra["payment_id"] = json!("Q");
+        assert!(
+            check_notification(&extra)
+                .unwrap_err()
+                .contains("payment_id")
+        );
+        // Opened, it is one document, keyed by its MessageId.
+        let fifo = fifo_notification(r#"{"payment_id":"P","amount_cents":100}"#);
+        let opened = open_value(EnvelopeMode::Require(Envelopes::Sns), &fifo).unwrap();
+        assert_eq!(opened.body.payment_id, "P");
+        assert_eq!(
+            opened.document,
+            json!({"payment_id": "P", "amount_cents": 100})
+        );
+        assert_eq!(
+            opened.envelope.as_ref().and_then(Envelope::id),
+            Some("a7c9d2fa-77fa-5184-9de9-89391027cc7d")
+        );
     }
 
     #[test]

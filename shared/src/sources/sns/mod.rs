@@ -1,6 +1,8 @@
 //! Amazon SNS on the batch core: [`SnsProcessor`] for a function subscribed
 //! to a topic (no partial response: [`answer`]); notifications delivered
-//! through SQS are [`crate::envelope`]s. The guide: [docs/sources/sns.md].
+//! through SQS are [`crate::envelope`]s, and so are a FIFO topic's, always (a
+//! FIFO topic delivers only to SQS queues, never to a function). The guide:
+//! [docs/sources/sns.md].
 //!
 //! [docs/sources/sns.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/sns.md
 

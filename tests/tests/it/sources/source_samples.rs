@@ -400,6 +400,41 @@ fn sqs_sample_bodies_are_sns_notifications_one_delivered_twice() {
     assert_eq!(seen[1].2, "evt-6102");
 }
 
+#[test]
+fn sqs_fifo_sample_bodies_are_sns_fifo_notifications_without_signatures() {
+    use lambda_idempotency::envelope::SnsNotification;
+    let file = "sns-fifo-via-sqs-fifo.json";
+    let event: SqsEvent = round_trip(file, &text(file));
+    assert_eq!(event.records.len(), 3);
+    let mut groups = Vec::new();
+    for (i, r) in event.records.iter().enumerate() {
+        let body = r.body.as_deref().unwrap();
+        let what = format!("{file} record {i} body");
+        let notification: SnsNotification = round_trip(&what, body);
+        assert!(notification.is_fifo(), "{what}");
+        assert!(notification.topic_arn.ends_with(".fifo"));
+        assert!(notification.sequence_number.is_some(), "{what}");
+        assert_eq!(notification.signature, None, "{what}");
+        assert_eq!(notification.signing_cert_url, None, "{what}");
+        // aws_lambda_events' own type requires the signature a FIFO topic
+        // does not write.
+        let refused = serde_json::from_str::<SnsMessage>(body).unwrap_err();
+        assert!(refused.to_string().contains("missing field"), "{refused}");
+        assert!(r.event_source_arn.as_deref().unwrap().ends_with(".fifo"));
+        let message: Value = serde_json::from_str(&notification.message).unwrap();
+        let group = r.attributes["MessageGroupId"].clone();
+        groups.push((group, message["event_id"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(
+        groups,
+        [
+            ("acct-1".to_owned(), "evt-7101".to_owned()),
+            ("acct-2".to_owned(), "evt-7201".to_owned()),
+            ("acct-1".to_owned(), "evt-7102".to_owned()),
+        ]
+    );
+}
+
 /// Why the adapters should read Kafka's `timestamp` and Kinesis'
 /// `approximateArrivalTimestamp` from the event's JSON rather than from
 /// aws_lambda_events 1.2.1's typed fields ([`LOSSY_TIMESTAMPS`]). When a
