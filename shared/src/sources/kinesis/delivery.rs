@@ -120,8 +120,9 @@ pub(crate) fn split(
             poison.id = id;
             poison.event_source_arn = event_source_arn;
             poison.lane = lane;
-            poison.error =
-                format!("record {index} is a KPL aggregate that cannot be read (permanent): {error}");
+            poison.error = format!(
+                "record {index} is a KPL aggregate that cannot be read (permanent): {error}"
+            );
             out.push(Err(poison));
         }
     }
@@ -136,7 +137,8 @@ pub(crate) fn is_aggregate(raw: &Value) -> bool {
     };
     // 8 characters of base64 are the first 6 bytes.
     let head = data.get(..8).unwrap_or(data);
-    (base64::engine::general_purpose::STANDARD.decode(head)).is_ok_and(|b| aggregate::is_aggregate(&b))
+    (base64::engine::general_purpose::STANDARD.decode(head))
+        .is_ok_and(|b| aggregate::is_aggregate(&b))
 }
 
 impl Delivery for KinesisDelivery {

@@ -8,8 +8,8 @@ mod aggregate;
 mod delivery;
 
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
-pub use delivery::{Aggregated, KinesisDelivery};
 pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+pub use delivery::{Aggregated, KinesisDelivery};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -140,9 +140,8 @@ impl PartialResponse for KinesisEventResponse {
     /// Names the Kinesis record of `id`: a user record's aggregate, once.
     fn add_item_failure(&mut self, id: &str) {
         let sequence_number = delivery::checkpoint_of(id);
-        let named = |f: &KinesisBatchItemFailure| {
-            f.item_identifier.as_deref() == Some(sequence_number)
-        };
+        let named =
+            |f: &KinesisBatchItemFailure| f.item_identifier.as_deref() == Some(sequence_number);
         if !self.batch_item_failures.iter().any(named) {
             self.add_failure(sequence_number);
         }
