@@ -106,10 +106,10 @@ pub(crate) fn split(
         Ok(Some(users)) => {
             // Each user record is a copy of the aggregate with its own data.
             record.kinesis.data.0 = Vec::new();
-            let deliveries = (0u64..)
-                .zip(users)
-                .map(|(sub, user)| Ok(KinesisDelivery::user(&record, sub, user)));
-            out.extend(deliveries);
+            out.reserve(users.len());
+            for (sub, user) in (0u64..).zip(users) {
+                out.push(Ok(KinesisDelivery::user(&record, sub, user)));
+            }
         }
         Err(error) => {
             let id = Some(record.kinesis.sequence_number.clone()).filter(|s| !s.is_empty());
