@@ -22,6 +22,12 @@
 //! writing (Kinesis records carry no receive count to tell a redelivery
 //! by).
 //!
+//! A producer using the Kinesis Producer Library's aggregation packs many
+//! payments into one Kinesis record: the processor splits it, and each
+//! payment is credited on its own (its account its partition key); the
+//! response names the packed record when one of its payments is not done,
+//! and its redelivery replays the others.
+//!
 //! A record that can never succeed (data that is not a payment, no
 //! `payment_id`, a payment refused for good) is parked in the SQS queue
 //! `PARKING_QUEUE_URL` names ([`lambda_idempotency::parking`]): the shard goes on past

@@ -53,7 +53,7 @@ impl<'a> KeyInput<'a> {
     }
 
     /// The source's own record, when it is a `R`: `input.raw::<SqsMessage>()`
-    /// for an SQS record, `input.raw::<KinesisEventRecord>()` for a Kinesis
+    /// for an SQS record, `input.raw::<KinesisDelivery>()` for a Kinesis
     /// one.
     pub fn raw<R: 'static>(&self) -> Option<&'a R> {
         self.delivery.and_then(|d| d.as_any().downcast_ref::<R>())

@@ -4,8 +4,12 @@
 //!
 //! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
 
+mod aggregate;
+mod delivery;
+
 pub use aws_lambda_events::kinesis::{KinesisEvent, KinesisEventRecord};
 pub use aws_lambda_events::streams::{KinesisBatchItemFailure, KinesisEventResponse};
+pub use delivery::{Aggregated, KinesisDelivery};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -29,6 +33,8 @@ pub struct Kinesis {
     order: KinesisOrder,
     max_data_bytes: Option<usize>,
     payload: PayloadScope,
+    /// KPL aggregates stay whole ([`KinesisProcessor::deaggregate`]).
+    keep_aggregates: bool,
 }
 
 /// What a Kinesis record keeps its order with ([`KinesisProcessor::order`]);
@@ -80,7 +86,7 @@ pub fn parse_kinesis_event(value: Value) -> Result<KinesisStreamEvent, BatchErro
 
 impl Source for Kinesis {
     type Event = KinesisStreamEvent;
-    type Raw = KinesisEventRecord;
+    type Raw = KinesisDelivery;
     type Response = KinesisEventResponse;
     type Error = BatchError;
     const NAMES: &'static SourceNames = &SALVAGE.names;
@@ -93,23 +99,35 @@ impl Source for Kinesis {
         Ordering::StopLane
     }
 
-    fn records(
-        &self,
-        event: KinesisStreamEvent,
-    ) -> Vec<Result<KinesisEventRecord, MalformedRecord>> {
-        event.records
+    /// Each KPL aggregate split into its user records, unless
+    /// [`KinesisProcessor::deaggregate`] is off.
+    fn records(&self, event: KinesisStreamEvent) -> Vec<Result<KinesisDelivery, MalformedRecord>> {
+        let mut out = Vec::with_capacity(event.records.len());
+        for (index, record) in event.records.into_iter().enumerate() {
+            match record {
+                Ok(record) if !self.keep_aggregates => delivery::split(index, record, &mut out),
+                Ok(record) => out.push(Ok(KinesisDelivery::plain(record))),
+                Err(malformed) => out.push(Err(malformed)),
+            }
+        }
+        out
     }
 
-    fn within(&self, record: &KinesisEventRecord) -> Within {
-        self.within(Some(&record.kinesis.partition_key))
+    fn within(&self, record: &KinesisDelivery) -> Within {
+        self.within(Some(&record.record.kinesis.partition_key))
     }
 
+    /// An aggregate that cannot be read holds user records of unknown
+    /// partition keys: the whole shard keeps one order after it.
     fn within_malformed(&self, raw: &Value) -> Within {
+        if !self.keep_aggregates && delivery::is_aggregate(raw) {
+            return self.within(None);
+        }
         self.within(raw.pointer("/kinesis/partitionKey").and_then(Value::as_str))
     }
 
-    fn ticket(&self, record: &KinesisEventRecord) -> Option<Ticket> {
-        let arn = record.event_source_arn.as_deref();
+    fn ticket(&self, record: &KinesisDelivery) -> Option<Ticket> {
+        let arn = record.record.event_source_arn.as_deref();
         Ticket::new(SALVAGE.event_source, arn, record, record.clone())
     }
 
@@ -119,8 +137,14 @@ impl Source for Kinesis {
 }
 
 impl PartialResponse for KinesisEventResponse {
+    /// Names the Kinesis record of `id`: a user record's aggregate, once.
     fn add_item_failure(&mut self, id: &str) {
-        self.add_failure(id);
+        let sequence_number = delivery::checkpoint_of(id);
+        let named =
+            |f: &KinesisBatchItemFailure| f.item_identifier.as_deref() == Some(sequence_number);
+        if !self.batch_item_failures.iter().any(named) {
+            self.add_failure(sequence_number);
+        }
     }
 }
 
@@ -161,6 +185,16 @@ impl Processor<Kinesis> {
         self.source.max_data_bytes = Some(bytes);
         self
     }
+
+    /// Whether records packed by the Kinesis Producer Library (KPL
+    /// aggregates: the magic bytes `F3 89 9A C2`, a protobuf, its MD5) are
+    /// split into their user records, each its own delivery with the id
+    /// `<sequenceNumber>:<subSequenceNumber>`. Default `true`; `false`: an
+    /// aggregate is one record whose `data` is the packed bytes.
+    pub fn deaggregate(mut self, on: bool) -> Self {
+        self.source.keep_aggregates = !on;
+        self
+    }
 }
 
 /// The shard of an `eventID` (`<shardId>:<sequenceNumber>`).
@@ -194,10 +228,14 @@ pub struct KinesisRecord<M> {
     /// The parsed `data` (base64-decoded, then JSON).
     pub body: M,
     /// The record as Lambda delivered it (`sequenceNumber`, `partitionKey`,
-    /// the raw `data`, the arrival time).
+    /// the raw `data`, the arrival time); a user record of a KPL aggregate
+    /// has its own `partitionKey` and `data`, the rest is its aggregate's.
     pub record: KinesisEventRecord,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
+    /// Where a user record of a KPL aggregate sits in it; `None` for a
+    /// plain record.
+    pub aggregated: Option<Aggregated>,
 }
 
 impl<M> KinesisRecord<M> {
@@ -207,6 +245,7 @@ impl<M> KinesisRecord<M> {
             body,
             record,
             key: None,
+            aggregated: None,
         }
     }
 
@@ -221,12 +260,14 @@ impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
         &self,
         pipeline: &Pipeline<'_>,
         ident: &str,
-        record: KinesisEventRecord,
+        delivery: KinesisDelivery,
     ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
-        let data = record.kinesis.data.as_slice();
+        let data = delivery.record.kinesis.data.as_slice();
         check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
-        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &record, self.payload)?;
+        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &delivery, self.payload)?;
+        let (record, aggregated) = delivery.into_parts();
         let mut record = KinesisRecord::new(p.record, record);
+        record.aggregated = aggregated;
         record.key = p.key.clone();
         Ok(Prepared::new(record, p.key, p.payload))
     }

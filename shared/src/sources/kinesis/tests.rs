@@ -394,7 +394,10 @@ async fn a_record_without_a_shard_fails_with_every_later_record() {
 async fn a_key_function_sees_the_kinesis_record() {
     let (engine, _, _) = memory_engine();
     let selector = KeySelector::custom(|input| {
-        let raw = input.raw::<KinesisEventRecord>().expect("a Kinesis record");
+        let raw = &input
+            .raw::<KinesisDelivery>()
+            .expect("a Kinesis record")
+            .record;
         assert_eq!(
             input.delivery.and_then(|d| d.lane()),
             Some("shardId-000000000000")
@@ -515,5 +518,6 @@ async fn inside_the_deadline_margin_the_shard_stops_at_the_first_record_not_star
     assert_eq!(named(&report), [id]);
 }
 
+mod aggregates;
 mod lanes;
 mod parking;

@@ -147,6 +147,62 @@ async fn a_producer_retry_credits_once_in_a_batch_across_batches_and_across_shar
     assert_eq!(records_stored(&t.idempotency).await, 4);
 }
 
+/// A producer using the KPL's aggregation: the Kinesis records of
+/// `events/kinesis-payments-kpl.json` (two aggregates written by the awslabs
+/// aggregator around a plain record: 8 user records, 7 payments, `pay-3001`
+/// sent twice) put to a stream as they were written, read by the mapping in
+/// batches of 2 Kinesis records. Each payment credits once, every answer
+/// names only records of its batch; a mapping started again at the trim
+/// horizon replays them all and credits nothing. Before deaggregation, both
+/// aggregates failed as data that is not JSON and no balance was right.
+#[tokio::test]
+async fn kpl_aggregated_payments_credit_once_through_the_mapping() {
+    use base64::Engine as _;
+    let sample: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../events/kinesis-payments-kpl.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let kinesis = moto().kinesis().await;
+    let stream = create_stream(&kinesis, "ledger-kpl", 1).await;
+    let t = payment_tables("ledger-kpl").await;
+    let app = app(&t).await;
+    for record in sample["Records"].as_array().unwrap() {
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(record["kinesis"]["data"].as_str().unwrap())
+            .unwrap();
+        let key = record["kinesis"]["partitionKey"].as_str().unwrap();
+        put_to_shard(&kinesis, &stream, 0, key, data).await;
+    }
+    let options = Options {
+        batch_size: 2,
+        max_retries: 3,
+        retry_pause: Duration::from_millis(50),
+        ..Options::default()
+    };
+    let expected = BTreeMap::from([
+        ("acct-1".into(), 1500 + 250 + 3300),
+        ("acct-2".into(), 700 + 900),
+        ("acct-3".into(), 4200 + 100),
+    ]);
+
+    let stats = run(&stream, &options, &app).await;
+    assert!(stats.skipped.is_empty() && !stats.timed_out, "{stats:?}");
+    assert_eq!(stats.read, 3, "3 Kinesis records");
+    assert_eq!(stats.partial_failures + stats.bad_responses, 0, "{stats:?}");
+    assert_eq!(balances(&t.accounts).await, expected);
+    assert_eq!(records_stored(&t.idempotency).await, 7, "one per payment");
+
+    let again = run(&stream, &options, &app).await;
+    assert_eq!(again.records, 3);
+    assert_eq!(again.partial_failures + again.invocation_errors, 0);
+    assert_eq!(balances(&t.accounts).await, expected, "replayed");
+    assert_eq!(records_stored(&t.idempotency).await, 7);
+}
+
 /// Shard 0 holds a record that never parses (`not json`) between good ones;
 /// shard 1 only good ones. The poison is named in every answer, so its shard
 /// retries from it (the record after it in the batch is never applied) until

@@ -189,6 +189,31 @@ fn kinesis_samples_are_one_shard_each_with_a_producer_retry_and_a_poison_record(
     assert_eq!(seqs.len(), 8, "sequence numbers are unique in the stream");
 }
 
+/// The KPL sample: one shard's 3 records in sequence order, the first and
+/// last KPL aggregates (the magic bytes, an MD5 trailer), the middle one a
+/// plain JSON payment.
+#[test]
+fn kinesis_kpl_sample_is_one_shard_of_two_aggregates_around_a_plain_record() {
+    let file = "kinesis-payments-kpl.json";
+    let (event, _): (KinesisEvent, _) = round_trip_lossy(file, &text(file));
+    assert_eq!(event.records.len(), 3);
+    let mut last_seq: Option<(usize, String)> = None;
+    for (i, r) in event.records.iter().enumerate() {
+        let seq = &r.kinesis.sequence_number;
+        assert_eq!(
+            r.event_id,
+            Some(format!("shardId-000000000002:{seq}")),
+            "{file}"
+        );
+        let n = (seq.len(), seq.clone());
+        assert!(last_seq.as_ref().is_none_or(|l| *l < n), "in order");
+        last_seq = Some(n);
+        let aggregate = r.kinesis.data.starts_with(&[0xF3, 0x89, 0x9A, 0xC2]);
+        assert_eq!(aggregate, i != 1, "record {i}");
+        assert_eq!(json(&r.kinesis.data).is_some(), i == 1, "record {i}");
+    }
+}
+
 #[test]
 fn dynamodb_stream_sample_has_insert_modify_remove_and_a_ttl_deletion() {
     let file = "dynamodb-stream-subscriptions.json";
