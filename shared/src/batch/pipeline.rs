@@ -330,12 +330,15 @@ where
         // every earlier record of the lane and does not run behind a failure
         // of any of them, as if the lane were its unit.
         let disabled = p.settings.engine.config().disabled;
-        let unprotected = matches!(&slot.state, State::Ready { key, .. } if key.is_none() || disabled);
+        let unprotected =
+            matches!(&slot.state, State::Ready { key, .. } if key.is_none() || disabled);
         let mut skip_after = skip_after.map(str::to_owned);
         if let (None, true, Some(turn)) = (&skip_after, unprotected, &slot.turn) {
             skip_after = aside(seat, turn.wait()).await;
         }
         let outcome = match (slot.state, skip_after, &role) {
+            // Skipped already, behind the record that made it so.
+            (State::Failed(reason @ FailureReason::Skipped { .. }), ..) => Err(reason),
             // Behind a failure a record is skipped, whatever it is: one that
             // cannot run is parked when its turn comes, not before.
             (_, Some(after), _) => Err(FailureReason::Skipped { after }),
@@ -380,7 +383,11 @@ where
             Role::Follower { first, .. } => Some(first.as_str()),
             _ => None,
         };
-        let lane = (!unauthenticated).then_some(slot.ids.lane.as_deref()).flatten();
+        let lane = if unauthenticated {
+            None
+        } else {
+            slot.ids.lane.as_deref()
+        };
         let unit = Unit {
             lane,
             lane_field: p.names.lane_field,

@@ -207,7 +207,8 @@ fn parse_records(
     event: &Value,
     partitions: &Map<String, Value>,
 ) -> KafkaStreamEvent {
-    let (arn, servers) = (text(event, "/eventSourceArn"), text(event, "/bootstrapServers"));
+    let arn = text(event, "/eventSourceArn");
+    let servers = text(event, "/bootstrapServers");
     let origin = Arc::new((source.to_owned(), arn.clone(), servers.clone()));
     let mut records = Vec::new();
     for (partition, items) in BTreeMap::from_iter(partitions) {

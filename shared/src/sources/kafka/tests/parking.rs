@@ -110,9 +110,7 @@ async fn behind_a_failure_a_poison_record_is_skipped_and_parked_when_its_turn_co
     let sink = Sink::default();
     let report = p.process(event(), None, |m| sink.handle(m)).await;
     assert!(report.is_success(), "{:?}", report.records);
-    let positions: Vec<_> = (parking.parked().into_iter())
-        .map(|p| p.position)
-        .collect();
+    let positions: Vec<_> = (parking.parked().into_iter()).map(|p| p.position).collect();
     assert_eq!(positions, ["11", "12"]);
 }
 

@@ -226,13 +226,15 @@ async fn behind_a_failure_a_record_that_cannot_run_is_skipped_and_parked_when_it
     assert!(parking.parked().is_empty(), "{:?}", parking.parked());
 
     // The retry from 110, which now runs: the three are parked, once.
-    let report = p.process(event(batch(1)), None, terminal_or_retryable).await;
+    let report = p
+        .process(event(batch(1)), None, terminal_or_retryable)
+        .await;
     assert_eq!(
         labels(&report),
-        ["executed", "parked", "parked", "parked", "executed", "replayed"]
+        [
+            "executed", "parked", "parked", "parked", "executed", "replayed"
+        ]
     );
-    let positions: Vec<_> = (parking.parked().into_iter())
-        .map(|p| p.position)
-        .collect();
+    let positions: Vec<_> = (parking.parked().into_iter()).map(|p| p.position).collect();
     assert_eq!(positions, ["111", "112", "113"]);
 }
