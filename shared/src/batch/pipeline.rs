@@ -23,6 +23,7 @@ use super::key::{KeyFailure, KeyInput, PayloadScope, key_for};
 use super::lanes;
 use super::log::{Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
+use super::settings::UnprotectedOrder;
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
 use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
@@ -328,12 +329,13 @@ where
         // A record run unprotected would run again on every redelivery from
         // an earlier failure of its lane: in a lane cut by key, it waits for
         // every earlier record of the lane and does not run behind a failure
-        // of any of them, as if the lane were its unit.
+        // of any of them, as if the lane were its unit ([`UnprotectedOrder`]).
         let disabled = p.settings.engine.config().disabled;
         let unprotected =
             matches!(&slot.state, State::Ready { key, .. } if key.is_none() || disabled);
+        let by_lane = unprotected && p.settings.unprotected_order == UnprotectedOrder::Lane;
         let mut skip_after = skip_after.map(str::to_owned);
-        if let (None, true, Some(turn)) = (&skip_after, unprotected, &slot.turn) {
+        if let (None, true, Some(turn)) = (&skip_after, by_lane, &slot.turn) {
             skip_after = aside(seat, turn.wait()).await;
         }
         let outcome = match (slot.state, skip_after, &role) {

@@ -386,28 +386,36 @@ async fn a_record_without_a_key_waits_behind_any_earlier_failure_of_its_shard() 
 /// With the kill switch on every record runs unprotected: each waits
 /// behind every earlier record of its shard, as with
 /// `KinesisOrder::Shard`, and nothing after a failure of the shard runs;
-/// the other shard goes on.
+/// the other shard goes on. `UnprotectedOrder::Key` (a handler safe to run
+/// again) keeps them in their keys' lanes.
 #[tokio::test]
 async fn with_the_kill_switch_nothing_runs_behind_a_failure_of_its_shard() {
     let config = crate::Config::with_prefix("test.lanes").disabled(true);
     let engine = crate::Idempotency::new(crate::MemoryStore::new(), config);
     let p = KinesisProcessor::new(engine, KeySelector::pointer("/reading_id"));
-    let mut other_shard = record("1", "200", &reading("r200", 1));
-    other_shard["kinesis"]["partitionKey"] = json!("pk-e");
+    let batch = || {
+        let mut other_shard = record("1", "200", &reading("r200", 1));
+        other_shard["kinesis"]["partitionKey"] = json!("pk-e");
+        event(vec![
+            maybe_keyed("pk-a", 100, None, 1),
+            maybe_keyed("pk-b", 101, None, -2),
+            maybe_keyed("pk-c", 102, None, 2),
+            maybe_keyed("pk-a", 103, None, 3),
+            other_shard,
+        ])
+    };
     let sink = Sink::default();
-    let report = p
-        .process(
-            event(vec![
-                maybe_keyed("pk-a", 100, None, 1),
-                maybe_keyed("pk-b", 101, None, -2),
-                maybe_keyed("pk-c", 102, None, 2),
-                maybe_keyed("pk-a", 103, None, 3),
-                other_shard,
-            ]),
-            None,
-            |r| sink.handle(r),
-        )
-        .await;
+    let by_key = p
+        .clone()
+        .unprotected_order(crate::batch::UnprotectedOrder::Key);
+    let report = by_key.process(batch(), None, |r| sink.handle(r)).await;
+    let mut ran: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
+    ran.sort();
+    assert_eq!(ran, ["r100", "r101", "r102", "r103", "r200"]);
+    assert_eq!(named(&report), ["101"]);
+
+    let sink = Sink::default();
+    let report = p.process(batch(), None, |r| sink.handle(r)).await;
     let mut ran: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
     ran.sort();
     assert_eq!(ran, ["r100", "r101", "r200"]);
