@@ -11,7 +11,7 @@ mod publish;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lambda_idempotency::batch::{BatchError, RecordLogs};
+use lambda_idempotency::batch::{BatchError, RecordLogs, UnprotectedOrder};
 use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreamsProcessor};
 use lambda_idempotency::parking::{ParkedRecord, Parking, ParkingError};
 use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, PayloadScope, runtime};
@@ -86,7 +86,8 @@ impl Relay {
         let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::Id)
             .payload(PayloadScope::None)
             .parking(PoisonLog)
-            .record_logs(RecordLogs::Failures);
+            .record_logs(RecordLogs::Failures)
+            .unprotected_order(UnprotectedOrder::Key);
         let policy = Arc::new(policy);
         Self {
             processor,

@@ -27,6 +27,11 @@ pub struct MalformedRecord {
     pub error: String,
     /// The record as delivered.
     pub raw: Value,
+    /// Its position in its lane when its id is more (a Kafka offset).
+    pub(crate) position: Option<String>,
+    /// What names its source without an ARN (a self-managed Kafka cluster's
+    /// bootstrap servers), for its parked id.
+    pub(crate) cluster: Option<String>,
     names: &'static SourceNames,
     event_source: &'static str,
 }
@@ -152,6 +157,8 @@ impl MalformedRecord {
             lane,
             error,
             raw,
+            position: None,
+            cluster: None,
             names,
             event_source,
         }
@@ -170,7 +177,8 @@ impl MalformedRecord {
         let ticket = pipeline.parks().then(|| {
             let raw = std::mem::take(&mut self.raw);
             let arn = self.event_source_arn.as_deref();
-            Ticket::new(self.event_source, arn, &self, raw)
+            let ticket = Ticket::new(self.event_source, arn, &self, raw);
+            ticket.map(|t| t.in_cluster(self.cluster.as_deref()))
         });
         let ticket = ticket.flatten();
         let failed = Err(FailureReason::Parse(self.error));
@@ -189,6 +197,10 @@ impl Delivery for MalformedRecord {
 
     fn lane(&self) -> Option<&str> {
         non_empty(self.lane.as_deref())
+    }
+
+    fn position(&self) -> Option<&str> {
+        non_empty(self.position.as_deref()).or_else(|| self.id())
     }
 
     fn source(&self) -> &'static SourceNames {

@@ -34,6 +34,8 @@ pub use report::{BatchError, BatchReport, FailureReason, PartialResponse, Record
 pub(crate) use settings::millis;
 #[cfg(feature = "lambda")]
 pub(crate) use settings::remaining_now;
-pub use settings::{DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs};
+pub use settings::{
+    DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
+};
 pub use slot::Prepared;
 pub use source::{Prepare, Source};

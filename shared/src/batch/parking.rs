@@ -17,6 +17,8 @@ use crate::parking::{ParkedRecord, Parking};
 pub struct Ticket {
     source: String,
     event_source_arn: Option<String>,
+    /// What names its source when it has no ARN (self-managed Kafka).
+    cluster: Option<String>,
     lane: Option<String>,
     position: String,
     record: Box<dyn AsJson>,
@@ -51,18 +53,28 @@ impl Ticket {
             event_source_arn: event_source_arn
                 .filter(|a| !a.is_empty())
                 .map(str::to_owned),
+            cluster: None,
             lane: delivery.lane().filter(|l| !l.is_empty()).map(str::to_owned),
             position: position.to_owned(),
             record: Box::new(record),
         })
     }
 
-    /// The source position: `<eventSourceARN>/<lane>/<position>`, without
-    /// what is unknown, and without the lane when it is the ARN.
+    /// The same ticket of a source without an ARN named by `cluster` (a
+    /// self-managed Kafka cluster: its bootstrap servers), which its id
+    /// then begins with: two clusters' records never share an id.
+    pub(crate) fn in_cluster(mut self, cluster: Option<&str>) -> Self {
+        self.cluster = cluster.filter(|c| !c.is_empty()).map(str::to_owned);
+        self
+    }
+
+    /// The source position: `<eventSourceARN>/<lane>/<position>` (without
+    /// an ARN, the cluster in its place), without what is unknown, and
+    /// without the lane when it is the ARN.
     fn id(&self) -> String {
-        let arn = self.event_source_arn.as_deref();
-        let lane = self.lane.as_deref().filter(|l| Some(*l) != arn);
-        [arn, lane, Some(self.position.as_str())]
+        let origin = (self.event_source_arn.as_deref()).or(self.cluster.as_deref());
+        let lane = self.lane.as_deref().filter(|l| Some(*l) != origin);
+        [origin, lane, Some(self.position.as_str())]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()

@@ -23,6 +23,7 @@ use super::key::{KeyFailure, KeyInput, PayloadScope, key_for};
 use super::lanes;
 use super::log::{Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
+use super::settings::UnprotectedOrder;
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
 use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
@@ -305,9 +306,10 @@ where
         results
     }
 
-    /// Runs one record (or fails it without running when `skip_after` names
-    /// an earlier failure it must follow), shares its outcome with its
-    /// in-batch duplicates, parks it if it failed terminally, and logs it.
+    /// Runs one record (or skips it when `skip_after` names an earlier
+    /// failure it must follow, or when it runs unprotected and an earlier
+    /// record of its lane failed), shares its outcome with its in-batch
+    /// duplicates, parks it if it failed terminally, and logs it.
     async fn slot(
         &self,
         slot: Slot<Rec>,
@@ -320,11 +322,29 @@ where
             State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
             _ => None,
         };
+        // A record that failed its signature check is unauthenticated: its
+        // line carries the id and the reason only (no lane: on payments it
+        // is the account id).
+        let unauthenticated = matches!(slot.state, State::Failed(FailureReason::BadSignature(_)));
+        // A record run unprotected would run again on every redelivery from
+        // an earlier failure of its lane: in a lane cut by key, it waits for
+        // every earlier record of the lane and does not run behind a failure
+        // of any of them, as if the lane were its unit ([`UnprotectedOrder`]).
+        let disabled = p.settings.engine.config().disabled;
+        let unprotected =
+            matches!(&slot.state, State::Ready { key, .. } if key.is_none() || disabled);
+        let by_lane = unprotected && p.settings.unprotected_order == UnprotectedOrder::Lane;
+        let mut skip_after = skip_after.map(str::to_owned);
+        if let (None, true, Some(turn)) = (&skip_after, by_lane, &slot.turn) {
+            skip_after = aside(seat, turn.wait()).await;
+        }
         let outcome = match (slot.state, skip_after, &role) {
-            (State::Failed(reason), _, _) => Err(reason),
-            (State::Ready { .. }, Some(after), _) => Err(FailureReason::Skipped {
-                after: after.to_owned(),
-            }),
+            // Skipped already, behind the record that made it so.
+            (State::Failed(reason @ FailureReason::Skipped { .. }), ..) => Err(reason),
+            // Behind a failure a record is skipped, whatever it is: one that
+            // cannot run is parked when its turn comes, not before.
+            (_, Some(after), _) => Err(FailureReason::Skipped { after }),
+            (State::Failed(reason), None, _) => Err(reason),
             // Its first copy may be waiting for the batch's commit.
             (State::Ready { .. }, None, Role::Follower { first, outcome }) => {
                 aside(seat, follow(first, outcome.clone())).await
@@ -358,16 +378,17 @@ where
             }
             (outcome, ..) => outcome,
         };
+        if let Some(turn) = &slot.turn {
+            turn.settle(outcome.is_err().then_some(ident.as_str()));
+        }
         let duplicate_of = match &role {
             Role::Follower { first, .. } => Some(first.as_str()),
             _ => None,
         };
-        // A record that failed its signature check is unauthenticated: its
-        // line carries the id and the reason only (no lane: on payments it
-        // is the account id).
-        let lane = match &outcome {
-            Err(FailureReason::BadSignature(_)) => None,
-            _ => slot.ids.lane.as_deref(),
+        let lane = if unauthenticated {
+            None
+        } else {
+            slot.ids.lane.as_deref()
         };
         let unit = Unit {
             lane,

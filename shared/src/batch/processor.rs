@@ -17,7 +17,7 @@ use super::key::{KeySelector, MissingKey};
 use super::lanes::fail_after_missing_lane;
 use super::pipeline::Pipeline;
 use super::report::{BatchReport, FailureReason};
-use super::settings::{PreRead, RecordLogs, Settings};
+use super::settings::{PreRead, RecordLogs, Settings, UnprotectedOrder};
 use super::slot::{Slot, guard};
 use super::source::{Prepare, Source};
 use crate::engine::Idempotency;
@@ -96,6 +96,13 @@ impl<S: Source> Processor<S> {
     /// Which records get their own log line. Default [`RecordLogs::All`].
     pub fn record_logs(mut self, logs: RecordLogs) -> Self {
         self.settings.record_logs = logs;
+        self
+    }
+
+    /// What a record run unprotected keeps its order with in a lane cut by
+    /// key. Default [`UnprotectedOrder::Lane`].
+    pub fn unprotected_order(mut self, order: UnprotectedOrder) -> Self {
+        self.settings.unprotected_order = order;
         self
     }
 

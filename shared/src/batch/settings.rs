@@ -36,6 +36,26 @@ pub enum RecordLogs {
     Failures,
 }
 
+/// What a record run unprotected (no key under
+/// [`MissingKey::RunUnprotected`], or the kill switch) keeps its order with
+/// in a lane cut by key (Kinesis partition keys, DynamoDB items, Kafka
+/// record keys): nothing answers its redelivery, and the stream redelivers
+/// its shard or topic-partition from the lowest failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UnprotectedOrder {
+    /// Every earlier record of its shard or topic-partition, whatever their
+    /// keys: it does not run behind a failure of any of them, so a
+    /// redelivery from that failure does not run it twice. The default.
+    #[default]
+    Lane,
+    /// Only its key, as a protected record: it runs again on every
+    /// redelivery from an earlier failure of another key. For a handler that
+    /// is safe to run again and keeps no records on purpose (the outbox
+    /// relay: at least once, under stable ids).
+    Key,
+}
+
 /// The default number of records that run at a time, whatever the batch
 /// size (why 32: `docs/guarantees.md`, "Large batches and the deadline").
 pub const DEFAULT_CONCURRENCY: usize = 32;
@@ -64,6 +84,7 @@ pub(crate) struct Settings {
     pub(crate) missing_key: MissingKey,
     pub(crate) pre_read: PreRead,
     pub(crate) record_logs: RecordLogs,
+    pub(crate) unprotected_order: UnprotectedOrder,
     /// Where records that can never succeed are parked (ordered streams).
     pub(crate) parking: Option<Arc<dyn Parking>>,
 }
@@ -79,6 +100,7 @@ impl Settings {
             missing_key: MissingKey::default(),
             pre_read: PreRead::default(),
             record_logs: RecordLogs::default(),
+            unprotected_order: UnprotectedOrder::default(),
             parking: None,
         }
     }

@@ -7,6 +7,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::delivery::Ids;
+use super::lanes::Turn;
 use super::parking::Ticket;
 use super::report::FailureReason;
 use crate::engine::panic_message;
@@ -45,6 +46,8 @@ pub(crate) struct Slot<Rec> {
     pub(crate) role: Role,
     /// What the record is parked as when it fails terminally ([`Pipeline::parks`]).
     pub(crate) ticket: Option<Ticket>,
+    /// Its place in its lane when the lane is cut by key into several units.
+    pub(crate) turn: Option<Turn>,
 }
 
 impl<Rec> Slot<Rec> {
@@ -76,6 +79,7 @@ impl<Rec> Slot<Rec> {
             state,
             role: Role::Solo,
             ticket,
+            turn: None,
         }
     }
 }

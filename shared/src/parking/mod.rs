@@ -43,7 +43,9 @@ pub struct ParkedRecord {
     /// Its source position, the same for every copy of the record (a
     /// redelivery parks it again under the same id):
     /// `<eventSourceARN>/<lane>/<position>` (the lane left out when it is
-    /// the ARN, as for a DynamoDB stream).
+    /// the ARN, as for a DynamoDB stream; a self-managed Kafka cluster, which
+    /// has no ARN, is named by its bootstrap servers:
+    /// `<bootstrapServers>/<topic-partition>/<offset>`).
     pub id: String,
     /// The `eventSource`: `aws:kinesis`, `aws:dynamodb`, `aws:kafka`,
     /// `SelfManagedKafka`.
@@ -53,7 +55,8 @@ pub struct ParkedRecord {
     /// The lane: the Kinesis shard, the DynamoDB stream, the Kafka
     /// topic-partition.
     pub lane: Option<String>,
-    /// The position in the lane: the sequence number, the offset.
+    /// The position in the lane: the sequence number, the offset (a
+    /// record that is not a Kafka record too).
     pub position: String,
     /// Why it can never succeed.
     pub reason: String,

@@ -19,9 +19,9 @@ use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, 
 use crate::batch::{Within, json_type, malformed::text};
 use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
 
-/// The `eventSource` and `eventSourceArn` of a Kafka event, shared by its
-/// records.
-type Origin = Arc<(String, Option<String>)>;
+/// The `eventSource`, `eventSourceArn` and `bootstrapServers` of a Kafka
+/// event, shared by its records.
+type Origin = Arc<(String, Option<String>, Option<String>)>;
 
 /// The `eventSource` of an Amazon MSK event.
 pub const MSK_EVENT_SOURCE: &str = "aws:kafka";
@@ -80,7 +80,7 @@ pub type KafkaStreamEvent = StreamEvent<KafkaDelivery>;
 impl From<KafkaEvent> for KafkaStreamEvent {
     fn from(event: KafkaEvent) -> Self {
         let source = event.event_source.unwrap_or(MSK_EVENT_SOURCE.to_owned());
-        let origin = Arc::new((source, event.event_source_arn));
+        let origin = Arc::new((source, event.event_source_arn, event.bootstrap_servers));
         let mut deliveries = Vec::new();
         for (partition, records) in BTreeMap::from_iter(event.records) {
             for record in records {
@@ -124,8 +124,9 @@ impl Source for Kafka {
     }
 
     fn ticket(&self, delivery: &KafkaDelivery) -> Option<Ticket> {
-        let (source, arn) = &*delivery.origin;
-        Ticket::new(source, arn.as_deref(), delivery, delivery.record.clone())
+        let (source, arn, servers) = &*delivery.origin;
+        let ticket = Ticket::new(source, arn.as_deref(), delivery, delivery.record.clone());
+        ticket.map(|t| t.in_cluster(servers.as_deref()))
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
@@ -207,7 +208,8 @@ fn parse_records(
     partitions: &Map<String, Value>,
 ) -> KafkaStreamEvent {
     let arn = text(event, "/eventSourceArn");
-    let origin = Arc::new((source.to_owned(), arn.clone()));
+    let servers = text(event, "/bootstrapServers");
+    let origin = Arc::new((source.to_owned(), arn.clone(), servers.clone()));
     let mut records = Vec::new();
     for (partition, items) in BTreeMap::from_iter(partitions) {
         for raw in items.as_array().into_iter().flatten() {
@@ -222,7 +224,9 @@ fn parse_records(
                     let mut malformed = MalformedRecord::new(index, raw.clone(), &KAFKA, source);
                     let offset = raw.get("offset").and_then(Value::as_i64);
                     malformed.id = offset.map(|o| format!("{partition}@{o}"));
+                    malformed.position = offset.map(|o| o.to_string());
                     malformed.event_source_arn = arn.clone();
+                    malformed.cluster = servers.clone();
                     malformed.lane = Some(partition.clone());
                     malformed.error = format!("record {index} is not a Kafka record: {e}");
                     Err(malformed)
@@ -296,7 +300,7 @@ pub struct KafkaDelivery {
 impl KafkaDelivery {
     /// The record `record` of topic-partition `partition`, decoded.
     pub fn new(partition: impl Into<String>, record: KafkaRecord) -> Self {
-        let origin = Arc::new((MSK_EVENT_SOURCE.to_owned(), None));
+        let origin = Arc::new((MSK_EVENT_SOURCE.to_owned(), None, None));
         Self::of_event(partition.into(), record, origin)
     }
 

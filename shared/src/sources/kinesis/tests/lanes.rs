@@ -303,3 +303,129 @@ async fn a_poison_record_stops_its_key_and_is_named() {
         .await;
     assert_eq!(named(&report), ["102"]);
 }
+
+/// A record of shard 0 at `seq` under `partition_key`, with `key` at
+/// `/key` when given (reading `r<seq>`, `n`).
+fn maybe_keyed(partition_key: &str, seq: u64, key: Option<&str>, n: i64) -> Value {
+    let mut data = json!({"reading_id": format!("r{seq}"), "n": n});
+    if let Some(key) = key {
+        data["key"] = json!(key);
+    }
+    let mut r = record("0", &seq.to_string(), &data.to_string());
+    r["kinesis"]["partitionKey"] = json!(partition_key);
+    r
+}
+
+/// How often the handler ran each reading, over all deliveries.
+fn runs(sink: &Sink, reading: &str) -> usize {
+    sink.seen().iter().filter(|(_, id)| id == reading).count()
+}
+
+/// A record without a key runs unprotected: nothing would answer its
+/// redelivery. So it waits behind every earlier record of its shard, not
+/// only of its partition key, and does not run behind a failure of any of
+/// them (nor do the later records of its key); the other keys go on. The
+/// redelivery from the failure then runs it once. Before, `r103` (another
+/// partition key than the failure) ran at once and again on the
+/// redelivery.
+#[tokio::test]
+async fn a_record_without_a_key_waits_behind_any_earlier_failure_of_its_shard() {
+    let (engine, _, _) = memory_engine();
+    let p = KinesisProcessor::new(engine, KeySelector::pointer("/key"))
+        .missing_key(crate::MissingKey::RunUnprotected);
+    let batch = |n102: i64| {
+        let mut other_shard = record("1", "200", &reading("r200", 1));
+        other_shard["kinesis"]["partitionKey"] = json!("pk-e");
+        vec![
+            maybe_keyed("pk-a", 100, Some("a1"), 1),
+            maybe_keyed("pk-b", 101, None, 1),
+            maybe_keyed("pk-a", 102, Some("a2"), n102),
+            maybe_keyed("pk-c", 103, None, 3),
+            maybe_keyed("pk-c", 104, Some("c1"), 4),
+            maybe_keyed("pk-d", 105, Some("d1"), 5),
+            other_shard,
+        ]
+    };
+    let sink = Sink::default();
+    let report = p.process(event(batch(-2)), None, |r| sink.handle(r)).await;
+    assert!(matches!(
+        report.records[1].outcome,
+        Ok(Outcome::Unprotected(_))
+    ));
+    // 104, of its key, is behind 103.
+    for (r, after) in report.records[3..5].iter().zip(["102", "103"]) {
+        assert_eq!(
+            r.outcome,
+            Err(FailureReason::Skipped {
+                after: after.to_owned()
+            }),
+            "{:?}",
+            r.message_id
+        );
+    }
+    assert!(matches!(
+        report.records[5].outcome,
+        Ok(Outcome::Executed(_))
+    ));
+    assert!(matches!(
+        report.records[6].outcome,
+        Ok(Outcome::Unprotected(_))
+    ));
+    assert_eq!(named(&report), ["102"]);
+    assert_eq!(runs(&sink, "r103"), 0, "not run behind 102");
+
+    // Lambda redelivers from 102, which now succeeds.
+    let report = p
+        .process(event(batch(2)[2..6].to_vec()), None, |r| sink.handle(r))
+        .await;
+    assert!(report.is_success(), "{:?}", report.records);
+    assert_eq!(runs(&sink, "r103"), 1, "once over both deliveries");
+    assert_eq!(runs(&sink, "r105"), 1, "replayed");
+}
+
+/// With the kill switch on every record runs unprotected: each waits
+/// behind every earlier record of its shard, as with
+/// `KinesisOrder::Shard`, and nothing after a failure of the shard runs;
+/// the other shard goes on. `UnprotectedOrder::Key` (a handler safe to run
+/// again) keeps them in their keys' lanes.
+#[tokio::test]
+async fn with_the_kill_switch_nothing_runs_behind_a_failure_of_its_shard() {
+    let config = crate::Config::with_prefix("test.lanes").disabled(true);
+    let engine = crate::Idempotency::new(crate::MemoryStore::new(), config);
+    let p = KinesisProcessor::new(engine, KeySelector::pointer("/reading_id"));
+    let batch = || {
+        let mut other_shard = record("1", "200", &reading("r200", 1));
+        other_shard["kinesis"]["partitionKey"] = json!("pk-e");
+        event(vec![
+            maybe_keyed("pk-a", 100, None, 1),
+            maybe_keyed("pk-b", 101, None, -2),
+            maybe_keyed("pk-c", 102, None, 2),
+            maybe_keyed("pk-a", 103, None, 3),
+            other_shard,
+        ])
+    };
+    let sink = Sink::default();
+    let by_key = p
+        .clone()
+        .unprotected_order(crate::batch::UnprotectedOrder::Key);
+    let report = by_key.process(batch(), None, |r| sink.handle(r)).await;
+    let mut ran: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
+    ran.sort();
+    assert_eq!(ran, ["r100", "r101", "r102", "r103", "r200"]);
+    assert_eq!(named(&report), ["101"]);
+
+    let sink = Sink::default();
+    let report = p.process(batch(), None, |r| sink.handle(r)).await;
+    let mut ran: Vec<_> = sink.seen().into_iter().map(|(_, id)| id).collect();
+    ran.sort();
+    assert_eq!(ran, ["r100", "r101", "r200"]);
+    for r in &report.records[2..4] {
+        assert_eq!(
+            r.outcome,
+            Err(FailureReason::Skipped {
+                after: "101".to_owned()
+            })
+        );
+    }
+    assert_eq!(named(&report), ["101"]);
+}

@@ -183,3 +183,58 @@ async fn a_record_too_large_for_a_message_is_parked_as_a_reference() {
     assert_eq!(parked[0].id, format!("{STREAM}/{SHARD_0}/100"));
     assert!(serde_json::to_string(&parked[0]).unwrap().len() < 2_000);
 }
+
+/// Behind a retryable failure of its key, a record that cannot run (`data`
+/// not JSON, not base64, too large) is skipped like any other: not parked
+/// while the record before it is redelivered, so it is parked once, when
+/// its turn comes. Before, each was parked at once (reported done) and
+/// parked again on every retry from 110.
+#[tokio::test]
+async fn behind_a_failure_a_record_that_cannot_run_is_skipped_and_parked_when_its_turn_comes() {
+    let parking = crate::parking::MemoryParking::new();
+    let p = processor().max_data_bytes(500).parking(parking.clone());
+    let mut not_base64 = record("0", "112", "");
+    not_base64["kinesis"]["data"] = json!("%%% not base64 %%%");
+    let batch = |first: i64| {
+        vec![
+            record("0", "110", &reading("r-110", first)),
+            record("0", "111", "not json {"),
+            not_base64.clone(),
+            record("0", "113", &reading(&"x".repeat(600), 1)),
+            record("0", "114", &reading("r-114", 4)),
+            record("1", "200", &reading("r-200", 1)),
+        ]
+    };
+    let report = p
+        .process(event(batch(-2)), None, terminal_or_retryable)
+        .await;
+    assert_eq!(
+        labels(&report),
+        ["failed", "failed", "failed", "failed", "failed", "executed"]
+    );
+    for r in &report.records[1..5] {
+        assert_eq!(
+            r.outcome,
+            Err(FailureReason::Skipped {
+                after: "110".to_owned()
+            }),
+            "{:?}",
+            r.message_id
+        );
+    }
+    assert_eq!(named(&report), ["110"]);
+    assert!(parking.parked().is_empty(), "{:?}", parking.parked());
+
+    // The retry from 110, which now runs: the three are parked, once.
+    let report = p
+        .process(event(batch(1)), None, terminal_or_retryable)
+        .await;
+    assert_eq!(
+        labels(&report),
+        [
+            "executed", "parked", "parked", "parked", "executed", "replayed"
+        ]
+    );
+    let positions: Vec<_> = (parking.parked().into_iter()).map(|p| p.position).collect();
+    assert_eq!(positions, ["111", "112", "113"]);
+}
