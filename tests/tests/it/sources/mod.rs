@@ -12,3 +12,4 @@ mod kafka_esm;
 mod kinesis_esm;
 mod parking;
 mod source_samples;
+mod upstream_fixtures;
