@@ -28,6 +28,7 @@ use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
+use crate::parking::Parking;
 use crate::write::IntoStaged;
 
 /// How one batch runs: what every source's processor hands the pipeline.
@@ -37,6 +38,9 @@ pub struct Pipeline<'a> {
     pub(crate) ordering: Ordering,
     /// The source's names, for messages and log lines.
     pub(crate) names: &'static SourceNames,
+    /// Where a record that can never be prepared is parked when the
+    /// processor has no parking ([`Source::unprepared_parking`](super::Source::unprepared_parking)).
+    pub(crate) unprepared: Option<&'static dyn Parking>,
 }
 
 /// What every record of one batch shares.
@@ -62,7 +66,7 @@ impl Pipeline<'_> {
     /// Whether records that can never succeed are parked: each record then
     /// gets its [`Ticket`](super::parking::Ticket) ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
-        self.settings.parking.is_some()
+        self.settings.parking.is_some() || self.unprepared.is_some()
     }
 
     /// A record's document from `build`, only when the key or the payload
@@ -320,6 +324,10 @@ where
             State::Ready { key: Some(k), .. } => Some(k.hash().to_owned()),
             _ => None,
         };
+        let parking = match &slot.state {
+            State::Failed(_) => p.settings.parking.as_deref().or(p.unprepared),
+            State::Ready { .. } => p.settings.parking.as_deref(),
+        };
         let outcome = match (slot.state, skip_after, &role) {
             (State::Failed(reason), _, _) => Err(reason),
             (State::Ready { .. }, Some(after), _) => Err(FailureReason::Skipped {
@@ -352,7 +360,7 @@ where
         if let Role::Leader(tx) = &role {
             tx.send_replace(Some(share(&outcome)));
         }
-        let outcome = match (outcome, slot.ticket, p.settings.parking.as_deref()) {
+        let outcome = match (outcome, slot.ticket, parking) {
             (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
                 ticket.park(parking, reason, &ident).await
             }
