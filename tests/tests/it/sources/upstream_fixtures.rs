@@ -3,11 +3,11 @@
 //! metadata`): the upstream's own view of what AWS sends. Each fixture of a
 //! source we serve runs through its processor on a `MemoryStore`, with a
 //! handler typed `Value`, `String` and bytes (`lambda_idempotency::Bytes`),
-//! delivered twice: each record
-//! executes on the first delivery and replays on the second, or fails alone,
-//! both times, with the reason this table gives it. Every other fixture is
-//! listed with why it is not served; a fixture in neither list (a new one
-//! upstream) fails the catalogue test.
+//! delivered twice: each record executes on the first delivery and replays
+//! on the second, or fails (or is parked) alone, both times, with the reason
+//! this table gives it. Every other fixture is listed with why it is not
+//! served; a fixture in neither list (a new one upstream) fails the
+//! catalogue test.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
