@@ -32,14 +32,12 @@ pub enum KeyError {
     /// text or bytes, which is not read as JSON.
     #[error(
         "idempotency key pointer {pointer} reads JSON, but the handler takes the payload as \
-         {payload}: key by the record (KeySelector::Id, DeduplicationId, EventId, or a \
+         text or bytes: key by the record (KeySelector::Id, DeduplicationId, EventId, or a \
          message attribute) or by KeySelector::custom over KeyInput::payload"
     )]
     NotJson {
         /// The pointer.
         pointer: String,
-        /// What the handler takes the payload as: `text` or `bytes`.
-        payload: &'static str,
     },
 }
 

@@ -221,7 +221,7 @@ pub(crate) fn open_message<M: DeserializeOwned>(
     if kind != PayloadKind::Json {
         let what = format!("the SNS Message in {ident}");
         let body = payload::decode::<M>(kind, message.as_bytes(), &what, ident)?;
-        let document = payload::document(kind, message.as_bytes());
+        let document = payload::document(message.as_bytes());
         let envelope = None;
         return Ok(Opened {
             body,

@@ -36,8 +36,8 @@ pub struct KeyInput<'a> {
     pub envelope: Option<&'a Envelope>,
     /// The payload as delivered, when the handler takes it as text or bytes
     /// ([`PayloadKind`](super::PayloadKind)): what a key function over the
-    /// raw payload reads. `value` then is the payload as a JSON string (its
-    /// text, or the base64 text of bytes), which no JSON Pointer selects from
+    /// raw payload reads. `value` then is the payload as a JSON string (the
+    /// base64 text of its bytes), which no JSON Pointer selects from
     /// ([`KeyError::NotJson`]); `None` when the handler takes JSON.
     pub payload: Option<&'a [u8]>,
 }
@@ -151,12 +151,8 @@ impl KeySelector {
         let found = match self {
             // A text or bytes payload is no JSON document.
             Self::Pointer(pointer) if input.payload.is_some() && input.value.is_string() => {
-                let payload = match std::str::from_utf8(input.payload.unwrap_or_default()) {
-                    Ok(text) if input.value.as_str() == Some(text) => "text",
-                    _ => "bytes",
-                };
                 let pointer = pointer.clone();
-                return Ok(Err(KeyError::NotJson { pointer, payload }));
+                return Ok(Err(KeyError::NotJson { pointer }));
             }
             Self::Pointer(pointer) => return Ok(pointer_key(input.value, pointer)),
             Self::Custom(f) => {

@@ -181,13 +181,10 @@ pub(crate) fn decode<M: DeserializeOwned>(
 }
 
 /// The document of a payload taken as text or bytes: what keys and the
-/// payload hash read. Text is its string, bytes their base64 text: the hash
-/// covers every byte.
-pub(crate) fn document(kind: PayloadKind, bytes: &[u8]) -> Value {
-    match (kind, std::str::from_utf8(bytes)) {
-        (PayloadKind::Text, Ok(text)) => Value::String(text.to_owned()),
-        _ => Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-    }
+/// payload hash read, the base64 text of its bytes (one for a text and a
+/// bytes handler: the hash covers every byte, whatever the type reads).
+pub(crate) fn document(bytes: &[u8]) -> Value {
+    Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 /// What a payload reader asked for first.
@@ -445,13 +442,6 @@ mod tests {
             "{not_utf8:?}"
         );
         assert!(not_utf8.is_terminal());
-        assert_eq!(
-            document(PayloadKind::Text, b"hi"),
-            Value::String("hi".into())
-        );
-        assert_eq!(
-            document(PayloadKind::Bytes, b"hi"),
-            Value::String("aGk=".into())
-        );
+        assert_eq!(document(b"hi"), Value::String("aGk=".into()));
     }
 }

@@ -106,5 +106,5 @@ pub(crate) fn prepare_raw<M: DeserializeOwned>(
     ident: &str,
 ) -> Result<(M, Value), FailureReason> {
     let body = payload::decode::<M>(kind, bytes, what, ident)?;
-    Ok((body, payload::document(kind, bytes)))
+    Ok((body, payload::document(bytes)))
 }
