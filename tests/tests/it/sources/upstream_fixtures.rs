@@ -10,8 +10,9 @@
 //! catalogue test.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use lambda_idempotency::batch::{Prepare, Processor};
 use lambda_idempotency::dynamodb_streams::{DynamoDbRecord, DynamoDbStreams};
@@ -30,8 +31,14 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// The directory of the fixtures: `src/fixtures` beside the manifest of the
-/// `aws_lambda_events` package this workspace builds with.
-fn fixtures_dir() -> PathBuf {
+/// `aws_lambda_events` package this workspace builds with (asked of `cargo
+/// metadata` once per run).
+fn fixtures_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(find_fixtures_dir)
+}
+
+fn find_fixtures_dir() -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
         .args(["metadata", "--format-version", "1"])
