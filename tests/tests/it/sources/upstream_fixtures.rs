@@ -917,7 +917,7 @@ const NOT_SERVED: &[(&str, &str)] = &[
 #[test]
 fn every_fixture_is_served_or_listed_with_why() {
     let dir = fixtures_dir();
-    let files: BTreeSet<String> = std::fs::read_dir(&dir)
+    let files: BTreeSet<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".json"))
