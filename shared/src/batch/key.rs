@@ -150,9 +150,16 @@ impl KeySelector {
         let delivery = input.delivery;
         let found = match self {
             // A text or bytes payload is no JSON document.
-            Self::Pointer(pointer) if input.payload.is_some() && input.value.is_string() => {
-                let pointer = pointer.clone();
-                return Ok(Err(KeyError::NotJson { pointer }));
+            // A text or bytes payload is no JSON document: a pointer into it
+            // (or, for an SNS notification, one that finds nothing) fails
+            // as such, never as a missing key that could run unprotected.
+            Self::Pointer(pointer) if input.payload.is_some() => {
+                return Ok(match pointer_key(input.value, pointer) {
+                    Ok(found) if !input.value.is_string() => Ok(found),
+                    _ => Err(KeyError::NotJson {
+                        pointer: pointer.clone(),
+                    }),
+                });
             }
             Self::Pointer(pointer) => return Ok(pointer_key(input.value, pointer)),
             Self::Custom(f) => {

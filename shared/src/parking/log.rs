@@ -14,7 +14,7 @@ pub const LOG_MAX_MESSAGE_BYTES: usize = 256 * 1024 - 2048;
 /// never refuses a record. What a Kafka processor in
 /// `KafkaItemFailures::FailBatch` mode without a parking of its own does with
 /// a record that can never be prepared (`docs/sources/kafka.md`); a queue
-/// ([`SqsParking`](super::SqsParking)) keeps records more durably.
+/// (`SqsParking`, feature `parking-sqs`) keeps records more durably.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LogParking;
 

@@ -461,6 +461,25 @@ mod sns {
             outcomes(&processor.process(event(), None, handler).await),
             ["replayed"]
         );
+
+        // A pointer into the Message a bytes handler takes finds no JSON:
+        // the notification fails, even where a missing key would run
+        // unprotected; one into the notification itself still keys it.
+        let (engine, _, _) = memory_engine();
+        let into_message = SnsProcessor::new(engine, KeySelector::pointer("/Message/event_id"))
+            .missing_key(MissingKey::RunUnprotected);
+        let report = into_message.process(event(), None, handler).await;
+        let reason = report.records[0].outcome.as_ref().unwrap_err();
+        assert!(
+            matches!(reason, FailureReason::Key(KeyError::NotJson { .. })),
+            "{reason:?}"
+        );
+        let (engine, _, _) = memory_engine();
+        let by_id = SnsProcessor::new(engine, KeySelector::pointer("/MessageId"));
+        assert_eq!(
+            outcomes(&by_id.process(event(), None, handler).await),
+            ["executed"]
+        );
     }
 }
 
