@@ -28,6 +28,17 @@ pub enum KeyError {
         /// The JSON type found there.
         found: &'static str,
     },
+    /// A JSON Pointer selects the key, but the handler takes the payload as
+    /// text or bytes, which is not read as JSON.
+    #[error(
+        "idempotency key pointer {pointer} reads JSON, but the handler takes the payload as \
+         text or bytes: key by the record (KeySelector::Id, DeduplicationId, EventId, or a \
+         message attribute) or by KeySelector::custom over KeyInput::payload"
+    )]
+    NotJson {
+        /// The pointer.
+        pointer: String,
+    },
 }
 
 /// A failure of the idempotency store.

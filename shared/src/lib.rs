@@ -94,7 +94,7 @@ pub mod value;
 pub mod write;
 
 pub use backend::Backend;
-pub use batch::{KeyInput, KeySelector, MissingKey, PayloadScope, envelope};
+pub use batch::{Bytes, KeyInput, KeySelector, MissingKey, PayloadKind, PayloadScope, envelope};
 pub use config::{CommitMode, Config};
 pub use engine::{Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};

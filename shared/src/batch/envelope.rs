@@ -6,6 +6,7 @@
 
 use std::any::type_name;
 use std::collections::HashMap;
+use std::borrow::Cow;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sns::MessageAttribute;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::payload::{self, PayloadKind};
 use super::{FailureReason, json_type};
 
 /// An envelope a record's body was opened from.
@@ -286,13 +288,27 @@ fn open_notification<M: DeserializeOwned>(
 }
 
 /// Opens `message`, the `Message` of the SNS notification in `ident`: `M`
-/// from its JSON, or from its text as a JSON string when it is not JSON.
-/// One rule for a notification invoking the function and one in a body.
+/// from its JSON, or from its text as a JSON string when it is not JSON; a
+/// handler taking text or bytes ([`PayloadKind`]) takes the `Message` as
+/// delivered. One rule for a notification invoking the function and one in
+/// a body.
 pub(crate) fn open_message<M: DeserializeOwned>(
     ident: &str,
     message: &str,
 ) -> Result<Opened<M>, FailureReason> {
     let parse = FailureReason::Parse;
+    let kind = PayloadKind::of::<M>();
+    if kind != PayloadKind::Json {
+        let what = format!("the SNS Message in {ident}");
+        let body = payload::decode::<M>(kind, message.as_bytes(), &what, ident)?;
+        let document = payload::document(message.as_bytes());
+        let envelope = None;
+        return Ok(Opened {
+            body,
+            document,
+            envelope,
+        });
+    }
     let (body, document) = match serde_json::from_str::<Value>(message) {
         Ok(value) => {
             let body: M = serde_json::from_str(message).map_err(|e| {
@@ -323,6 +339,74 @@ pub(crate) fn open_message<M: DeserializeOwned>(
         document,
         envelope: None,
     })
+}
+
+/// Opens the body `text` of record `ident` under `mode` for a handler that
+/// takes text or bytes: the payload it takes (the body as delivered; an
+/// opened SNS notification's `Message` as delivered; an opened EventBridge
+/// event's `detail` as its JSON text) and the envelope it came from. The
+/// same envelopes as [`open`] are opened, by the same checks.
+pub(crate) fn open_raw<'t>(
+    mode: EnvelopeMode,
+    ident: &str,
+    text: &'t str,
+) -> Result<(Cow<'t, str>, Option<Envelope>), FailureReason> {
+    let kinds = match mode {
+        EnvelopeMode::Never => return Ok((Cow::Borrowed(text), None)),
+        EnvelopeMode::Unwrap(kinds) | EnvelopeMode::Require(kinds) => kinds,
+    };
+    let parse = FailureReason::Parse;
+    let mut why_not = Vec::new();
+    match serde_json::from_str::<Value>(text) {
+        Err(e) => why_not.push(format!("not JSON ({e})")),
+        Ok(value) => {
+            if matches!(kinds, Envelopes::EventBridge | Envelopes::Any) {
+                match check_eventbridge(&value) {
+                    Ok(()) => {
+                        #[derive(Deserialize)]
+                        struct Detail<'a> {
+                            #[serde(borrow)]
+                            detail: &'a serde_json::value::RawValue,
+                        }
+                        let bad = |e: serde_json::Error| {
+                            parse(format!(
+                                "body of message {ident} is an EventBridge event but not a \
+                                 valid one: {e}"
+                            ))
+                        };
+                        let event = EventBridgeEvent::<Value>::deserialize(&value).map_err(bad)?;
+                        let detail = serde_json::from_str::<Detail<'t>>(text).map_err(bad)?;
+                        let envelope = Envelope::EventBridge(Box::new(event));
+                        return Ok((Cow::Borrowed(detail.detail.get()), Some(envelope)));
+                    }
+                    Err(why) => why_not.push(format!("not an EventBridge event ({why})")),
+                }
+            }
+            if matches!(kinds, Envelopes::Sns | Envelopes::Any) {
+                match check_notification(&value) {
+                    Ok(()) => {
+                        let notification = SnsNotification::deserialize(&value).map_err(|e| {
+                            parse(format!(
+                                "body of message {ident} is an SNS notification but not a \
+                                 valid one: {e}"
+                            ))
+                        })?;
+                        let message = Cow::Owned(notification.message.clone());
+                        return Ok((message, Some(Envelope::Sns(Box::new(notification)))));
+                    }
+                    Err(why) => why_not.push(format!("not an SNS notification ({why})")),
+                }
+            }
+        }
+    }
+    match mode {
+        EnvelopeMode::Require(_) => Err(parse(format!(
+            "body of message {ident} must be {} (EnvelopeMode::Require): it is {}",
+            kinds.name(),
+            why_not.join("; ")
+        ))),
+        _ => Ok((Cow::Borrowed(text), None)),
+    }
 }
 
 /// The top-level fields of an EventBridge event (EventBridge User Guide,

@@ -34,6 +34,12 @@ pub struct KeyInput<'a> {
     pub delivery: Option<&'a dyn Delivery>,
     /// The envelope the record's body was opened from, if any.
     pub envelope: Option<&'a Envelope>,
+    /// The payload as delivered, when the handler takes it as text or bytes
+    /// ([`PayloadKind`](super::PayloadKind)): what a key function over the
+    /// raw payload reads. `value` then is the payload as a JSON string (the
+    /// base64 text of its bytes), which no JSON Pointer selects from
+    /// ([`KeyError::NotJson`]); `None` when the handler takes JSON.
+    pub payload: Option<&'a [u8]>,
 }
 
 impl<'a> KeyInput<'a> {
@@ -43,7 +49,14 @@ impl<'a> KeyInput<'a> {
             value,
             delivery,
             envelope: None,
+            payload: None,
         }
+    }
+
+    /// The same input, with the payload a text or bytes handler takes.
+    pub fn with_payload(mut self, payload: Option<&'a [u8]>) -> Self {
+        self.payload = payload;
+        self
     }
 
     /// The same input, with the envelope the body was opened from.
@@ -66,6 +79,7 @@ impl fmt::Debug for KeyInput<'_> {
             .field("value", self.value)
             .field("delivery", &self.delivery.map(Delivery::id))
             .field("envelope", &self.envelope.map(Envelope::id))
+            .field("payload", &self.payload.map(<[u8]>::len))
             .finish()
     }
 }
@@ -135,6 +149,18 @@ impl KeySelector {
     fn select(&self, input: KeyInput<'_>) -> Result<Result<Value, KeyError>, String> {
         let delivery = input.delivery;
         let found = match self {
+            // A text or bytes payload is no JSON document.
+            // A text or bytes payload is no JSON document: a pointer into it
+            // (or, for an SNS notification, one that finds nothing) fails
+            // as such, never as a missing key that could run unprotected.
+            Self::Pointer(pointer) if input.payload.is_some() => {
+                return Ok(match pointer_key(input.value, pointer) {
+                    Ok(found) if !input.value.is_string() => Ok(found),
+                    _ => Err(KeyError::NotJson {
+                        pointer: pointer.clone(),
+                    }),
+                });
+            }
             Self::Pointer(pointer) => return Ok(pointer_key(input.value, pointer)),
             Self::Custom(f) => {
                 return catch_unwind(AssertUnwindSafe(|| f(input)))

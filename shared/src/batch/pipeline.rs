@@ -29,6 +29,7 @@ use super::slot::{Role, Shared, Slot, State};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
+use crate::parking::Parking;
 use crate::write::IntoStaged;
 
 /// How one batch runs: what every source's processor hands the pipeline.
@@ -38,6 +39,9 @@ pub struct Pipeline<'a> {
     pub(crate) ordering: Ordering,
     /// The source's names, for messages and log lines.
     pub(crate) names: &'static SourceNames,
+    /// Where a record that can never be prepared is parked when the
+    /// processor has no parking ([`Source::unprepared_parking`](super::Source::unprepared_parking)).
+    pub(crate) unprepared: Option<&'static dyn Parking>,
 }
 
 /// What every record of one batch shares.
@@ -63,7 +67,7 @@ impl Pipeline<'_> {
     /// Whether records that can never succeed are parked: each record then
     /// gets its [`Ticket`](super::parking::Ticket) ([`Source::ticket`](super::Source::ticket)).
     pub fn parks(&self) -> bool {
-        self.settings.parking.is_some()
+        self.settings.parking.is_some() || self.unprepared.is_some()
     }
 
     /// A record's document from `build`, only when the key or the payload
@@ -338,6 +342,10 @@ where
         if let (None, true, Some(turn)) = (&skip_after, by_lane, &slot.turn) {
             skip_after = aside(seat, turn.wait()).await;
         }
+        let parking = match &slot.state {
+            State::Failed(_) => p.settings.parking.as_deref().or(p.unprepared),
+            State::Ready { .. } => p.settings.parking.as_deref(),
+        };
         let outcome = match (slot.state, skip_after, &role) {
             // Skipped already, behind the record that made it so.
             (State::Failed(reason @ FailureReason::Skipped { .. }), ..) => Err(reason),
@@ -372,7 +380,7 @@ where
         if let Role::Leader(tx) = &role {
             tx.send_replace(Some(share(&outcome)));
         }
-        let outcome = match (outcome, slot.ticket, p.settings.parking.as_deref()) {
+        let outcome = match (outcome, slot.ticket, parking) {
             (Err(reason), Some(ticket), Some(parking)) if reason.is_terminal() => {
                 ticket.park(parking, reason, &ident).await
             }

@@ -160,6 +160,7 @@ impl<S: Source> Processor<S> {
             settings: &self.settings,
             ordering,
             names: S::NAMES,
+            unprepared: self.source.unprepared_parking(),
         };
         let mut slots: Vec<Slot<Rec>> = self
             .source

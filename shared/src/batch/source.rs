@@ -12,6 +12,7 @@ use super::parking::Ticket;
 use super::pipeline::Pipeline;
 use super::report::{BatchError, BatchReport, FailureReason};
 use super::slot::Prepared;
+use crate::parking::Parking;
 
 /// One event source of the batch pipeline (SQS, Kinesis, DynamoDB Streams,
 /// Kafka, SNS); its value holds the source's own settings.
@@ -52,6 +53,14 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     /// What `record` is parked as when it can never succeed
     /// ([`Processor::parking`](super::Processor::parking)). Default: none.
     fn ticket(&self, _record: &Self::Raw) -> Option<Ticket> {
+        None
+    }
+
+    /// Where a record that can never be prepared (it does not decode, parse
+    /// or key: it fails before its handler) is parked when the processor
+    /// has no parking of its own. Default `None`: it fails as any record
+    /// does.
+    fn unprepared_parking(&self) -> Option<&'static dyn Parking> {
         None
     }
 

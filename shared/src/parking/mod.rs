@@ -8,6 +8,7 @@
 //! [`MemoryParking`] keeps records in memory. The rules:
 //! `docs/guarantees.md`, "Parked records".
 
+mod log;
 mod memory;
 #[cfg(feature = "parking-sqs")]
 mod sqs;
@@ -17,6 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use log::{LOG_MAX_MESSAGE_BYTES, LogParking};
 pub use memory::MemoryParking;
 #[cfg(feature = "parking-sqs")]
 pub use sqs::SqsParking;

@@ -19,7 +19,8 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 pub use crate::batch::EventError;
 use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadScope, json_type};
+use crate::batch::json_type;
+use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadKind, PayloadScope};
 use crate::engine::{Idempotency, Outcome};
 use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
 
@@ -97,6 +98,43 @@ impl EventPayload {
         let event = parse_event(&self.value)?;
         let exact = (self.text.as_ref()).and_then(|t| exact_material(t.get(), &self.value));
         Ok((event, exact.unwrap_or_else(|| self.value.clone())))
+    }
+}
+
+impl EventPayload {
+    /// The event with its `detail` as `D`, by the one rule of
+    /// [`PayloadKind`]: parsed from the JSON text (its numbers exact) when
+    /// `D` wants JSON; the `detail`'s JSON text as delivered when `D` takes
+    /// text, its bytes when `D` takes bytes.
+    fn typed<D: Serialize + DeserializeOwned>(
+        &self,
+        material: &Value,
+    ) -> Result<EventBridgeEvent<D>, serde_json::Error> {
+        let kind = PayloadKind::of::<D>();
+        if kind == PayloadKind::Json {
+            return match &self.text {
+                Some(text) => serde_json::from_str(text.get()),
+                None => EventBridgeEvent::<D>::deserialize(material),
+            };
+        }
+        #[derive(Deserialize)]
+        struct Detail<'a> {
+            #[serde(borrow)]
+            detail: &'a RawValue,
+        }
+        let detail = match &self.text {
+            Some(text) => serde_json::from_str::<Detail<'_>>(text.get())?
+                .detail
+                .get()
+                .to_owned(),
+            None => serde_json::to_string(&self.value["detail"])?,
+        };
+        let mut event = self.value.clone();
+        event["detail"] = match kind {
+            PayloadKind::Text => Value::String(detail),
+            _ => Value::Array(detail.bytes().map(Value::from).collect()),
+        };
+        EventBridgeEvent::<D>::deserialize(&event)
     }
 }
 
@@ -227,16 +265,13 @@ impl EventBridgeProcessor {
                     expected_detail_type: detail_type.clone(),
                 })
             }
-            // `D` from the text: its numbers exact.
-            _ => match &payload.text {
-                Some(text) => serde_json::from_str(text.get()),
-                None => EventBridgeEvent::<D>::deserialize(&material),
-            }
-            .map_err(|e| EventError::BadDetail {
-                event_id: event_id.clone(),
-                expected: std::any::type_name::<D>(),
-                error: e.to_string(),
-            }),
+            _ => payload
+                .typed::<D>(&material)
+                .map_err(|e| EventError::BadDetail {
+                    event_id: event_id.clone(),
+                    expected: std::any::type_name::<D>(),
+                    error: e.to_string(),
+                }),
         };
         let body = &material["detail"];
         let checked = checked.map(|typed| (&material, None, body, || handler(typed)));

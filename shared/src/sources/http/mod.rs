@@ -1,5 +1,6 @@
 //! HTTP APIs with an `Idempotency-Key` header: API Gateway HTTP APIs
-//! (payload format 2.0), Lambda function URLs and REST APIs (1.0).
+//! (payload format 2.0), Lambda function URLs, REST APIs (1.0) and
+//! Application Load Balancers.
 //! [`HttpProcessor`] runs the handler once per caller-scoped key and
 //! answers every retry with the first answer; its own error answers are
 //! RFC 9457 [`Problem`]s. The guide, with the table of answers:
@@ -230,9 +231,9 @@ impl HttpProcessor {
     }
 
     /// Handles one invocation: [`process`](HttpProcessor::process) on the
-    /// event's request (HTTP API, function URL or REST API) with the
-    /// invocation's remaining time, answered in the event's shape. Errors
-    /// are answered, not raised.
+    /// event's request (HTTP API, function URL, REST API or load balancer)
+    /// with the invocation's remaining time, answered in the event's shape.
+    /// Errors are answered, not raised.
     #[cfg(feature = "lambda")]
     pub async fn handle<I, R, P, H, Fut>(
         &self,
@@ -248,9 +249,7 @@ impl HttpProcessor {
     {
         let (payload, ctx) = event.into_parts();
         let remaining = remaining_now(&ctx);
-        let format = payload
-            .get("httpMethod")
-            .map_or(EventFormat::HttpApi, |_| EventFormat::RestApi);
+        let format = EventFormat::of(&payload).unwrap_or(EventFormat::HttpApi);
         Ok(match HttpRequest::from_event(payload) {
             Ok(request) => self
                 .process(&request, remaining, parse, handler)

@@ -1,5 +1,7 @@
-//! An HTTP request from an API Gateway or function URL event, and who sent it.
+//! An HTTP request from an API Gateway, function URL or Application Load
+//! Balancer event, and who sent it.
 
+use aws_lambda_events::alb::AlbTargetGroupRequest;
 use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayV2httpRequest};
 use aws_lambda_events::http::HeaderMap;
 use base64::Engine as _;
@@ -18,13 +20,17 @@ use crate::batch::json_type;
 pub enum Caller {
     /// The principal the event's authorizer names (a JWT's `iss` and `sub`,
     /// IAM's `userArn`, a Lambda authorizer's principal); without one, a REST
-    /// API's `identity.userArn`. A block naming none is refused (401).
+    /// API's `identity.userArn`. A block naming none is refused (401); a
+    /// block whose every field is `null` is no authorizer. An Application
+    /// Load Balancer has no authorizer: its requests name none this way.
     Principal,
     /// The API key id of a REST API usage plan (`identity.apiKeyId`).
     ApiKeyId,
     /// A request header set by a trusted layer in front of the function (a
-    /// proxy that authenticates the caller). Never a header the client
-    /// chooses freely: whoever can set it can read others' responses.
+    /// proxy that authenticates the caller, an Application Load Balancer
+    /// rule that authenticates every request and sets
+    /// `x-amzn-oidc-identity`). Never a header the client chooses freely:
+    /// whoever can set it can read others' responses.
     Header(String),
 }
 
@@ -43,11 +49,13 @@ pub struct HttpRequest {
     pub headers: HeaderMap,
     /// The body, base64-decoded when the event says it is encoded.
     pub body: Vec<u8>,
-    /// API Gateway's request id, if any.
+    /// API Gateway's request id (for a load balancer's request, its
+    /// `X-Amzn-Trace-Id` header), if any.
     pub request_id: Option<String>,
     /// The event's `requestContext.authorizer` block as API Gateway or the
-    /// function URL sent it (`None` when absent or `null`: no authorizer
-    /// ran). Its principal is read per [`Caller::Principal`].
+    /// function URL sent it (`None` when absent, `null` or naming nothing,
+    /// every field `null`: no authorizer ran; always `None` for a load
+    /// balancer's request). Its principal is read per [`Caller::Principal`].
     pub authorizer: Option<Value>,
     /// A REST API's `requestContext.identity.userArn` (IAM authorization),
     /// if any.
@@ -82,24 +90,58 @@ fn decode_body(body: Option<String>, base64: bool) -> Result<Vec<u8>, Problem> {
         })
 }
 
+/// Whether an authorizer block names anything: a block whose every field is
+/// `null` (`{"claims": null, "scopes": null}`, what a REST API route without
+/// an authorizer can carry), or that has none, is no authorizer.
+fn names_something(authorizer: &Value) -> bool {
+    match authorizer {
+        Value::Null => false,
+        Value::Object(fields) => fields.values().any(|v| !v.is_null()),
+        _ => true,
+    }
+}
+
+impl EventFormat {
+    /// The payload format of `event`, by the fields that tell them apart:
+    /// `requestContext.http` (HTTP API 2.0, function URLs),
+    /// `requestContext.elb` (Application Load Balancer; multi-value headers
+    /// when it sends `multiValueHeaders`), `httpMethod` (REST API 1.0).
+    pub(crate) fn of(event: &Value) -> Option<Self> {
+        if event.pointer("/requestContext/http").is_some() {
+            Some(Self::HttpApi)
+        } else if event.pointer("/requestContext/elb").is_some() {
+            let multi_value_headers = event.get("multiValueHeaders").is_some_and(Value::is_object);
+            Some(Self::Alb {
+                multi_value_headers,
+            })
+        } else if event.get("httpMethod").is_some() {
+            Some(Self::RestApi)
+        } else {
+            None
+        }
+    }
+}
+
 impl HttpRequest {
-    /// The request in an API Gateway HTTP API (2.0), function URL or REST
-    /// API (1.0) event. Anything else, or a body that does not decode, is a
-    /// 400 problem.
+    /// The request in an API Gateway HTTP API (2.0), function URL, REST API
+    /// (1.0) or Application Load Balancer event. Anything else, or a body
+    /// that does not decode, is a 400 problem.
     pub fn from_event(event: Value) -> Result<Self, Problem> {
         if !event.is_object() {
             return Err(malformed(format!(
-                "expected an API Gateway or function URL event (a JSON object), got {}",
+                "expected an API Gateway, function URL or load balancer event (a JSON object), \
+                 got {}",
                 json_type(&event)
             )));
         }
         let authorizer = event
             .pointer("/requestContext/authorizer")
-            .filter(|a| !a.is_null())
+            .filter(|a| names_something(a))
             .cloned();
         let user_arn = string_at(&event, "/requestContext/identity/userArn");
         let api_key_id = string_at(&event, "/requestContext/identity/apiKeyId");
-        if event.pointer("/requestContext/http").is_some() {
+        let format = EventFormat::of(&event);
+        if format == Some(EventFormat::HttpApi) {
             let e: ApiGatewayV2httpRequest = serde_json::from_value(event)
                 .map_err(|e| malformed(format!("malformed HTTP API (2.0) event: {e}")))?;
             let http = e.request_context.http;
@@ -114,13 +156,31 @@ impl HttpRequest {
                 user_arn,
                 api_key_id,
             })
-        } else if event.get("httpMethod").is_some() {
+        } else if let Some(format @ EventFormat::Alb { .. }) = format {
+            let e: AlbTargetGroupRequest = serde_json::from_value(event).map_err(|e| {
+                malformed(format!("malformed Application Load Balancer event: {e}"))
+            })?;
+            let headers = merged(e.multi_value_headers, &e.headers);
+            let request_id = (headers.get("x-amzn-trace-id"))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            // A load balancer has no authorizer and no API keys: nothing
+            // else in its event names a caller.
+            Ok(Self {
+                format,
+                method: e.http_method.as_str().to_owned(),
+                path: e.path.unwrap_or_else(|| "/".to_owned()),
+                headers,
+                body: decode_body(e.body, e.is_base64_encoded)?,
+                request_id,
+                authorizer: None,
+                user_arn: None,
+                api_key_id: None,
+            })
+        } else if format == Some(EventFormat::RestApi) {
             let e: ApiGatewayProxyRequest = serde_json::from_value(event)
                 .map_err(|e| malformed(format!("malformed REST API (1.0) event: {e}")))?;
-            let mut headers = e.multi_value_headers;
-            for (name, value) in &e.headers {
-                headers.entry(name).or_insert_with(|| value.clone());
-            }
+            let headers = merged(e.multi_value_headers, &e.headers);
             Ok(Self {
                 format: EventFormat::RestApi,
                 method: e.http_method.as_str().to_owned(),
@@ -134,8 +194,9 @@ impl HttpRequest {
             })
         } else {
             Err(malformed(
-                "not an API Gateway or function URL event (no requestContext.http, no \
-                 httpMethod): is the function wired to the right trigger?",
+                "not an API Gateway, function URL or load balancer event (no \
+                 requestContext.http, no requestContext.elb, no httpMethod): is the function \
+                 wired to the right trigger?",
             ))
         }
     }
@@ -189,7 +250,15 @@ impl HttpRequest {
                     .to_owned(),
             )),
             (None, Anonymous::ShareOneScope) => Ok("anonymous".to_owned()),
-            (None, Anonymous::Refuse) => Err("this request carries no caller identity".to_owned()),
+            (None, Anonymous::Refuse) => Err(match self.format {
+                EventFormat::Alb { .. } => "this Application Load Balancer request carries no \
+                    caller identity (a load balancer has no authorizer): name the header that \
+                    carries the caller (Caller::Header: one the load balancer sets after \
+                    authenticating every request, such as x-amzn-oidc-identity), or choose \
+                    Anonymous::ShareOneScope"
+                    .to_owned(),
+                _ => "this request carries no caller identity".to_owned(),
+            }),
         }
     }
 
@@ -235,6 +304,14 @@ impl HttpRequest {
         };
         id.map(|id| Some(format!("principal:{id}")))
     }
+}
+
+/// The multi-value headers with the single-value ones they lack.
+fn merged(mut headers: HeaderMap, single: &HeaderMap) -> HeaderMap {
+    for (name, value) in single {
+        headers.entry(name).or_insert_with(|| value.clone());
+    }
+    headers
 }
 
 /// The text at `pointer` in `value`: a non-blank string, or a number's

@@ -1,9 +1,10 @@
 //! A handler's HTTP response, how it is kept for replay, and how it is
-//! rendered for API Gateway and function URLs.
+//! rendered for API Gateway, function URLs and Application Load Balancers.
 
+use aws_lambda_events::alb::AlbTargetGroupResponse;
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
-use aws_lambda_events::http::{HeaderMap, HeaderName, HeaderValue};
+use aws_lambda_events::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,13 @@ pub enum EventFormat {
     HttpApi,
     /// API Gateway REST API (payload format 1.0).
     RestApi,
+    /// An Application Load Balancer's Lambda target group.
+    Alb {
+        /// The target group sends and takes multi-value headers
+        /// (`lambda.multi_value_headers.enabled`): the request came with
+        /// `multiValueHeaders`, and the response answers with them.
+        multi_value_headers: bool,
+    },
 }
 
 /// An HTTP response: status, headers (names in lowercase, in order) and body
@@ -104,10 +112,13 @@ impl HttpResponse {
         }
     }
 
-    /// The response as API Gateway (of `format`) takes it, for a function
-    /// that calls [`HttpProcessor::process`](super::HttpProcessor::process)
-    /// itself. A header that is not a valid HTTP header is dropped with a
-    /// warning.
+    /// The response as API Gateway or the load balancer (of `format`)
+    /// takes it, for a function that calls
+    /// [`HttpProcessor::process`](super::HttpProcessor::process) itself. A
+    /// header that is not a valid HTTP header is dropped with a warning. A
+    /// load balancer gets a `statusDescription` (`201 Created`) and the
+    /// headers in the request's form: `multiValueHeaders` when it sent
+    /// them, else `headers` (one value per name).
     pub fn render(&self, format: EventFormat) -> HttpEventResponse {
         let mut headers = HeaderMap::new();
         for (name, value) in &self.headers {
@@ -134,6 +145,26 @@ impl HttpResponse {
         match format {
             EventFormat::RestApi => response!(RestApi, ApiGatewayProxyResponse),
             EventFormat::HttpApi => response!(HttpApi, ApiGatewayV2httpResponse),
+            EventFormat::Alb {
+                multi_value_headers,
+            } => {
+                let mut r = AlbTargetGroupResponse::default();
+                r.status_code = i64::from(self.status);
+                let reason = StatusCode::from_u16(self.status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason());
+                r.status_description = Some(match reason {
+                    Some(reason) => format!("{} {reason}", self.status),
+                    None => self.status.to_string(),
+                });
+                if multi_value_headers {
+                    r.multi_value_headers = headers;
+                } else {
+                    r.headers = headers;
+                }
+                (r.body, r.is_base64_encoded) = (body, self.base64);
+                HttpEventResponse::Alb(r)
+            }
         }
     }
 }
@@ -148,4 +179,6 @@ pub enum HttpEventResponse {
     HttpApi(ApiGatewayV2httpResponse),
     /// For a REST API (payload format 1.0).
     RestApi(ApiGatewayProxyResponse),
+    /// For an Application Load Balancer.
+    Alb(AlbTargetGroupResponse),
 }

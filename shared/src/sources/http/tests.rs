@@ -383,7 +383,6 @@ async fn an_authorizer_block_without_a_caller_is_always_401() {
     f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
     let e = bare_event("POST", "/t", Some("k-auth"), "{}");
     for authorizer in [
-        json!({}),
         json!({"jwt": {"claims": {"sub": "alice"}, "scopes": null}}),
         json!({"jwt": {"claims": {"iss": "https://issuer.example"}}}),
         json!({"jwt": {"claims": {"iss": " ", "sub": "alice"}}}),
@@ -399,10 +398,15 @@ async fn an_authorizer_block_without_a_caller_is_always_401() {
         assert_eq!(problem(&r).kind, Problem::NO_CALLER, "{authorizer}");
     }
     assert_eq!(f.runs(), 0);
-    // `null` is no authorizer: the shared scope chosen applies.
+    // `null`, or a block naming nothing, is no authorizer: the shared scope
+    // chosen applies.
     let mut event = e.clone();
     event["requestContext"]["authorizer"] = Value::Null;
     assert_eq!(f.call(event, 201).await.status, 201);
+    let mut event = e.clone();
+    event["requestContext"]["authorizer"] = json!({});
+    let r = f.call(event, 201).await;
+    assert_eq!(r.header_value(REPLAYED_HEADER), Some("true"));
     assert_eq!(
         f.call(e, 201).await.header_value(REPLAYED_HEADER),
         Some("true")
@@ -604,4 +608,189 @@ async fn staged_writes_commit_with_the_key_once() {
     }
     let item = table.get(&key).await.unwrap().unwrap();
     assert_eq!(item.get("n"), Some(&AttrValue::n(1)));
+}
+
+/// An Application Load Balancer request (a Lambda target group), with its
+/// headers single-valued or, with `lambda.multi_value_headers.enabled`,
+/// multi-valued: no `requestContext.httpMethod`, no authorizer.
+fn alb_event(key: &str, body: &str, multi_value: bool) -> Value {
+    let mut event = json!({
+        "requestContext": {"elb": {
+            "targetGroupArn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/t/abc"
+        }},
+        "httpMethod": "POST",
+        "path": "/things",
+        "body": body,
+        "isBase64Encoded": false
+    });
+    let headers = json!({
+        "idempotency-key": key,
+        "content-type": "application/json",
+        "x-amzn-trace-id": "Root=1-5c34e93e-4dea0086f9763ac0667b115a"
+    });
+    if multi_value {
+        let multi: serde_json::Map<String, Value> = (headers.as_object().unwrap().iter())
+            .map(|(k, v)| (k.clone(), json!([v])))
+            .collect();
+        event["multiValueHeaders"] = Value::Object(multi);
+        event["multiValueQueryStringParameters"] = json!({});
+    } else {
+        event["headers"] = headers;
+        event["queryStringParameters"] = json!({});
+    }
+    event
+}
+
+/// Before: every ALB request was refused 400, "malformed REST API (1.0)
+/// event: missing field `httpMethod`" (it has one; it lacks
+/// `requestContext.httpMethod`, which a load balancer never sends).
+#[tokio::test]
+async fn an_alb_request_executes_then_replays_answered_in_the_alb_shape() {
+    for multi_value in [false, true] {
+        let mut f = fixture();
+        f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+        let e = alb_event("k-alb", r#"{"a":1}"#, multi_value);
+        let request = request(e.clone());
+        assert_eq!(
+            request.format,
+            EventFormat::Alb {
+                multi_value_headers: multi_value
+            }
+        );
+        assert_eq!(
+            (request.method.as_str(), request.path.as_str()),
+            ("POST", "/things")
+        );
+        assert_eq!(
+            request.request_id.as_deref(),
+            Some("Root=1-5c34e93e-4dea0086f9763ac0667b115a"),
+            "the trace id names the request in the log"
+        );
+        let first = f.call(e.clone(), 201).await;
+        let again = f.call(e, 201).await;
+        assert_eq!((first.status, again.status, f.runs()), (201, 201, 1));
+        assert_eq!(again.body, first.body, "byte for byte");
+        assert_eq!(again.header_value(REPLAYED_HEADER), Some("true"));
+        // The answer in ALB's shape, headers in the request's form.
+        let rendered = serde_json::to_value(again.render(request.format)).unwrap();
+        assert_eq!(rendered["statusCode"], 201);
+        assert_eq!(rendered["statusDescription"], "201 Created");
+        assert_eq!(rendered["isBase64Encoded"], false);
+        assert_eq!(rendered["body"], first.body.as_str());
+        let (used, unused) = if multi_value {
+            ("multiValueHeaders", "headers")
+        } else {
+            ("headers", "multiValueHeaders")
+        };
+        let replayed = &rendered[used][REPLAYED_HEADER];
+        let expected = if multi_value {
+            json!(["true"])
+        } else {
+            json!("true")
+        };
+        assert_eq!(replayed, &expected, "{rendered}");
+        assert_eq!(
+            rendered[used]["location"],
+            if multi_value {
+                json!(["/things/1"])
+            } else {
+                json!("/things/1")
+            }
+        );
+        let empty = rendered
+            .get(unused)
+            .is_none_or(|h| h.as_object().is_some_and(|h| h.is_empty()));
+        assert!(empty, "only the request's form of headers: {rendered}");
+    }
+}
+
+/// A load balancer has no authorizer: an ALB request is refused 401 (saying
+/// so, and what to configure) unless a header caller or the shared scope is
+/// chosen; headers claiming an authorizer's principal never name one.
+#[tokio::test]
+async fn an_alb_request_without_a_chosen_caller_is_401() {
+    let f = fixture();
+    let mut e = alb_event("k-alb", "{}", false);
+    // Fields an ALB never sends are not read as a caller.
+    e["requestContext"]["authorizer"] = json!({"principalId": "mallory"});
+    e["requestContext"]["identity"] =
+        json!({"apiKeyId": "key-1", "userArn": "arn:aws:iam::1:user/m"});
+    let r = f.call(e.clone(), 201).await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    let p = problem(&r);
+    assert_eq!(p.kind, Problem::NO_CALLER);
+    let detail = p.detail.unwrap_or_default();
+    assert!(detail.contains("Application Load Balancer"), "{detail}");
+    assert!(
+        detail.contains("Caller::Header") && detail.contains("ShareOneScope"),
+        "{detail}"
+    );
+    assert_eq!(f.runs(), 0);
+    // A header the load balancer sets after authenticating (authenticate-oidc).
+    let mut f = fixture();
+    f.processor = f.processor.clone().callers([
+        Caller::Principal,
+        Caller::Header("x-amzn-oidc-identity".into()),
+    ]);
+    let as_user = |sub: &str| {
+        let mut e = alb_event("k-alb", "{}", true);
+        e["multiValueHeaders"]["x-amzn-oidc-identity"] = json!([sub]);
+        e
+    };
+    let alice = f.call(as_user("alice"), 201).await;
+    let bob = f.call(as_user("bob"), 201).await;
+    assert_eq!((alice.status, bob.status, f.runs()), (201, 201, 2));
+    assert_eq!(bob.header_value(REPLAYED_HEADER), None, "bob runs his own");
+    let again = f.call(as_user("alice"), 201).await;
+    assert_eq!(again.header_value(REPLAYED_HEADER), Some("true"));
+    assert_eq!(f.runs(), 2);
+}
+
+/// A REST API (1.0) event on a route without an authorizer.
+fn rest_event(key: &str, authorizer: Value) -> Value {
+    json!({
+        "resource": "/t", "path": "/t", "httpMethod": "POST",
+        "headers": {"Idempotency-Key": key},
+        "multiValueHeaders": {"Idempotency-Key": [key]},
+        "requestContext": {"requestId": "r", "httpMethod": "POST", "authorizer": authorizer,
+            "identity": {"apiKeyId": null, "userArn": null}},
+        "body": "{}", "isBase64Encoded": false
+    })
+}
+
+/// Before: `{"claims": null, "scopes": null}` (what a REST API route without
+/// an authorizer can carry) was an authorizer naming no caller: 401 under
+/// every setting, even the shared scope chosen, and an API key never scoped
+/// it.
+#[tokio::test]
+async fn an_authorizer_block_naming_nothing_is_no_authorizer() {
+    let empty = json!({"claims": null, "scopes": null});
+    // Refused by default, as a request without any caller identity.
+    let f = fixture();
+    let r = f.call(rest_event("k-none", empty.clone()), 201).await;
+    assert_eq!(r.status, 401);
+    let detail = problem(&r).detail.unwrap_or_default();
+    assert!(detail.contains("carries no caller identity"), "{detail}");
+    // The shared scope chosen: it runs once and replays.
+    let mut f = fixture();
+    f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+    let first = f.call(rest_event("k-none", empty.clone()), 201).await;
+    let again = f.call(rest_event("k-none", empty.clone()), 201).await;
+    assert_eq!((first.status, again.status, f.runs()), (201, 201, 1));
+    assert_eq!(again.header_value(REPLAYED_HEADER), Some("true"));
+    // An API key scopes it.
+    let f = fixture();
+    let mut keyed = rest_event("k-none", empty);
+    keyed["requestContext"]["identity"]["apiKeyId"] = json!("key-1");
+    assert_eq!(f.call(keyed, 201).await.status, 201);
+    // A block naming something that names no caller is still refused.
+    let mut f = fixture();
+    f.processor = f.processor.clone().anonymous(Anonymous::ShareOneScope);
+    for named in [
+        json!({"claims": {}, "scopes": null}),
+        json!({"claims": null, "lambda": {}}),
+    ] {
+        let r = f.call(rest_event("k-named", named.clone()), 201).await;
+        assert_eq!(r.status, 401, "{named}");
+    }
 }

@@ -17,6 +17,7 @@ use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, 
 use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
 use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
+use crate::parking::{LogParking, Parking};
 use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
 
 /// The `eventSource`, `eventSourceArn` and `bootstrapServers` of a Kafka
@@ -46,7 +47,117 @@ pub struct Kafka {
     order: KafkaOrder,
     item_failures: KafkaItemFailures,
     payload: PayloadScope,
+    schema_registry: Option<SchemaRegistry>,
 }
+
+/// The schema registry framing Kafka values ([`KafkaProcessor::schema_registry`]):
+/// its header is taken off each value, and the schema it names is
+/// [`KafkaMessage::schema`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaRegistry {
+    /// The Confluent wire format: a magic byte `0`, then the schema id, 4
+    /// bytes big-endian (Protobuf values then begin with their message
+    /// indexes, `0x00` for the schema's first message).
+    Confluent,
+    /// The AWS Glue Schema Registry: a header version byte `3`, a
+    /// compression byte (`0` none, `5` zlib), then the schema version id, a
+    /// 16-byte UUID.
+    Glue,
+    /// Either, told apart by the first byte.
+    Any,
+}
+
+/// The schema a framed value names ([`KafkaMessage::schema`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SchemaId {
+    /// A Confluent schema id.
+    Confluent(u32),
+    /// An AWS Glue Schema Registry schema version id.
+    Glue {
+        /// The schema version id (a UUID, its 16 bytes; [`SchemaId::glue_uuid`]).
+        version: [u8; 16],
+        /// Whether the payload is zlib-compressed (compression byte `5`):
+        /// decompress it before decoding (e.g. with the `flate2` crate).
+        zlib: bool,
+    },
+}
+
+impl SchemaId {
+    /// A Glue schema version id as its text (`b0a1…-…`, 8-4-4-4-12 hex).
+    pub fn glue_uuid(&self) -> Option<String> {
+        let Self::Glue { version, .. } = self else {
+            return None;
+        };
+        let hex: String = version.iter().map(|b| format!("{b:02x}")).collect();
+        let at = |a: usize, b: usize| &hex[a..b];
+        Some(format!(
+            "{}-{}-{}-{}-{}",
+            at(0, 8),
+            at(8, 12),
+            at(12, 16),
+            at(16, 20),
+            at(20, 32)
+        ))
+    }
+}
+
+impl SchemaRegistry {
+    /// The schema `value` names and the payload after its header, or why
+    /// it is not framed by this registry.
+    pub fn split(self, value: &[u8]) -> Result<(SchemaId, &[u8]), String> {
+        match (self, value.first()) {
+            (Self::Confluent, _) | (Self::Any, Some(0)) => confluent(value),
+            (Self::Glue, _) | (Self::Any, _) => glue(value),
+        }
+    }
+}
+
+/// A value in the Confluent wire format, split.
+fn confluent(value: &[u8]) -> Result<(SchemaId, &[u8]), String> {
+    match value {
+        [0, a, b, c, d, rest @ ..] => {
+            let id = u32::from_be_bytes([*a, *b, *c, *d]);
+            Ok((SchemaId::Confluent(id), rest))
+        }
+        _ => Err(format!(
+            "it is not framed in the Confluent wire format (a magic byte 0 and a 4-byte schema \
+             id; it begins {})",
+            begins(value)
+        )),
+    }
+}
+
+/// A value framed by the AWS Glue Schema Registry, split.
+fn glue(value: &[u8]) -> Result<(SchemaId, &[u8]), String> {
+    match value {
+        [3, compression @ (0 | 5), rest @ ..] if rest.len() >= 16 => {
+            let (id, payload) = rest.split_at(16);
+            let version = <[u8; 16]>::try_from(id).unwrap_or_default();
+            let zlib = *compression == 5;
+            Ok((SchemaId::Glue { version, zlib }, payload))
+        }
+        _ => Err(format!(
+            "it is not framed by the AWS Glue Schema Registry (a header version byte 3, a \
+             compression byte 0 or 5 and a 16-byte schema version id; it begins {})",
+            begins(value)
+        )),
+    }
+}
+
+/// The first bytes of `value`, in hex, for messages.
+fn begins(value: &[u8]) -> String {
+    let shown: Vec<String> = value.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    match shown.is_empty() {
+        true => "empty".to_owned(),
+        false => shown.join(" "),
+    }
+}
+
+/// Where a Kafka record that can never be prepared goes under
+/// [`KafkaItemFailures::FailBatch`] without a parking: the log.
+static LOG_PARKING: LogParking = LogParking;
 
 /// What a Kafka record keeps its order with ([`KafkaProcessor::order`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -127,6 +238,19 @@ impl Source for Kafka {
         let (source, arn, servers) = &*delivery.origin;
         let ticket = Ticket::new(source, arn.as_deref(), delivery, delivery.record.clone());
         ticket.map(|t| t.in_cluster(servers.as_deref()))
+    }
+
+    /// Under [`KafkaItemFailures::FailBatch`] a record that can never be
+    /// prepared (not a Kafka record, not base64, not the handler's type,
+    /// without a key) would fail every retry of the batch, and Kafka's
+    /// default retries are unlimited: its partition would stall. Without a
+    /// parking of the processor's own it is parked in the log
+    /// ([`LogParking`]) and its partition goes on. `Reported` names it.
+    fn unprepared_parking(&self) -> Option<&'static dyn Parking> {
+        match self.item_failures {
+            KafkaItemFailures::FailBatch => Some(&LOG_PARKING),
+            KafkaItemFailures::Reported => None,
+        }
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
@@ -249,10 +373,18 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
         if let Some(problem) = &delivery.undecodable {
             return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
         }
-        let value = delivery.value.as_deref();
+        let (schema, value) = match (self.schema_registry, delivery.value.as_deref()) {
+            (Some(registry), Some(value)) => {
+                let (schema, payload) = registry.split(value).map_err(|why| {
+                    FailureReason::Parse(format!("the value of record {ident}: {why}"))
+                })?;
+                (Some(schema), Some(payload))
+            }
+            (_, value) => (None, value),
+        };
         let p = prepare_json::<M>(pipeline, ident, "value", value, &delivery, self.payload)?;
         let mut message = KafkaMessage::new(p.record, delivery);
-        message.key = p.key.clone();
+        (message.key, message.schema) = (p.key.clone(), schema);
         Ok(Prepared::new(message, p.key, p.payload))
     }
 }
@@ -273,6 +405,16 @@ impl Processor<Kafka> {
     /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
         self.source.payload = scope;
+        self
+    }
+
+    /// Values are framed by `registry`: its header is taken off each value
+    /// before the value is read (JSON, text or bytes, by the handler's
+    /// type), and the schema it names is [`KafkaMessage::schema`]. A value
+    /// without the header can never be read: it fails terminally (parked).
+    /// Default: values as produced.
+    pub fn schema_registry(mut self, registry: SchemaRegistry) -> Self {
+        self.source.schema_registry = Some(registry);
         self
     }
 }
@@ -370,22 +512,29 @@ impl Delivery for KafkaDelivery {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct KafkaMessage<M> {
-    /// The parsed value (base64-decoded, then JSON; `null` for a tombstone).
+    /// The value, base64-decoded (and its schema registry header taken
+    /// off), then read by the handler's type ([`crate::PayloadKind`]):
+    /// parsed as JSON (`null` for a tombstone), or taken as text or bytes
+    /// ([`crate::Bytes`]).
     pub body: M,
     /// The record, decoded: its topic, partition, offset, key and headers.
     pub delivery: KafkaDelivery,
     /// The record's idempotency key (`None` when running unprotected).
     pub key: Option<IdempotencyKey>,
+    /// The schema the value's registry header names
+    /// ([`KafkaProcessor::schema_registry`]).
+    pub schema: Option<SchemaId>,
 }
 
 impl<M> KafkaMessage<M> {
     /// A message (handler unit tests).
     pub fn new(body: M, delivery: KafkaDelivery) -> Self {
-        let key = None;
+        let (key, schema) = (None, None);
         Self {
             body,
             delivery,
             key,
+            schema,
         }
     }
 }

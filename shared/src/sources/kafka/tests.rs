@@ -43,6 +43,13 @@ fn processor() -> KafkaProcessor {
     KafkaProcessor::new(engine, KeySelector::pointer("/event_id"))
 }
 
+/// A processor in `Reported` mode: a record that can never be prepared
+/// fails and holds back its partition (under the default `FailBatch`
+/// without a parking it is parked in the log instead).
+fn reporting() -> KafkaProcessor {
+    processor().item_failures(KafkaItemFailures::Reported)
+}
+
 /// What a mapping in provisioned mode with `ReportBatchItemFailures` is
 /// told to deliver again.
 fn named(report: &BatchReport<Value>) -> Vec<(String, i64)> {
@@ -123,7 +130,7 @@ impl Sink {
 #[tokio::test]
 async fn the_msk_sample_a_poison_record_holds_back_only_its_partition() {
     let sink = Sink::default();
-    let report = processor().process(msk(), None, |m| sink.handle(m)).await;
+    let report = reporting().process(msk(), None, |m| sink.handle(m)).await;
     assert_eq!(
         sink.ran(),
         ["orders-0@41", "orders-0@42"],
@@ -162,7 +169,7 @@ async fn after_a_failure_nothing_later_in_its_partition_runs() {
     // evt-4002 fails at orders-0@42: 43 (a copy of 41, which succeeded)
     // is not even replayed, it waits behind 42.
     let sink = Sink::failing(vec!["evt-4002"]);
-    let report = processor().process(msk(), None, |m| sink.handle(m)).await;
+    let report = reporting().process(msk(), None, |m| sink.handle(m)).await;
     assert_eq!(sink.ran(), ["orders-0@41", "orders-0@42"]);
     assert!(matches!(
         outcome(&report, "orders-0@41"),
@@ -277,6 +284,7 @@ async fn the_offset_is_what_keyselector_id_keys_on() {
     let (engine, _, _) = memory_engine();
     let sink = Sink::default();
     let report = KafkaProcessor::new(engine, KeySelector::Id)
+        .item_failures(KafkaItemFailures::Reported)
         .process(msk(), None, |m| sink.handle(m))
         .await;
     assert!(matches!(
@@ -300,6 +308,7 @@ async fn a_header_is_a_key_and_gives_the_same_key_as_the_value() {
     );
     let event = parse_kafka_event(event).unwrap();
     let by_header = KafkaProcessor::new(engine.clone(), KeySelector::attribute("idempotency-key"))
+        .item_failures(KafkaItemFailures::Reported)
         .process(event, None, |m| sink.handle(m))
         .await;
     assert!(matches!(
@@ -407,7 +416,7 @@ async fn undecodable_values_and_tombstones() {
     orders_0[0].value = Some("%%% not base64".to_owned());
     orders_0[1].value = None; // a tombstone
     let sink = Sink::default();
-    let report = processor().process(event, None, |m| sink.handle(m)).await;
+    let report = reporting().process(event, None, |m| sink.handle(m)).await;
     assert!(
         matches!(outcome(&report, "orders-0@1500"), Err(FailureReason::Parse(m)) if m.contains("value is not base64")),
         "{:?}",
@@ -476,7 +485,7 @@ async fn a_record_that_is_not_a_kafka_record_fails_alone() {
     assert_eq!(malformed.id.as_deref(), Some("orders-0@12"));
     assert_eq!(malformed.lane.as_deref(), Some("orders-0"));
     let sink = Sink::default();
-    let report = processor().process(event, None, |m| sink.handle(m)).await;
+    let report = reporting().process(event, None, |m| sink.handle(m)).await;
     assert!(
         matches!(outcome(&report, "orders-0@12"), Err(FailureReason::Parse(m)) if m.contains("not a Kafka record")),
         "{:?}",
@@ -494,7 +503,7 @@ async fn a_record_that_is_not_a_kafka_record_fails_alone() {
     assert_eq!(named(&report), [named_0(12), named_0(13), named_0(14)]);
 
     json["records"]["orders-1"][0]["offset"] = json!("twenty");
-    let report = processor()
+    let report = reporting()
         .process(parse_kafka_event(json).unwrap(), None, |m| sink.handle(m))
         .await;
     let reported = processor().item_failures(KafkaItemFailures::Reported);

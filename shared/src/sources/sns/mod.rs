@@ -14,7 +14,7 @@ use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
 use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
-use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
+use crate::batch::{PayloadKind, Prepare, Prepared, Processor, Source, SourceNames};
 use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::{key::IdempotencyKey, sources::hashed};
 
@@ -193,7 +193,9 @@ impl Delivery for SnsRecord {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Notification<M> {
-    /// The parsed `Message` (JSON, or its text as a JSON string).
+    /// The `Message`: parsed as JSON when `M` wants JSON (a `Message` that
+    /// is not JSON is read as a JSON string), as delivered when `M` takes
+    /// text or bytes ([`PayloadKind`]).
     pub body: M,
     /// The record as Lambda delivered it (`Sns`: `MessageId`, `TopicArn`,
     /// `Subject`, `Timestamp`, `MessageAttributes`, the raw `Message`).
@@ -236,7 +238,10 @@ impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
             FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))
         })?;
         let material = material(notification, &opened.document);
-        let key = pipeline.key_of(ident, KeyInput::new(&material, Some(&record)))?;
+        let raw = PayloadKind::of::<M>() != PayloadKind::Json;
+        let input = KeyInput::new(&material, Some(&record));
+        let input = input.with_payload(raw.then_some(record.sns.message.as_bytes()));
+        let key = pipeline.key_of(ident, input)?;
         let mut notification = Notification::new(opened.body, record);
         notification.key = key.clone();
         Ok(Prepared::new(

@@ -12,11 +12,13 @@ pub use crate::batch::{
     BatchError, BatchReport, FailureReason, Ordering, PartialResponse, PreRead, RecordResult,
 };
 
+use crate::batch::PayloadKind;
 use crate::batch::envelope::{self, looks_like_eventbridge};
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{Attribute, Delivery, IdField, KeyInput, LaneField, MalformedRecord};
 use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::{key::IdempotencyKey, signature::Verifier, sources::check_size, sources::hashed};
+use crate::sources::{check_size, hashed, prepare_raw};
+use crate::{key::IdempotencyKey, signature::Verifier};
 
 /// The SQS system attribute holding a FIFO record's message group.
 pub const MESSAGE_GROUP_ID: &str = "MessageGroupId";
@@ -275,8 +277,25 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
         if let Some(verifier) = &self.verifier {
             (verifier.verify_message(&message)).map_err(FailureReason::BadSignature)?;
         }
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| parse(format!("body of message {ident} is not JSON: {e}")))?;
+        let kind = PayloadKind::of::<M>();
+        if kind != PayloadKind::Json {
+            let (payload, envelope) = envelope::open_raw(self.envelope, ident, text)?;
+            let (body, document) = prepare_raw::<M>(kind, payload.as_bytes(), "body", ident)?;
+            let input = KeyInput::new(&document, Some(&message))
+                .with_envelope(envelope.as_ref())
+                .with_payload(Some(payload.as_bytes()));
+            let key = pipeline.key_of(ident, input)?;
+            let mut record = SqsRecord::new(body, message);
+            (record.envelope, record.key) = (envelope, key.clone());
+            return Ok(Prepared::new(record, key, hashed(self.payload, document)));
+        }
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            parse(format!(
+                "body of message {ident} is not JSON, which the handler's type {} takes (type \
+                 it String or lambda_idempotency::Bytes to take text or bytes): {e}",
+                std::any::type_name::<M>()
+            ))
+        })?;
         let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
         let input =
             KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());

@@ -297,3 +297,42 @@ async fn the_reported_mode_needs_a_mapping_that_acts_on_item_failures() {
         assert!(!applied.contains_key(lost), "{lost}: {applied:?}");
     }
 }
+
+/// A value no retry can decode, through a mapping that does not act on
+/// `batchItemFailures` (whose retries, outside provisioned mode, have no
+/// limit): by default the processor parks it in the log and its partition
+/// goes on in the first invocation, so nothing stalls and every other
+/// record is applied once.
+#[tokio::test]
+async fn by_default_an_undecodable_value_is_parked_in_the_log_and_never_stalls_its_partition() {
+    use lambda_idempotency::kafka::{KafkaMessage, KafkaProcessor};
+    use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore};
+    let engine = Idempotency::new(MemoryStore::new(), Config::with_prefix("orders.kafka"));
+    let processor = KafkaProcessor::new(engine, KeySelector::pointer("/event_id"));
+    let applied = Mutex::new(BTreeMap::<String, usize>::new());
+    let (processor, applied_ref) = (&processor, &applied);
+    let stats = kafka_esm::run(&topic(), &Options::default(), |event| async move {
+        let ctx = lambda_runtime::Context::default();
+        processor
+            .handle(
+                lambda_runtime::LambdaEvent::new(event, ctx),
+                |m: KafkaMessage<Value>| async move {
+                    let id = m.body["event_id"].as_str().unwrap_or_default().to_owned();
+                    *applied_ref.lock().unwrap().entry(id).or_default() += 1;
+                    Ok::<_, HandlerError>(json!({"ok": true}))
+                },
+            )
+            .await
+    })
+    .await;
+    assert_eq!(stats.invocations, 1, "{:?}", stats.log);
+    assert_eq!(stats.invocation_errors, 0);
+    assert!(stats.skipped.is_empty(), "{:?}", stats.skipped);
+    assert_eq!(
+        stats.committed,
+        BTreeMap::from([("orders-0".to_owned(), 4), ("orders-1".to_owned(), 2)])
+    );
+    let every = ["evt-0", "evt-1", "evt-2", "evt-3", "evt-9"];
+    let once: BTreeMap<String, usize> = every.iter().map(|e| (e.to_string(), 1)).collect();
+    assert_eq!(applied.into_inner().unwrap(), once);
+}

@@ -4,7 +4,9 @@
 //! the sample events in `events/` read as the `aws_lambda_events` types, and
 //! SQS batches at the 6 MB invocation cap complete once under Lambda's
 //! open-file quota, their redelivery settled by the pre-read; stream records
-//! parked in an SQS queue (`SqsParking`) read back as they were sent.
+//! parked in an SQS queue (`SqsParking`) read back as they were sent; every
+//! fixture of the `aws_lambda_events` package runs through its processor or
+//! is listed with why it is not served.
 
 mod async_invoke;
 mod big_batch;
@@ -12,3 +14,4 @@ mod kafka_esm;
 mod kinesis_esm;
 mod parking;
 mod source_samples;
+mod upstream_fixtures;

@@ -107,16 +107,14 @@ async fn by_default_one_failed_record_fails_the_invocation() {
 #[tokio::test]
 async fn handle_answers_by_the_mode() {
     let ctx = lambda_runtime::Context::default();
-    let sink = Sink::default();
+    let sink = Sink::failing(vec!["evt-4101"]);
     let msk = || lambda_runtime::LambdaEvent::new(event_json("kafka-msk-orders.json"), ctx.clone());
+    // orders-1@17's poison value is parked in the log; orders-1@18 fails.
     let err = processor()
         .handle(msk(), |m| sink.handle(m))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("(orders-1@17, orders-1@18)"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("(orders-1@18)"), "{err}");
     let response = processor()
         .item_failures(KafkaItemFailures::Reported)
         .handle(msk(), |m| sink.handle(m))
@@ -139,11 +137,12 @@ async fn handle_answers_by_the_mode() {
     assert_eq!(crate::diagnostic::error_type(&*not_kafka), "InvalidEvent");
 }
 
-/// The former module example: a poison value stops its partition; by
-/// default the invocation fails naming what is not done, and under
-/// `Reported` the response names it.
+/// The former module example: a poison value can never decode. By default
+/// (`FailBatch`, no parking) it is parked in the log and its partition goes
+/// on, since the mapping would retry the batch forever; under `Reported`
+/// the response names it and the record behind it.
 #[tokio::test]
-async fn a_poison_value_fails_the_batch_or_is_reported() {
+async fn a_poison_value_is_parked_in_the_log_by_default_or_is_reported() {
     use base64::Engine as _;
     #[derive(Deserialize)]
     struct Order {
@@ -164,24 +163,31 @@ async fn a_poison_value_fails_the_batch_or_is_reported() {
         "eventSource": "aws:kafka", "bootstrapServers": "b-1.example:9098",
         "records": {"orders-0": [
             record(41, r#"{"event_id":"evt-1","total_cents":2500}"#),
-            record(42, "not json"),                                  // poison: stops the partition
-            record(43, r#"{"event_id":"evt-3","total_cents":900}"#), // not run
+            record(42, "not json"),                                  // poison: never decodes
+            record(43, r#"{"event_id":"evt-3","total_cents":900}"#), // runs by default
         ]},
     }))
     .expect("a Kafka event");
-    let report = processor
-        .process(event, None, |m: KafkaMessage<Order>| async move {
-            Ok::<_, HandlerError>(json!({"charged": m.body.total_cents}))
-        })
-        .await;
-    // By default the invocation fails: Lambda retries the batch, 41 replays.
-    let err = processor.response(&report).unwrap_err();
-    assert!(
-        err.to_string().contains("orders-0@42, orders-0@43"),
-        "{err}"
-    );
+    let handler = |m: KafkaMessage<Order>| async move {
+        Ok::<_, HandlerError>(json!({"charged": m.body.total_cents}))
+    };
+    let report = processor.process(event.clone(), None, handler).await;
+    // By default 42 is parked in the log, 43 runs, the invocation succeeds.
+    assert!(matches!(
+        report.records[1].outcome,
+        Ok(Outcome::Parked { .. })
+    ));
+    assert!(matches!(
+        report.records[2].outcome,
+        Ok(Outcome::Executed(_))
+    ));
+    let response = processor.response(&report).unwrap();
+    assert!(response.batch_item_failures.is_empty());
     // A mapping in provisioned mode with ReportBatchItemFailures: 42 and 43.
-    let reported = processor.clone().item_failures(KafkaItemFailures::Reported);
+    let (engine, _, _) = memory_engine();
+    let reported = KafkaProcessor::new(engine, KeySelector::pointer("/event_id"))
+        .item_failures(KafkaItemFailures::Reported);
+    let report = reported.process(event, None, handler).await;
     let response: KafkaEventResponse = reported.response(&report).unwrap();
     assert_eq!(
         serde_json::to_value(&response).unwrap(),
