@@ -200,7 +200,12 @@ pub async fn duplicate_replays(h: Harness) {
 
 /// A completed record past its expiration is claimed again.
 pub async fn expired_record_is_reclaimable(h: Harness) {
-    let engine = h.engine(config().expires_after(Duration::from_secs(10)));
+    // A lifetime is never shorter than the lease: both 10 s here.
+    let engine = h.engine(
+        config()
+            .expires_after(Duration::from_secs(10))
+            .lease(Duration::from_secs(10)),
+    );
     let key = engine.key(&json!("pay-3")).unwrap();
     let runs = AtomicUsize::new(0);
     let run = || async {
