@@ -216,8 +216,7 @@ impl Idempotency {
                 );
             })?;
             let now_ms = self.clock.now_ms();
-            return match existing.and_then(|e| self.settle_at(&e, validation.as_deref(), now_ms))
-            {
+            return match existing.and_then(|e| self.settle_at(&e, validation.as_deref(), now_ms)) {
                 Some(outcome) => Ok(outcome),
                 None => Err(Error::Handler(err)),
             };

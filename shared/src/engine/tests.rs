@@ -446,6 +446,9 @@ async fn a_record_lifetime_shorter_than_the_lease_is_refused() {
         "{out:?}"
     );
     let report = crate::error::report(out.as_ref().unwrap_err());
-    assert!(report.contains("30 s") && report.contains("60 s"), "{report}");
+    assert!(
+        report.contains("30 s") && report.contains("60 s"),
+        "{report}"
+    );
     assert_eq!(store.calls.load(Ordering::SeqCst), 0);
 }

@@ -704,7 +704,10 @@ pub async fn a_failing_duplicate_is_answered_from_its_record(h: Harness) {
                 Err::<Value, _>(HandlerError::retryable("downstream timeout"))
             })
             .await;
-        assert!(matches!(out, Ok(Outcome::PayloadMismatch)), "{name}: {out:?}");
+        assert!(
+            matches!(out, Ok(Outcome::PayloadMismatch)),
+            "{name}: {out:?}"
+        );
         // The claim modes never ran the duplicates' handlers; optimistic
         // mode ran each of them, and answered from the record anyway.
         let expected = if mode == CommitMode::Optimistic { 5 } else { 0 };
@@ -747,7 +750,10 @@ pub async fn a_failing_duplicate_is_answered_from_its_record(h: Harness) {
                 .await;
             let err = out.unwrap_err();
             assert!(matches!(err, Error::Handler(_)), "{name}: {err:?}");
-            assert_eq!(err.is_retryable(), fail().kind() == lambda_idempotency::ErrorKind::Retryable);
+            assert_eq!(
+                err.is_retryable(),
+                fail().kind() == lambda_idempotency::ErrorKind::Retryable
+            );
         }
         assert_eq!(h.record(&fresh).await, None, "{name}");
     }
@@ -1353,16 +1359,18 @@ pub async fn every_entry_answers_a_failing_duplicate_from_its_record(h: Harness)
         let (table, now) = (table2.clone(), now2.clone());
         async move {
             let payment = r.body["payment"].as_str().unwrap_or_default().to_owned();
-            if payment == "resent" {
-                if let Some(err) = failure(&now) {
-                    return Err(err);
-                }
+            if payment == "resent"
+                && let Some(err) = failure(&now)
+            {
+                return Err(err);
             }
             let credit = Write::update(&table, pk_key(&payment)).add("balance", 1);
             Ok::<_, HandlerError>(Staged::new(json!(payment)).write(credit))
         }
     };
-    let first = app.process(event(&[("m-1", "resent")]), None, &handler).await;
+    let first = app
+        .process(event(&[("m-1", "resent")]), None, &handler)
+        .await;
     assert!(first.failures().next().is_none(), "{:?}", first.records);
     for (fails, new) in [(1, "new-1"), (2, "new-2")] {
         now.store(fails, Ordering::SeqCst);
@@ -1376,7 +1384,10 @@ pub async fn every_entry_answers_a_failing_duplicate_from_its_record(h: Harness)
             matches!(outcomes[0], Ok(Outcome::Replayed(Some(v))) if *v == json!("resent")),
             "{outcomes:?}"
         );
-        assert!(matches!(outcomes[1], Ok(Outcome::Executed(_))), "{outcomes:?}");
+        assert!(
+            matches!(outcomes[1], Ok(Outcome::Executed(_))),
+            "{outcomes:?}"
+        );
         assert_eq!(h.number(&table, new, "balance").await, Some(1));
     }
     assert_eq!(h.number(&table, "resent", "balance").await, Some(1));
