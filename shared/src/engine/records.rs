@@ -193,12 +193,12 @@ impl Idempotency {
     /// A handler failure without a claim (optimistic mode, where the
     /// handler runs before any store check): a duplicate is answered from
     /// its record, as the claim modes answer it before running the handler
-    /// (replayed, its recorded rejection, a payload mismatch, in progress).
-    /// Otherwise the error stands: a terminal error to record is written
-    /// under the claim condition (whose failure returns the record), any
-    /// other is read for. A read only here, on a failure: the success
-    /// path's one transaction carries the claim condition and costs nothing
-    /// more.
+    /// (replayed, its recorded rejection, a payload mismatch, in progress);
+    /// without a live record the error stands. A terminal error to record
+    /// is written under the claim condition, whose failure returns the
+    /// record; any other error reads the record. The read happens only
+    /// here, on a failure: the success path's one transaction carries the
+    /// claim condition and costs nothing more.
     pub(super) async fn fail_unclaimed<T: DeserializeOwned>(
         &self,
         base: &Record,
