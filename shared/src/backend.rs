@@ -23,8 +23,8 @@
 //!   [`DynamoDbStore::checked`](crate::DynamoDbStore::checked)).
 
 use crate::CommitMode;
-use crate::config::Config;
-use crate::engine::{Idempotency, ModeError};
+use crate::config::{Config, LifetimeError};
+use crate::engine::{ConfigError, Idempotency, ModeError};
 use crate::store::connect::{TableNames, TableRule};
 pub use crate::store::{ConnectError, TableEnv};
 use crate::store::{MemoryStore, StoreChoice, TABLE_ENV};
@@ -68,6 +68,9 @@ pub enum BackendError {
     /// The store cannot keep the commit mode.
     #[error("the commit mode does not fit the store")]
     Mode(#[source] ModeError),
+    /// The record lifetime is shorter than the lease.
+    #[error("the record lifetime does not fit the lease")]
+    Lifetime(#[source] LifetimeError),
 }
 
 fn all_or_none(vars: &[&str]) -> String {
@@ -219,8 +222,10 @@ impl<const N: usize> Wiring<N> {
             _ => config,
         };
         let connected = choice.connect(tables).await?;
-        let engine =
-            Idempotency::try_shared(connected.records, config).map_err(BackendError::Mode)?;
+        let engine = Idempotency::try_shared(connected.records, config).map_err(|e| match e {
+            ConfigError::Mode(e) => BackendError::Mode(e),
+            ConfigError::Lifetime(e) => BackendError::Lifetime(e),
+        })?;
         Ok(Backend {
             engine,
             tables: connected.tables.tables,

@@ -83,6 +83,24 @@ pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
     }
 }
 
+/// A record lifetime shorter than the lease ([`Config::check_lifetime`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the record lifetime ({} s) is shorter than the lease ({} s): an expired record can be \
+     claimed, so a second delivery could run while the first still holds its lease; keep \
+     records at least as long as the lease ({EXPIRES_AFTER_ENV}, Config::expires_after), or \
+     shorten the lease (Config::lease)",
+    .expires_after.as_secs(),
+    .lease.as_secs_f64()
+)]
+#[non_exhaustive]
+pub struct LifetimeError {
+    /// The record lifetime.
+    pub expires_after: Duration,
+    /// The lease.
+    pub lease: Duration,
+}
+
 /// The item size DynamoDB accepts (400 KB), kept a little under: AWS counts
 /// 409,600 bytes, some emulators fewer.
 pub const DEFAULT_MAX_ITEM_BYTES: usize = 400_000;
@@ -269,17 +287,51 @@ impl Config {
     /// Sets [`Config::expires_after`] from [`EXPIRES_AFTER_ENV`] (whole
     /// seconds) when it is set: the deployment says how long a message can
     /// still arrive (its queue's retention plus its DLQ's). An unparsable or
-    /// zero value is an error, not a silent default.
+    /// zero value is an error, not a silent default, and so is a lifetime
+    /// shorter than the lease ([`Config::check_lifetime`]).
     pub fn expires_after_from_env(self) -> Result<Self, String> {
-        match std::env::var(EXPIRES_AFTER_ENV) {
-            Err(_) => Ok(self),
-            Ok(v) => match v.trim().parse::<u64>() {
-                Ok(secs) if secs > 0 => Ok(self.expires_after(Duration::from_secs(secs))),
-                _ => Err(format!(
-                    "{EXPIRES_AFTER_ENV}={v:?} is not a positive whole number of seconds"
-                )),
-            },
+        self.expires_after_from(std::env::var(EXPIRES_AFTER_ENV).ok().as_deref())
+    }
+
+    /// [`Config::expires_after_from_env`] with the variable's value given.
+    pub fn expires_after_from(self, value: Option<&str>) -> Result<Self, String> {
+        let Some(v) = value else { return Ok(self) };
+        match v.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => {
+                let config = self.expires_after(Duration::from_secs(secs));
+                config
+                    .check_lifetime()
+                    .map_err(|e| format!("{EXPIRES_AFTER_ENV}={v:?}: {e}"))?;
+                Ok(config)
+            }
+            _ => Err(format!(
+                "{EXPIRES_AFTER_ENV}={v:?} is not a positive whole number of seconds"
+            )),
         }
+    }
+
+    /// Refuses a record lifetime shorter than the lease. An expired record
+    /// can be claimed (`#expiration < :now`), so a record that expired
+    /// while its claim's lease still ran would let a second delivery claim
+    /// the key while the first still runs. The record keeps its lifetime in
+    /// whole seconds, compared here as kept. The lease in effect is the
+    /// shorter of this lease and the invocation's remaining time (so of
+    /// the function's timeout): the configured lease bounds it, and the
+    /// function's timeout, unknown here, needs no part in the check.
+    ///
+    /// Checked where the environment is read
+    /// ([`Config::expires_after_from_env`]), where an engine is built
+    /// ([`Idempotency::try_new`](crate::Idempotency::try_new),
+    /// [`Backend::from_env`](crate::Backend::from_env)), and per message by
+    /// an engine built with [`Idempotency::new`](crate::Idempotency::new).
+    pub fn check_lifetime(&self) -> Result<(), LifetimeError> {
+        if Duration::from_secs(self.expires_after.as_secs()) < self.lease {
+            return Err(LifetimeError {
+                expires_after: self.expires_after,
+                lease: self.lease,
+            });
+        }
+        Ok(())
     }
 
     /// Sets [`Config::commit_mode`] from the variable `var` when it is set
@@ -479,6 +531,40 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("orders.record"), "{err}");
         assert!(err.to_string().contains(PREFIX_ENV), "{err}");
+    }
+
+    #[test]
+    fn a_lifetime_shorter_than_the_lease_is_refused_with_both_numbers() {
+        let code = Config::with_prefix("payments.credit");
+        assert_eq!(code.lease, Duration::from_secs(60));
+        let err = code.clone().expires_after_from(Some("30")).unwrap_err();
+        assert!(err.contains(EXPIRES_AFTER_ENV), "{err}");
+        assert!(err.contains("(30 s)") && err.contains("(60 s)"), "{err}");
+        let set = code.clone().expires_after_from(Some("60")).unwrap();
+        assert_eq!(set.expires_after, Duration::from_secs(60));
+        assert!(code.clone().expires_after_from(Some("0")).is_err());
+        assert_eq!(
+            code.clone().expires_after_from(None).unwrap().expires_after,
+            code.expires_after
+        );
+        // The record keeps whole seconds: 60.5 s lives 60 s, short of a
+        // 60.5 s lease; a lease under a second shows its fraction.
+        let half = Duration::from_millis(60_500);
+        let err = code.clone().expires_after(half).lease(half);
+        let err = err.check_lifetime().unwrap_err();
+        assert!(err.to_string().contains("(60 s)"), "{err}");
+        assert!(err.to_string().contains("(60.5 s)"), "{err}");
+        let ok = code
+            .clone()
+            .expires_after(Duration::from_secs(1))
+            .lease(Duration::from_millis(300));
+        assert_eq!(ok.check_lifetime(), Ok(()));
+        // A shorter lease makes a short lifetime valid: the lease is what
+        // a record must outlive.
+        let short = code
+            .expires_after(Duration::from_secs(30))
+            .lease(Duration::from_secs(30));
+        assert_eq!(short.check_lifetime(), Ok(()));
     }
 
     #[test]

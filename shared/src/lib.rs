@@ -96,7 +96,7 @@ pub mod write;
 pub use backend::Backend;
 pub use batch::{Bytes, KeyInput, KeySelector, MissingKey, PayloadKind, PayloadScope, envelope};
 pub use config::{CommitMode, Config};
-pub use engine::{Idempotency, ModeError, Outcome};
+pub use engine::{ConfigError, Idempotency, ModeError, Outcome};
 pub use error::{Error, ErrorKind, HandlerError, KeyError, StoreError, report};
 pub use key::IdempotencyKey;
 pub use signature::Verifier;

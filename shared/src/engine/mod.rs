@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{CommitMode, Config};
+use crate::config::{CommitMode, Config, LifetimeError};
 use crate::error::{Error, HandlerError, KeyError};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::record::{Record, Status};
@@ -136,20 +136,23 @@ impl Idempotency {
         }
     }
 
-    /// [`Idempotency::new`], refusing a commit mode the store cannot keep:
-    /// [`CommitMode::Optimistic`] needs staged writes to commit atomically
+    /// [`Idempotency::new`], refusing a configuration the engine cannot
+    /// keep ([`ConfigError`]): a commit mode the store cannot keep
+    /// ([`CommitMode::Optimistic`] needs staged writes to commit atomically
     /// with the record ([`Store::transactions`]), and does not claim, so
-    /// over a store without transactions (Valkey) it would protect nothing.
-    /// Use this constructor whenever the store is chosen by configuration.
-    pub fn try_new(store: impl Store + 'static, config: Config) -> Result<Self, ModeError> {
-        check_mode(&store, config.commit_mode)?;
+    /// over a store without transactions (Valkey) it would protect
+    /// nothing), or a record lifetime shorter than the lease
+    /// ([`Config::check_lifetime`]). Use this constructor whenever the
+    /// store or the settings are chosen by configuration.
+    pub fn try_new(store: impl Store + 'static, config: Config) -> Result<Self, ConfigError> {
+        check(&store, &config)?;
         Ok(Self::new(store, config))
     }
 
     /// [`Idempotency::try_new`] over a store already shared (what a
     /// store's connect step gives).
-    pub(crate) fn try_shared(store: Arc<dyn Store>, config: Config) -> Result<Self, ModeError> {
-        check_mode(&*store, config.commit_mode)?;
+    pub(crate) fn try_shared(store: Arc<dyn Store>, config: Config) -> Result<Self, ConfigError> {
+        check(&*store, &config)?;
         Ok(Self::over(store, config))
     }
 
@@ -367,7 +370,7 @@ impl Idempotency {
         }
         // An engine built with `new` or switched with `in_mode` gets the
         // refusal of `try_new` per message, before the handler runs.
-        check_mode(&*self.store, self.config.commit_mode).map_err(|e| {
+        check(&*self.store, &self.config).map_err(|e| {
             Error::Store(crate::error::StoreError::Invalid {
                 reason: e.to_string(),
             })
@@ -396,10 +399,28 @@ pub struct ModeError {
     pub mode: CommitMode,
 }
 
-fn check_mode(store: &dyn Store, mode: CommitMode) -> Result<(), ModeError> {
-    if mode == CommitMode::Optimistic && !store.transactions() {
-        return Err(ModeError { mode });
+/// A configuration the engine refuses ([`Idempotency::try_new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The store cannot keep the commit mode.
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    /// The record lifetime is shorter than the lease.
+    #[error(transparent)]
+    Lifetime(#[from] LifetimeError),
+}
+
+/// What the engine refuses, in one place: [`Idempotency::try_new`] at
+/// construction, [`Idempotency::run`] per message.
+fn check(store: &dyn Store, config: &Config) -> Result<(), ConfigError> {
+    if config.commit_mode == CommitMode::Optimistic && !store.transactions() {
+        return Err(ModeError {
+            mode: config.commit_mode,
+        }
+        .into());
     }
+    config.check_lifetime()?;
     Ok(())
 }
 

@@ -190,8 +190,15 @@ impl Idempotency {
         Err(Error::Handler(err))
     }
 
-    /// A handler failure without a claim (optimistic mode): a terminal error
-    /// to record is written under the claim condition.
+    /// A handler failure without a claim (optimistic mode, where the
+    /// handler runs before any store check): a duplicate is answered from
+    /// its record, as the claim modes answer it before running the handler
+    /// (replayed, its recorded rejection, a payload mismatch, in progress);
+    /// without a live record the error stands. A terminal error to record
+    /// is written under the claim condition, whose failure returns the
+    /// record; any other error reads the record. The read happens only
+    /// here, on a failure: the success path's one transaction carries the
+    /// claim condition and costs nothing more.
     pub(super) async fn fail_unclaimed<T: DeserializeOwned>(
         &self,
         base: &Record,
@@ -199,7 +206,20 @@ impl Idempotency {
         err: HandlerError,
     ) -> Settled<T> {
         if !self.records_terminal(&err) {
-            return Err(Error::Handler(err));
+            // Unread, the key may be a completed duplicate: not a failure
+            // to report as the handler's, but the store's (retryable).
+            let existing = self.store.get(&base.id).await.inspect_err(|_| {
+                tracing::warn!(
+                    key = base.id.as_str(),
+                    error = %err,
+                    "handler failed and its record could not be read"
+                );
+            })?;
+            let now_ms = self.clock.now_ms();
+            return match existing.and_then(|e| self.settle_at(&e, validation.as_deref(), now_ms)) {
+                Some(outcome) => Ok(outcome),
+                None => Err(Error::Handler(err)),
+            };
         }
         let record = self.rejection_record(base, &err);
         let now_ms = self.clock.now_ms();

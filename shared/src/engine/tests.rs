@@ -323,7 +323,12 @@ async fn optimistic_mode_needs_a_store_with_transactions() {
         config().commit_mode(CommitMode::Optimistic),
     )
     .unwrap_err();
-    assert_eq!(refused.mode, CommitMode::Optimistic);
+    assert_eq!(
+        refused,
+        ConfigError::Mode(ModeError {
+            mode: CommitMode::Optimistic
+        })
+    );
     for mode in [CommitMode::Fenced, CommitMode::ClaimThenComplete] {
         assert!(
             Idempotency::try_new(NoTransactions::default(), config().commit_mode(mode)).is_ok()
@@ -354,4 +359,96 @@ async fn optimistic_mode_needs_a_store_with_transactions() {
         "{out:?}"
     );
     assert_eq!(store.0.calls.load(Ordering::SeqCst), 0);
+}
+
+/// Optimistic mode reads the record only when the handler fails: a new
+/// message costs its one transaction, a duplicate whose handler succeeds
+/// the cancelled transaction (it returns the record), and a handler's
+/// failure one read, which answers a duplicate from its record.
+#[tokio::test]
+async fn optimistic_mode_reads_the_record_only_when_the_handler_fails() {
+    let store = Arc::new(Counting::default());
+    let engine = Idempotency::new(
+        store.clone(),
+        Config::with_prefix("cost")
+            .commit_mode(CommitMode::Optimistic)
+            .disabled(false),
+    );
+    let calls = || store.calls.load(Ordering::SeqCst);
+    let key = engine.key(&json!("k")).unwrap();
+    let out = engine
+        .run(&key, None, None, || async {
+            Err::<u32, _>(HandlerError::retryable("downstream timeout"))
+        })
+        .await;
+    assert!(matches!(out, Err(Error::Handler(_))), "{out:?}");
+    assert_eq!(calls(), 1, "one read, nothing written");
+    let out = engine
+        .run(&key, None, None, || async { Ok::<_, HandlerError>(1) })
+        .await
+        .unwrap();
+    assert_eq!(out, Outcome::Executed(1));
+    assert_eq!(calls(), 2, "one transaction, no read");
+    let out = engine
+        .run(&key, None, None, || async { Ok::<_, HandlerError>(2) })
+        .await
+        .unwrap();
+    assert_eq!(out, Outcome::Replayed(Some(1)));
+    assert_eq!(calls(), 3, "the cancelled transaction returns the record");
+    for err in [
+        HandlerError::terminal("already shipped"),
+        HandlerError::retryable("downstream timeout"),
+    ] {
+        let out = engine
+            .run(&key, None, None, || async move { Err::<u32, _>(err) })
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Replayed(Some(1)));
+    }
+    assert_eq!(calls(), 5, "one read per failure");
+}
+
+/// A record lifetime shorter than the lease would let a second delivery
+/// claim a key whose first delivery still runs (the claim condition takes
+/// an expired record): refused at construction with both numbers, and per
+/// message, before the handler runs, by an engine built with `new`.
+#[tokio::test]
+async fn a_record_lifetime_shorter_than_the_lease_is_refused() {
+    let short = Config::with_prefix("lifetime")
+        .disabled(false)
+        .expires_after(std::time::Duration::from_secs(30));
+    let refused = Idempotency::try_new(MemoryStore::new(), short.clone()).unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.contains("30 s") && message.contains("60 s"),
+        "{message}"
+    );
+    for (expires, lease) in [(60, 60), (30, 30), (3600, 60)] {
+        let config = short
+            .clone()
+            .expires_after(std::time::Duration::from_secs(expires))
+            .lease(std::time::Duration::from_secs(lease));
+        assert!(Idempotency::try_new(MemoryStore::new(), config).is_ok());
+    }
+
+    let store = Arc::new(Counting::default());
+    let engine = Idempotency::new(store.clone(), short);
+    let key = engine.key(&json!("k")).unwrap();
+    let out = engine
+        .run(&key, None, None, || async {
+            panic!("the handler must not run");
+            #[allow(unreachable_code)]
+            Ok::<u32, HandlerError>(1)
+        })
+        .await;
+    assert!(
+        matches!(&out, Err(e @ Error::Store(StoreError::Invalid { .. })) if !e.is_retryable()),
+        "{out:?}"
+    );
+    let report = crate::error::report(out.as_ref().unwrap_err());
+    assert!(
+        report.contains("30 s") && report.contains("60 s"),
+        "{report}"
+    );
+    assert_eq!(store.calls.load(Ordering::SeqCst), 0);
 }

@@ -200,7 +200,12 @@ pub async fn duplicate_replays(h: Harness) {
 
 /// A completed record past its expiration is claimed again.
 pub async fn expired_record_is_reclaimable(h: Harness) {
-    let engine = h.engine(config().expires_after(Duration::from_secs(10)));
+    // A lifetime is never shorter than the lease: both 10 s here.
+    let engine = h.engine(
+        config()
+            .expires_after(Duration::from_secs(10))
+            .lease(Duration::from_secs(10)),
+    );
     let key = engine.key(&json!("pay-3")).unwrap();
     let runs = AtomicUsize::new(0);
     let run = || async {
@@ -617,6 +622,141 @@ pub async fn terminal_errors_follow_policy(h: Harness) {
         .unwrap_err();
     assert!(!err.is_retryable());
     assert_eq!(h.record(&key).await, None);
+}
+
+/// A duplicate whose handler fails now is answered from its record, in
+/// every commit mode the store keeps: the kept response replayed (or the
+/// recorded rejection, or a payload mismatch), never the handler's error.
+/// The claim modes find the record before the handler runs; optimistic
+/// mode runs the handler before any store check and reads the record when
+/// it fails. A key without a record fails with the handler's error and
+/// writes nothing.
+pub async fn a_failing_duplicate_is_answered_from_its_record(h: Harness) {
+    use lambda_idempotency::Outcome;
+    let mut modes = vec![CommitMode::ClaimThenComplete, CommitMode::Fenced];
+    if h.store.transactions() {
+        modes.push(CommitMode::Optimistic);
+    }
+    let table = h.business_table().await;
+    for mode in modes {
+        let name = mode.as_str();
+        let engine = h.engine(config().commit_mode(mode));
+        let runs = AtomicUsize::new(0);
+        let payload = json!({"order": name});
+        let key = engine.key(&json!(format!("shipped-{name}"))).unwrap();
+        let out = engine
+            .run(&key, Some(&payload), None, || async { ok(json!(1)) })
+            .await
+            .unwrap();
+        assert_eq!(out, Outcome::Executed(json!(1)), "{name}");
+        let failures: [fn() -> HandlerError; 2] = [
+            || HandlerError::terminal("already shipped"),
+            || HandlerError::retryable("downstream timeout"),
+        ];
+        for fail in failures {
+            let out = engine
+                .run(&key, Some(&payload), None, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Err::<Value, _>(fail())
+                })
+                .await;
+            assert!(
+                matches!(&out, Ok(Outcome::Replayed(Some(v))) if *v == json!(1)),
+                "{name}: {out:?}"
+            );
+        }
+        let out = engine
+            .run(&key, Some(&payload), None, || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                if !name.is_empty() {
+                    panic!("the duplicate's handler panicked");
+                }
+                ok(json!(2))
+            })
+            .await;
+        assert!(
+            matches!(&out, Ok(Outcome::Replayed(Some(v))) if *v == json!(1)),
+            "{name}: {out:?}"
+        );
+        // A staged write whose condition fails now (the money is gone): the
+        // duplicate is still the kept answer, and nothing is applied.
+        if h.store.transactions() {
+            let out = engine
+                .run(&key, Some(&payload), None, || async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let debit = Write::update(&table, pk_key("empty"))
+                        .add("balance", -5)
+                        .when(Cond::ge("balance", 5))
+                        .or_reject("insufficient funds");
+                    Ok::<_, HandlerError>(Staged::new(json!(3)).write(debit))
+                })
+                .await;
+            assert!(
+                matches!(&out, Ok(Outcome::Replayed(Some(v))) if *v == json!(1)),
+                "{name}: {out:?}"
+            );
+            assert_eq!(h.number(&table, "empty", "balance").await, None, "{name}");
+        }
+        // Another payload under the key: a mismatch, failing or not.
+        let out = engine
+            .run(&key, Some(&json!({"order": "other"})), None, || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Err::<Value, _>(HandlerError::retryable("downstream timeout"))
+            })
+            .await;
+        assert!(
+            matches!(out, Ok(Outcome::PayloadMismatch)),
+            "{name}: {out:?}"
+        );
+        // The claim modes never ran the duplicates' handlers; optimistic
+        // mode ran each of them, and answered from the record anyway.
+        let expected = if mode == CommitMode::Optimistic { 5 } else { 0 };
+        assert_eq!(runs.load(Ordering::SeqCst), expected, "{name}");
+        let rec = h.record(&key).await.unwrap();
+        assert_eq!(rec.data.as_deref(), Some("1"), "{name}");
+
+        // A recorded rejection is the answer to a duplicate that fails
+        // otherwise now.
+        let recording = h.engine(
+            config()
+                .commit_mode(mode)
+                .on_terminal_error(TerminalErrors::Record),
+        );
+        let closed = recording.key(&json!(format!("closed-{name}"))).unwrap();
+        let first = recording
+            .run(&closed, None, None, || async {
+                Err::<Value, _>(HandlerError::terminal("account closed"))
+            })
+            .await;
+        assert!(
+            matches!(&first, Ok(Outcome::Rejected { error, replayed: false }) if error == "account closed"),
+            "{name}: {first:?}"
+        );
+        let again = engine
+            .run(&closed, None, None, || async {
+                Err::<Value, _>(HandlerError::retryable("ledger unavailable"))
+            })
+            .await;
+        assert!(
+            matches!(&again, Ok(Outcome::Rejected { error, replayed: true }) if error == "account closed"),
+            "{name}: {again:?}"
+        );
+
+        // No record: the handler's own error, and nothing written.
+        let fresh = engine.key(&json!(format!("fresh-{name}"))).unwrap();
+        for fail in failures {
+            let out = engine
+                .run(&fresh, None, None, || async { Err::<Value, _>(fail()) })
+                .await;
+            let err = out.unwrap_err();
+            assert!(matches!(err, Error::Handler(_)), "{name}: {err:?}");
+            assert_eq!(
+                err.is_retryable(),
+                fail().kind() == lambda_idempotency::ErrorKind::Retryable
+            );
+        }
+        assert_eq!(h.record(&fresh).await, None, "{name}");
+    }
 }
 
 /// The kill switch runs the handler unprotected and writes nothing.
@@ -1166,6 +1306,181 @@ pub async fn business_table_writes_alike(h: Harness) {
         .unwrap();
     assert_eq!(gone, None);
     assert_eq!(table.get(&pk_key("b")).await.unwrap(), None);
+}
+
+/// In optimistic mode every entry that runs a handler through the engine
+/// answers a duplicate whose handler fails now from its record, as the
+/// engine does: the batch pipeline with batch commits (a resend under a new
+/// message id, receive count 1: no pre-read) reports it done, replayed;
+/// the HTTP processor answers the kept 201; the tower layer the kept
+/// response.
+pub async fn every_entry_answers_a_failing_duplicate_from_its_record(h: Harness) {
+    use lambda_idempotency::Outcome;
+    use lambda_idempotency::http::{HttpProcessor, HttpRequest, HttpResponse, REPLAYED_HEADER};
+    use lambda_runtime::tower::{Layer, Service, ServiceExt};
+    let table = h.business_table().await;
+    let engine = h.engine(
+        config()
+            .commit_mode(CommitMode::Optimistic)
+            .batch_commits(true),
+    );
+    // What the handlers answer for a key seen before: 0 runs it, 1 a
+    // terminal error, 2 a retryable one.
+    let now = Arc::new(AtomicUsize::new(0));
+    let failure = |now: &AtomicUsize| match now.load(Ordering::SeqCst) {
+        1 => Some(HandlerError::terminal("account closed")),
+        2 => Some(HandlerError::retryable("ledger unavailable")),
+        _ => None,
+    };
+
+    // The batch pipeline, the failing duplicate beside a new payment.
+    let app = lambda_idempotency::sqs::SqsProcessor::new(
+        engine.clone(),
+        lambda_idempotency::KeySelector::pointer("/payment"),
+    );
+    let event = |messages: &[(&str, &str)]| {
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|(id, payment)| {
+                json!({
+                    "messageId": id,
+                    "body": json!({"payment": payment}).to_string(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:resends",
+                    "attributes": {"ApproximateReceiveCount": "1"},
+                    "messageAttributes": {},
+                })
+            })
+            .collect();
+        lambda_idempotency::sqs::parse_sqs_event(json!({ "Records": records })).unwrap()
+    };
+    let (table2, now2) = (table.clone(), now.clone());
+    let handler = move |r: lambda_idempotency::sqs::SqsRecord<Value>| {
+        let (table, now) = (table2.clone(), now2.clone());
+        async move {
+            let payment = r.body["payment"].as_str().unwrap_or_default().to_owned();
+            if payment == "resent"
+                && let Some(err) = failure(&now)
+            {
+                return Err(err);
+            }
+            let credit = Write::update(&table, pk_key(&payment)).add("balance", 1);
+            Ok::<_, HandlerError>(Staged::new(json!(payment)).write(credit))
+        }
+    };
+    let first = app
+        .process(event(&[("m-1", "resent")]), None, &handler)
+        .await;
+    assert!(first.failures().next().is_none(), "{:?}", first.records);
+    for (fails, new) in [(1, "new-1"), (2, "new-2")] {
+        now.store(fails, Ordering::SeqCst);
+        let id = format!("m-resent-{fails}");
+        let report = app
+            .process(event(&[(&id, "resent"), (new, new)]), None, &handler)
+            .await;
+        assert!(report.failures().next().is_none(), "{:?}", report.records);
+        let outcomes: Vec<_> = report.records.iter().map(|r| &r.outcome).collect();
+        assert!(
+            matches!(outcomes[0], Ok(Outcome::Replayed(Some(v))) if *v == json!("resent")),
+            "{outcomes:?}"
+        );
+        assert!(
+            matches!(outcomes[1], Ok(Outcome::Executed(_))),
+            "{outcomes:?}"
+        );
+        assert_eq!(h.number(&table, new, "balance").await, Some(1));
+    }
+    assert_eq!(h.number(&table, "resent", "balance").await, Some(1));
+
+    // The HTTP processor: a client's retry of a completed POST.
+    now.store(0, Ordering::SeqCst);
+    let processor = HttpProcessor::new(engine.clone());
+    let request = HttpRequest::from_event(json!({
+        "version": "2.0",
+        "routeKey": "POST /payments",
+        "rawPath": "/payments",
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json", "idempotency-key": "pay-http"},
+        "requestContext": {
+            "requestId": "r-1",
+            "http": {"method": "POST", "path": "/payments", "protocol": "HTTP/1.1",
+                     "sourceIp": "127.0.0.1"},
+            "authorizer": {"iam": {"accountId": "123456789012",
+                                   "userArn": "arn:aws:iam::123456789012:user/tests",
+                                   "userId": "AIDACKCEVSQ6C2EXAMPLE",
+                                   "callerId": "AIDACKCEVSQ6C2EXAMPLE",
+                                   "accessKey": "AKIAIOSFODNN7EXAMPLE"}}
+        },
+        "body": r#"{"amount":5}"#,
+        "isBase64Encoded": false
+    }))
+    .unwrap();
+    let post = |answer: Result<u16, HandlerError>| {
+        processor.process(
+            &request,
+            None,
+            |r| r.json::<Value>(),
+            |_body| async move {
+                answer.map(|status| HttpResponse::json(status, &json!({"payment": "pay-http"})))
+            },
+        )
+    };
+    let created = post(Ok(201)).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    for answer in [
+        Ok(503),
+        Ok(429),
+        Err(HandlerError::retryable("ledger unavailable")),
+        Err(HandlerError::terminal("account closed")),
+    ] {
+        let retry = post(answer).await;
+        assert_eq!(
+            (retry.status, retry.body.as_str()),
+            (201, created.body.as_str()),
+            "{}",
+            retry.body
+        );
+        assert_eq!(retry.header_value(REPLAYED_HEADER), Some("true"));
+    }
+
+    // The tower layer over a single-event handler.
+    let now3 = now.clone();
+    let inner = lambda_runtime::service_fn(move |_event: lambda_runtime::LambdaEvent<Value>| {
+        let now = now3.clone();
+        async move {
+            match failure(&now) {
+                Some(err) => Err::<Value, lambda_runtime::Error>(err.to_string().into()),
+                None => Ok(json!({"shipped": "ord-7"})),
+            }
+        }
+    });
+    let mut service = lambda_idempotency::layer::IdempotencyLayer::new(
+        engine.clone(),
+        lambda_idempotency::KeySelector::pointer("/id"),
+    )
+    .layer(inner);
+    for fails in [0, 1, 2] {
+        now.store(fails, Ordering::SeqCst);
+        let answer = service
+            .ready()
+            .await
+            .unwrap()
+            .call(lambda_runtime::LambdaEvent::new(
+                json!({"id": "ord-7"}),
+                lambda_runtime::Context::default(),
+            ))
+            .await;
+        let outcome = answer.map(|a| a.into_outcome());
+        let wanted = if fails == 0 {
+            Outcome::Executed(json!({"shipped": "ord-7"}))
+        } else {
+            Outcome::Replayed(Some(json!({"shipped": "ord-7"})))
+        };
+        assert!(
+            matches!(&outcome, Ok(o) if *o == wanted),
+            "delivery {fails}: {outcome:?}"
+        );
+    }
 }
 
 /// Runs the cases of this module against each store: one test per store and

@@ -17,6 +17,7 @@ test_kit::contract_suite!(
         expiration_units_and_lease_cap,
         retryable_failure_releases,
         terminal_errors_follow_policy,
+        a_failing_duplicate_is_answered_from_its_record,
         kill_switch_runs_unprotected,
         responses_can_be_withheld,
         unserializable_response_still_completes,
@@ -40,5 +41,6 @@ test_kit::contract_suite!(
         batch_commit_names_a_rejected_write,
         batch_commit_refuses_what_one_transaction_cannot_hold,
         batch_pipeline_commits_each_record_once,
+        every_entry_answers_a_failing_duplicate_from_its_record,
     ],
 );
