@@ -156,7 +156,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         }
         Ok(Outcome::Parked { id, reason }) => {
             (parked_id, error) = (Some(id.as_str()), Some(reason.clone()));
-            let after = " can never succeed: parked in the parking queue (done, its lane goes on)";
+            let after = " can never succeed: parked (done, its lane goes on)";
             (Level::WARN, "", after, "")
         }
         Ok(Outcome::Unprotected(_)) => (

@@ -225,7 +225,8 @@ impl Delivery for KinesisEventRecord {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct KinesisRecord<M> {
-    /// The parsed `data` (base64-decoded, then JSON).
+    /// The `data`, base64-decoded, then read by the handler's type
+    /// ([`crate::PayloadKind`]): parsed as JSON, or taken as text or bytes.
     pub body: M,
     /// The record as Lambda delivered it (`sequenceNumber`, `partitionKey`,
     /// the raw `data`, the arrival time); a user record of a KPL aggregate

@@ -234,8 +234,10 @@ impl Delivery for SqsMessage {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SqsRecord<M> {
-    /// The parsed body, or the parsed document of the envelope the processor
-    /// opened ([`crate::envelope`]): what the key and the payload hash read.
+    /// The body, or the document of the envelope the processor opened
+    /// ([`crate::envelope`]), read by the handler's type
+    /// ([`crate::PayloadKind`]): parsed as JSON, or taken as text or bytes;
+    /// what the key and the payload hash read.
     pub body: M,
     /// The SQS message (ids, attributes, the raw body).
     pub message: SqsMessage,
