@@ -5,8 +5,8 @@
 //! The rule and its reasons: `docs/sources/envelopes.md`.
 
 use std::any::type_name;
-use std::collections::HashMap;
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sns::MessageAttribute;
