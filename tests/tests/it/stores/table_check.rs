@@ -129,3 +129,58 @@ async fn a_table_that_may_be_a_legacy_global_replica_is_asked_about_and_refused_
         .unwrap();
     assert_eq!(capture.operations()[before..], ["DescribeTable"]);
 }
+
+/// A table whose key is not the configured one is refused at start, naming
+/// both, at the cost of the one `DescribeTable`: a table of records alone
+/// configured with a sort key, and a composite table configured without
+/// one. The composite table configured as it is keyed is accepted.
+#[tokio::test]
+async fn a_table_keyed_otherwise_than_configured_is_refused_naming_both_keys() {
+    use lambda_idempotency::store::KeyLayout;
+    let (plain, client, capture) = captured_client().await;
+    let own = test_kit::create_idempotency_table(&plain).await;
+    let composite = test_kit::create_composite_table(&plain, "single").await;
+    let spread = |table: &str| {
+        TableConfig::new(table)
+            .partition_key("pk")
+            .key_layout(KeyLayout::Spread {
+                sort_key: "sk".into(),
+            })
+    };
+    for (config, expected, found) in [
+        (
+            spread(&own),
+            "partition key pk, sort key sk",
+            "partition key id",
+        ),
+        (
+            TableConfig::new(&composite),
+            "partition key id",
+            "partition key pk, sort key sk",
+        ),
+    ] {
+        capture.clear();
+        let table = config.table_name.clone();
+        let err = DynamoDbStore::checked(client.clone(), config)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            TableCheckError::KeySchema {
+                table: table.clone(),
+                expected: expected.into(),
+                found: found.into(),
+            }
+        );
+        let text = err.to_string();
+        for says in [table.as_str(), expected, found, "IDEMPOTENCY_SORT_KEY_ATTR"] {
+            assert!(text.contains(says), "{says:?} in {text}");
+        }
+        assert_eq!(capture.operations(), ["DescribeTable"]);
+    }
+    capture.clear();
+    DynamoDbStore::checked(client, spread(&composite))
+        .await
+        .unwrap();
+    assert_eq!(capture.operations(), ["DescribeTable"]);
+}
