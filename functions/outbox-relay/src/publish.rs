@@ -38,6 +38,14 @@ fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
     image?.get(name)?.as_s()
 }
 
+/// The record key of an image's item by the table's layout: `None` for an
+/// item that is not a record.
+fn record_key<'a>(policy: &Policy, image: Option<&'a Item>) -> Option<&'a str> {
+    let layout = &policy.key_layout;
+    let sort = layout.sort_key().and_then(|sk| string(image, sk));
+    layout.record_id(string(image, &policy.attributes.id), sort)
+}
+
 /// Reads one stream record (`None`: an image is not valid, the processor
 /// parks it): a completed record's new outbox, read by
 /// [`outbox::decode_each`], each entry checked by the allowlist.
@@ -52,11 +60,7 @@ pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
     // the stream record's keys; `None` for an item that is not a record (a
     // team's own item beside the records, under a sort key).
     let layout = &policy.key_layout;
-    let record_key = |image: Option<&'_ Item>| {
-        let sort = layout.sort_key().and_then(|sk| string(image, sk));
-        layout.record_id(string(image, &names.id), sort)
-    };
-    let key = record_key(new).or_else(|| record_key(keys.as_ref()));
+    let key = record_key(policy, new).or_else(|| record_key(policy, keys.as_ref()));
     let mut plan = RecordPlan {
         sequence_number: change.sequence_number.clone(),
         key: key.map(str::to_owned),
