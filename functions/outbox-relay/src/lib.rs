@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use lambda_idempotency::batch::{BatchError, RecordLogs, UnprotectedOrder};
 use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreamsProcessor};
 use lambda_idempotency::parking::{ParkedRecord, Parking, ParkingError};
+use lambda_idempotency::store::{KeyLayout, TABLE_ENV, TableConfig};
 use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, PayloadScope, runtime};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
@@ -23,25 +24,63 @@ pub use aws::{Delivery, Publisher, Request};
 pub use lambda_idempotency::outbox::{Destination, stable_id};
 pub use publish::{RecordPlan, Report, plan};
 
-/// What the relay trusts: the record layout's attribute names and which
-/// writers may publish where.
+/// What the relay trusts: the record layout's attribute names, where a
+/// record's key sits in the table's key, and which writers may publish
+/// where.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// The idempotency table's attribute names.
     pub attributes: lambda_idempotency::store::Attributes,
+    /// Where a record's key sits in the table's key: in a table shared with
+    /// the team's items, only the items this layout reads as records are
+    /// relayed ([`KeyLayout::record_id`]).
+    pub key_layout: KeyLayout,
     /// Which key prefixes may publish to which destinations.
     pub allowlist: Allowlist,
 }
 
 impl Policy {
-    /// The default attribute names and `allowlist`.
+    /// The default attribute names and key (a table of records alone) and
+    /// `allowlist`.
     pub fn new(allowlist: Allowlist) -> Self {
-        let attributes = Default::default();
         Self {
-            attributes,
+            attributes: Default::default(),
+            key_layout: KeyLayout::PartitionKey,
             allowlist,
         }
     }
+
+    /// This policy for records kept as `table` keeps them (its attribute
+    /// names and key layout).
+    pub fn for_table(mut self, table: &TableConfig) -> Self {
+        self.attributes = table.attributes.clone();
+        self.key_layout = table.key_layout.clone();
+        self
+    }
+}
+
+/// Why the relay cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The allowlist is missing or invalid.
+    #[error(transparent)]
+    Allowlist(#[from] AllowlistError),
+    /// The table's key variables (`IDEMPOTENCY_SORT_KEY_ATTR`,
+    /// `IDEMPOTENCY_KEY_LAYOUT`, ...) do not name a layout.
+    #[error("{0}")]
+    TableKey(String),
+}
+
+/// The record layout of the table the relay reads the stream of, as the
+/// functions' environment names it ([`TableConfig::from_vars`]; the table's
+/// name is not needed to read its stream).
+pub fn table_key_from_env() -> Result<TableConfig, String> {
+    let var = |name: &str| match name {
+        TABLE_ENV => Some("stream".to_owned()),
+        _ => std::env::var(name).ok(),
+    };
+    Ok(TableConfig::from_vars(var)?.unwrap_or_else(|| TableConfig::new("stream")))
 }
 
 /// Time kept in hand at the end of an invocation, or half the time left
@@ -98,7 +137,8 @@ impl Relay {
 
     /// SQS and EventBridge clients, or printing for a local run; the
     /// allowlist ([`ALLOWLIST_ENV`]) is required under Lambda.
-    pub async fn from_env() -> Result<Self, AllowlistError> {
+    pub async fn from_env() -> Result<Self, StartError> {
+        let table = table_key_from_env().map_err(StartError::TableKey)?;
         let local = runtime::is_local_run();
         let allowlist = match Allowlist::from_env() {
             Err(AllowlistError::Missing) if local => {
@@ -111,7 +151,10 @@ impl Relay {
             true => Arc::new(aws::PrintPublisher),
             false => Arc::new(aws::AwsPublisher::from_env().await),
         };
-        Ok(Self::new(publisher, Policy::new(allowlist)))
+        Ok(Self::new(
+            publisher,
+            Policy::new(allowlist).for_table(&table),
+        ))
     }
 
     /// Handles one invocation: the partial batch response and the relay's

@@ -12,7 +12,7 @@ use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbRecord
 use lambda_idempotency::dynamodb_streams::{DynamoDbStreamEvent, EventRecord, to_item};
 use lambda_idempotency::outbox::{self, Entry, EventPut, Unpublishable};
 use lambda_idempotency::outbox::{MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
-use lambda_idempotency::{HandlerError, Item, store::Status};
+use lambda_idempotency::{HandlerError, Item, store::KeyLayout, store::Status};
 use tokio::sync::OnceCell;
 
 use crate::{Delivery, Destination, Policy, Publisher, Request};
@@ -38,6 +38,14 @@ fn string<'a>(image: Option<&'a Item>, name: &str) -> Option<&'a str> {
     image?.get(name)?.as_s()
 }
 
+/// The record key of an image's item by the table's layout: `None` for an
+/// item that is not a record.
+fn record_key<'a>(policy: &Policy, image: Option<&'a Item>) -> Option<&'a str> {
+    let layout = &policy.key_layout;
+    let sort = layout.sort_key().and_then(|sk| string(image, sk));
+    layout.record_id(string(image, &policy.attributes.id), sort)
+}
+
 /// Reads one stream record (`None`: an image is not valid, the processor
 /// parks it): a completed record's new outbox, read by
 /// [`outbox::decode_each`], each entry checked by the allowlist.
@@ -48,13 +56,20 @@ pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
     let (keys, new, old) = (keys.ok()?, new.ok()?, old.ok()?);
     let (names, completed) = (&policy.attributes, Some(Status::Completed.as_str()));
     let (new, old) = (new.as_ref(), old.as_ref());
-    let key = string(new, &names.id).or_else(|| string(keys.as_ref(), &names.id));
+    // The record's key, read by the table's layout from the new image or
+    // the stream record's keys; `None` for an item that is not a record (a
+    // team's own item beside the records, under a sort key).
+    let layout = &policy.key_layout;
+    let key = record_key(policy, new).or_else(|| record_key(policy, keys.as_ref()));
     let mut plan = RecordPlan {
         sequence_number: change.sequence_number.clone(),
         key: key.map(str::to_owned),
         ..RecordPlan::default()
     };
     let outbox = match new.and_then(|image| image.get(&names.outbox)) {
+        _ if key.is_none() && *layout != KeyLayout::PartitionKey => {
+            Err("not an idempotency record")
+        }
         _ if !matches!(record.event_name.as_str(), "INSERT" | "MODIFY") => {
             Err("not an INSERT or MODIFY")
         }

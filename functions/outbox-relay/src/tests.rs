@@ -797,3 +797,55 @@ async fn a_deadline_already_past_is_unknown() {
         assert_eq!(fake.calls().len(), 3, "{deadline}");
     }
 }
+
+/// `raw` moved into a table with a partition key `pk` and a sort key `sk`:
+/// its key replaced by (`pk`, `sk`) in the keys and the new image.
+fn composite(mut raw: Value, pk: &str, sk: &str) -> Value {
+    let key = json!({"pk": {"S": pk}, "sk": {"S": sk}});
+    let change = &mut raw["dynamodb"];
+    change["Keys"] = key.clone();
+    let image = change["NewImage"].as_object_mut().unwrap();
+    image.remove("id");
+    image.extend(key.as_object().unwrap().clone());
+    raw
+}
+
+/// In a table shared with the team's items (partition key `pk`, sort key
+/// `sk`), the relay reads a record's key by the table's layout and relays
+/// only records: a team's own item with an `outbox` attribute is not one.
+#[test]
+fn under_a_sort_key_only_records_in_the_layout_are_relayed() {
+    use lambda_idempotency::store::{KeyLayout, TableConfig};
+    let outbox = json!([sqs_entry("orders#1", 0, STANDARD, None)]);
+    let record = stream_record(1, "INSERT", "orders#1", "COMPLETED", Some(&outbox));
+    for (layout, pk, sk) in [
+        (
+            KeyLayout::Spread {
+                sort_key: "sk".into(),
+            },
+            "IDEMPOTENCY#orders#1",
+            "IDEMPOTENCY",
+        ),
+        (
+            KeyLayout::FixedPartition {
+                sort_key: "sk".into(),
+                partition_value: "IDEMPOTENCY".into(),
+            },
+            "IDEMPOTENCY",
+            "orders#1",
+        ),
+    ] {
+        let table = TableConfig::new("app")
+            .partition_key("pk")
+            .key_layout(layout.clone());
+        let policy = open().for_table(&table);
+        let read = |raw: Value| serde_json::from_value::<EventRecord>(raw).unwrap();
+        let plan = crate::plan(&read(composite(record.clone(), pk, sk)), &policy).unwrap();
+        assert_eq!(plan.key.as_deref(), Some("orders#1"), "{layout:?}");
+        assert_eq!(plan.entries.len(), 1, "{plan:?}");
+        let theirs = composite(record.clone(), "ORDER#1", "ITEM");
+        let plan = crate::plan(&read(theirs), &policy).unwrap();
+        assert_eq!(plan.ignored, Some("not an idempotency record"), "{plan:?}");
+        assert!(plan.entries.is_empty());
+    }
+}

@@ -32,7 +32,7 @@ impl StoreChoice {
     /// without a table, or Valkey in a build without the `valkey` feature
     /// is an error naming the variable.
     pub fn from_env() -> Result<Self, String> {
-        let table = TableConfig::from_env();
+        let table = TableConfig::from_env()?;
         let choice = std::env::var(STORE_ENV).unwrap_or_default();
         Self::parse(&choice, table)
     }
@@ -43,7 +43,7 @@ impl StoreChoice {
     /// naming `function` and the variable, instead of ignoring the setting.
     pub fn transactional_from_env(function: &str) -> Result<Self, String> {
         let choice = std::env::var(STORE_ENV).unwrap_or_default();
-        Self::transactional(&choice, TableConfig::from_env(), function)
+        Self::transactional(&choice, TableConfig::from_env()?, function)
     }
 
     /// Valkey is refused whether or not this build has the `valkey` feature.

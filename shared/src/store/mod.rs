@@ -33,7 +33,11 @@ pub use choice::{STORE_ENV, StoreChoice};
 pub use connect::{ConnectError, TableEnv};
 #[cfg(feature = "dynamodb")]
 pub use dynamodb::DynamoDbStore;
-pub use layout::{Attributes, CLAIMS_ROUTED_ENV, TABLE_ENV, TableConfig};
+pub use layout::{
+    Attributes, CLAIMS_ROUTED_ENV, KEY_LAYOUT_ENV, KeyLayout, PARTITION_KEY_ENV,
+    PARTITION_VALUE_ENV, RECORD_KEY_PREFIX, RECORD_SORT_VALUE, SORT_KEY_ENV, TABLE_ENV,
+    TableConfig,
+};
 pub use memory::MemoryStore;
 #[cfg(feature = "valkey")]
 pub use valkey::ValkeyStore;

@@ -10,8 +10,9 @@ use std::time::Duration;
 use lambda_idempotency::{
     CommitMode, Config, Error, HandlerError, Idempotency, IdempotencyKey, Item, MemoryStore, Store,
     StoreError, Table, Write, clock::ManualClock, config::OversizedResponse,
-    config::TerminalErrors, store::Claim, store::Record, store::RecordWrite, store::Status,
-    store::TableConfig, store::TransactError, value::AttrValue, write::Cond, write::Staged,
+    config::TerminalErrors, store::Claim, store::KeyLayout, store::Record, store::RecordWrite,
+    store::Status, store::TableConfig, store::TransactError, value::AttrValue, write::Cond,
+    write::Staged,
 };
 
 /// A store under test and the clock its engines use.
@@ -112,6 +113,45 @@ pub async fn dynamodb() -> Harness {
             client.clone(),
             TableConfig::new(table),
         )),
+        Table::dynamodb(client.clone(), "business"),
+        Some(client),
+    )
+}
+
+/// The DynamoDB store on moto, its records in a fresh table with a
+/// partition key `pk` and a sort key `sk` ([`KeyLayout::Spread`]: the
+/// partition key `IDEMPOTENCY#<key>`, the sort key `IDEMPOTENCY`).
+pub async fn dynamodb_sort_key() -> Harness {
+    composite(KeyLayout::Spread {
+        sort_key: "sk".into(),
+    })
+    .await
+}
+
+/// The DynamoDB store on moto, its records in a fresh table with a
+/// partition key `pk` and a sort key `sk` ([`KeyLayout::FixedPartition`]:
+/// Powertools' layout, every record under one partition key value).
+pub async fn dynamodb_fixed_partition() -> Harness {
+    composite(KeyLayout::FixedPartition {
+        sort_key: "sk".into(),
+        partition_value: "idempotency#contract".into(),
+    })
+    .await
+}
+
+/// The DynamoDB store over a composite-key table laid out as `layout`,
+/// checked at start as a function's store is.
+async fn composite(layout: KeyLayout) -> Harness {
+    let client = crate::moto().dynamodb().await;
+    let table = crate::create_composite_table(&client, "single-table").await;
+    let config = TableConfig::new(table)
+        .partition_key("pk")
+        .key_layout(layout);
+    let store = lambda_idempotency::DynamoDbStore::checked(client.clone(), config)
+        .await
+        .expect("the composite table passes the check");
+    Harness::new(
+        Arc::new(store),
         Table::dynamodb(client.clone(), "business"),
         Some(client),
     )

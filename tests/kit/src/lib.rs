@@ -799,3 +799,49 @@ pub async fn create_idempotency_table_with_stream(
 pub async fn create_idempotency_table(client: &aws_sdk_dynamodb::Client) -> String {
     create_table(client, "idempotency", "id", Some("expiration")).await
 }
+
+/// A fresh table with a partition key `pk` and a sort key `sk` (both S) and
+/// TTL on `expiration`: a single-table design's table, where records live
+/// beside the team's items.
+pub async fn create_composite_table(client: &aws_sdk_dynamodb::Client, prefix: &str) -> String {
+    let name = unique_name(prefix);
+    let attribute = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .expect("attribute definition")
+    };
+    let key = |n: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(kind)
+            .build()
+            .expect("key schema")
+    };
+    client
+        .create_table()
+        .table_name(&name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute("pk"))
+        .attribute_definitions(attribute("sk"))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .send()
+        .await
+        .expect("create a composite table on moto");
+    client
+        .update_time_to_live()
+        .table_name(&name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("expiration")
+                .enabled(true)
+                .build()
+                .expect("ttl spec"),
+        )
+        .send()
+        .await
+        .expect("enable TTL on moto");
+    name
+}

@@ -25,7 +25,7 @@ impl DynamoDbStore {
         let invalid = |reason| {
             CommitsError::Transaction(TransactError::Store(StoreError::Invalid { reason }))
         };
-        let size = |r: &Record| r.item_size(&self.table.attributes);
+        let size = |r: &Record| self.table.item_size(r);
         batch::check(commits, &size).map_err(invalid)?;
         let mut items = Vec::new();
         for commit in commits {
@@ -119,7 +119,7 @@ impl DynamoDbStore {
                 .get(writes)
                 .and_then(|r| r.item())
                 .filter(|item| !item.is_empty())
-                .map(|item| from_item(&self.table.attributes, item))
+                .map(|item| from_item(&self.table, item))
                 .transpose()?;
             return Ok(Some(TransactError::Record(old)));
         }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::error::StoreError;
 use crate::record::{Record, Status};
-use crate::store::Attributes;
+use crate::store::{Attributes, TableConfig};
 
 /// An item as the SDK reads and writes it.
 pub(crate) type SdkItem = HashMap<String, AttributeValue>;
@@ -120,14 +120,33 @@ pub(crate) fn complete_update(a: &Attributes, r: &Record, owner: &str) -> Expr {
     }
 }
 
-/// Reads a stored item back into a [`Record`].
-pub(crate) fn from_item(a: &Attributes, item: &SdkItem) -> Result<Record, StoreError> {
-    let id = match item.get(&a.id) {
-        Some(AttributeValue::S(s)) => s.clone(),
-        _ => {
+/// The key of the record `id` as the table lays it out.
+pub(crate) fn record_key(table: &TableConfig, id: &str) -> SdkItem {
+    table
+        .record_key(id)
+        .into_iter()
+        .map(|(name, value)| (name, AttributeValue::S(value)))
+        .collect()
+}
+
+/// Reads a stored item back into a [`Record`]: its key read by the table's
+/// layout ([`KeyLayout::record_id`](crate::store::KeyLayout::record_id)).
+pub(crate) fn from_item(table: &TableConfig, item: &SdkItem) -> Result<Record, StoreError> {
+    let a = &table.attributes;
+    let key_part = |name: Option<&str>| match name.and_then(|n| item.get(n)) {
+        Some(AttributeValue::S(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let (partition, sort) = (key_part(Some(&a.id)), key_part(table.key_layout.sort_key()));
+    let id = match table.key_layout.record_id(partition, sort) {
+        Some(id) => id.to_owned(),
+        None => {
             return Err(StoreError::Corrupt {
                 id: "<unknown>".into(),
-                reason: format!("missing string attribute {}", a.id),
+                reason: format!(
+                    "not a record in the table's key layout: {} {partition:?}, sort key {sort:?}",
+                    a.id
+                ),
             });
         }
     };

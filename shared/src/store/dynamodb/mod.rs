@@ -22,7 +22,6 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
     Update,
 };
-use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{Claim, RecordWrite, Store, TransactError};
@@ -142,8 +141,7 @@ impl DynamoDbStore {
 
     fn to_item(&self, r: &Record) -> SdkItem {
         let a = &self.table.attributes;
-        let mut item = SdkItem::new();
-        item.insert(a.id.clone(), AttributeValue::S(r.id.clone()));
+        let mut item = record_key(&self.table, &r.id);
         item.insert(
             a.status.clone(),
             AttributeValue::S(r.status.as_str().into()),
@@ -191,11 +189,12 @@ mod tables;
 pub(crate) mod write;
 
 pub use table::{
-    TableCheck, TableCheckError, check_description, check_legacy_global, may_be_legacy_global,
+    TableCheck, TableCheckError, check_description, check_key_schema, check_legacy_global,
+    may_be_legacy_global,
 };
 pub use write::sdk_error;
 
-use item::{SdkItem, claim_condition, complete_update, from_item, owner_condition};
+use item::{SdkItem, claim_condition, complete_update, from_item, owner_condition, record_key};
 
 impl DynamoDbStore {
     /// A commit of the record alone: one conditional `UpdateItem` (fenced)
@@ -213,7 +212,7 @@ impl DynamoDbStore {
                     .client
                     .update_item()
                     .table_name(&self.table.table_name)
-                    .key(&a.id, AttributeValue::S(record.id.clone()))
+                    .set_key(Some(record_key(&self.table, &record.id)))
                     .update_expression(update.expression)
                     .condition_expression(cond.expression)
                     .set_expression_attribute_names(Some(update.names))
@@ -254,7 +253,7 @@ impl DynamoDbStore {
         };
         let old = old
             .filter(|item| !item.is_empty())
-            .map(|item| from_item(a, &item))
+            .map(|item| from_item(&self.table, &item))
             .transpose()
             .map_err(TransactError::Store)?;
         Err(TransactError::Record(old))
@@ -308,7 +307,7 @@ impl DynamoDbStore {
                 let update = complete_update(a, record, owner);
                 let update = Update::builder()
                     .table_name(&self.table.table_name)
-                    .key(&a.id, AttributeValue::S(record.id.clone()))
+                    .set_key(Some(record_key(&self.table, &record.id)))
                     .update_expression(update.expression)
                     .condition_expression(cond.expression)
                     .set_expression_attribute_names(Some(update.names))
@@ -348,7 +347,7 @@ impl Store for DynamoDbStore {
             Some(old) => old.filter(|item| !item.is_empty()),
         };
         match old {
-            Some(old) => from_item(&self.table.attributes, &old).map(Claim::Existing),
+            Some(old) => from_item(&self.table, &old).map(Claim::Existing),
             // Older emulators do not return ALL_OLD: read it.
             None => match self.get(&record.id).await? {
                 Some(old) => Ok(Claim::Existing(old)),
@@ -364,7 +363,7 @@ impl Store for DynamoDbStore {
             .client
             .delete_item()
             .table_name(&self.table.table_name)
-            .key(&a.id, AttributeValue::S(id.to_owned()))
+            .set_key(Some(record_key(&self.table, id)))
             .condition_expression(cond.expression)
             .set_expression_attribute_names(Some(cond.names))
             .set_expression_attribute_values(Some(cond.values))
@@ -385,30 +384,27 @@ impl Store for DynamoDbStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<Record>, StoreError> {
-        let a = &self.table.attributes;
         let out = self
             .client
             .get_item()
             .table_name(&self.table.table_name)
-            .key(&a.id, AttributeValue::S(id.to_owned()))
+            .set_key(Some(record_key(&self.table, id)))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| Self::backend("GetItem", e))?;
-        out.item().map(|item| from_item(a, item)).transpose()
+        out.item()
+            .map(|item| from_item(&self.table, item))
+            .transpose()
     }
 
     async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
-        let a = &self.table.attributes;
         let mut records = Vec::with_capacity(ids.len());
         let mut unique: Vec<&String> = ids.iter().collect();
         unique.sort();
         unique.dedup();
         for chunk in unique.chunks(BATCH_GET_LIMIT) {
-            let keys: Vec<_> = chunk
-                .iter()
-                .map(|id| HashMap::from([(a.id.clone(), AttributeValue::S((*id).clone()))]))
-                .collect();
+            let keys: Vec<_> = chunk.iter().map(|id| record_key(&self.table, id)).collect();
             let mut request = Some(
                 KeysAndAttributes::builder()
                     .set_keys(Some(keys))
@@ -440,7 +436,7 @@ impl Store for DynamoDbStore {
                     .map_err(|e| Self::backend("BatchGetItem", e))?;
                 if let Some(items) = out.responses().and_then(|r| r.get(&self.table.table_name)) {
                     for item in items {
-                        records.push(from_item(a, item)?);
+                        records.push(from_item(&self.table, item)?);
                     }
                 }
                 request = out
@@ -454,7 +450,7 @@ impl Store for DynamoDbStore {
     }
 
     fn item_size(&self, record: &Record) -> usize {
-        record.item_size(&self.table.attributes)
+        self.table.item_size(record)
     }
 
     async fn commit_many(&self, commits: &[super::Commit<'_>]) -> Result<(), super::CommitsError> {
@@ -636,9 +632,8 @@ mod tests {
             ..Attributes::default()
         };
         let store_names = TableConfig {
-            table_name: "t".into(),
             attributes: a.clone(),
-            claims_routed_to_one_region: false,
+            ..TableConfig::new("t")
         };
         let mut r = record(Some("{\"ok\":true}"), None);
         r.in_progress_expiration = Some(1_700_000_000_999);
@@ -651,7 +646,54 @@ mod tests {
         let store = DynamoDbStore::new(client, store_names);
         let item = store.to_item(&r);
         assert!(item.contains_key("pk") && item.contains_key("who") && item.contains_key("box"));
-        assert_eq!(from_item(&a, &item).unwrap(), r);
+        assert_eq!(from_item(store.table(), &item).unwrap(), r);
+    }
+
+    /// Under a sort key, the item holds the key as the layout says, reads
+    /// back to the record, and its size is the size the check counts.
+    #[test]
+    fn items_round_trip_in_each_composite_layout() {
+        use crate::store::KeyLayout;
+        let client = Client::from_conf(
+            aws_sdk_dynamodb::Config::builder()
+                .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+                .build(),
+        );
+        let r = record(Some("{}"), None);
+        for (layout, pk, sk) in [
+            (
+                KeyLayout::Spread {
+                    sort_key: "SK".into(),
+                },
+                "IDEMPOTENCY#p#h",
+                "IDEMPOTENCY",
+            ),
+            (
+                KeyLayout::FixedPartition {
+                    sort_key: "SK".into(),
+                    partition_value: "idempotency#fn".into(),
+                },
+                "idempotency#fn",
+                "p#h",
+            ),
+        ] {
+            let table = TableConfig::new("t").partition_key("PK").key_layout(layout);
+            let store = DynamoDbStore::new(client.clone(), table.clone());
+            let item = store.to_item(&r);
+            assert_eq!(item["PK"], AttributeValue::S(pk.into()));
+            assert_eq!(item["SK"], AttributeValue::S(sk.into()));
+            assert_eq!(record_key(&table, &r.id).len(), 2);
+            assert_eq!(from_item(&table, &item).unwrap(), r);
+            assert_eq!(
+                table.item_size(&r),
+                crate::value::item_size(&write::from_sdk_item(&item))
+            );
+            // A team's own item in the table is not read as a record.
+            let mut theirs = item.clone();
+            theirs.insert("PK".into(), AttributeValue::S("ORDER#1".into()));
+            let err = from_item(&table, &theirs).unwrap_err();
+            assert!(err.to_string().contains("key layout"), "{err}");
+        }
     }
 
     /// The record's size check and the size of the item the store writes
@@ -676,7 +718,7 @@ mod tests {
 
     #[test]
     fn corrupt_items_are_reported() {
-        let a = Attributes::default();
+        let a = TableConfig::new("t");
         let mut item = SdkItem::new();
         item.insert("id".into(), AttributeValue::S("p#h".into()));
         item.insert("status".into(), AttributeValue::S("WEIRD".into()));

@@ -1,5 +1,8 @@
 //! The check of the idempotency table at start: one `DescribeTable`, then a
-//! decision on what it describes ([`check_description`], a pure function).
+//! decision on what it describes ([`check_description`], a pure function):
+//! its key schema is the configured one ([`TableConfig::key_layout`]: a
+//! partition key alone, or a partition and a sort key), and its replication
+//! keeps one claim per key.
 //!
 //! In a global table in multi-Region *eventual* consistency (MREC) a
 //! condition is evaluated against the local Region's copy and concurrent
@@ -24,11 +27,11 @@
 //! has new images only (the template's) or none never does.
 
 use aws_sdk_dynamodb::types::{
-    GlobalTableDescription, MultiRegionConsistency, ReplicaDescription, StreamViewType,
-    TableDescription,
+    GlobalTableDescription, KeySchemaElement, KeyType, MultiRegionConsistency, ReplicaDescription,
+    StreamViewType, TableDescription,
 };
 
-use crate::store::{CLAIMS_ROUTED_ENV, TableConfig};
+use crate::store::{CLAIMS_ROUTED_ENV, PARTITION_KEY_ENV, SORT_KEY_ENV, TableConfig};
 
 /// An idempotency table the check accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +109,22 @@ pub enum TableCheckError {
         /// The service's answer.
         reason: String,
     },
+    /// The table's key schema is not the one the configuration lays records
+    /// out in: every claim would fail, or records would miss their key.
+    #[error(
+        "idempotency table {table} has the key {found}, but the configuration expects \
+         {expected}: set {PARTITION_KEY_ENV} and {SORT_KEY_ENV} (unset for a table without a \
+         sort key) to the table's key attributes, or use a table with the expected key"
+    )]
+    KeySchema {
+        /// The table.
+        table: String,
+        /// The key the configuration expects (`partition key id`,
+        /// `partition key PK, sort key SK`).
+        expected: String,
+        /// The key `DescribeTable` described, in the same words.
+        found: String,
+    },
     /// `DescribeTable` failed, so the table's consistency is unknown.
     #[error(
         "idempotency table {table} could not be checked: DescribeTable (needed at start to \
@@ -132,6 +151,7 @@ pub fn check_description(
     table: &TableConfig,
     described: &TableDescription,
 ) -> Result<TableCheck, TableCheckError> {
+    check_key_schema(table, described.key_schema())?;
     let regions = region_names(described.replicas());
     if described.global_table_version() == Some(LEGACY_GLOBAL_TABLE_VERSION) {
         return legacy(table, regions);
@@ -148,6 +168,42 @@ pub fn check_description(
             regions,
         }),
     }
+}
+
+/// The key schema `described` is the one `table` lays records out in: its
+/// partition key [`Attributes::id`](crate::store::Attributes::id), and its
+/// sort key [`KeyLayout::sort_key`](crate::store::KeyLayout::sort_key) or
+/// none. Otherwise [`TableCheckError::KeySchema`], naming both.
+pub fn check_key_schema(
+    table: &TableConfig,
+    described: &[KeySchemaElement],
+) -> Result<(), TableCheckError> {
+    let words = |partition: Option<&str>, sort: Option<&str>| {
+        let mut text = format!("partition key {}", partition.unwrap_or("(none)"));
+        if let Some(sort) = sort {
+            text.push_str(&format!(", sort key {sort}"));
+        }
+        text
+    };
+    let of = |kind: KeyType| {
+        described
+            .iter()
+            .find(|k| *k.key_type() == kind)
+            .map(|k| k.attribute_name())
+    };
+    let (partition, sort) = (of(KeyType::Hash), of(KeyType::Range));
+    let expected = (
+        Some(table.attributes.id.as_str()),
+        table.key_layout.sort_key(),
+    );
+    if (partition, sort) == expected {
+        return Ok(());
+    }
+    Err(TableCheckError::KeySchema {
+        table: table.table_name.clone(),
+        expected: words(expected.0, expected.1),
+        found: words(partition, sort),
+    })
 }
 
 /// The version of global tables whose replicas `DescribeTable` does not
@@ -211,6 +267,85 @@ mod tests {
             .unwrap()
     }
 
+    /// A described table keyed as today's records are (`id`, HASH).
+    fn keyed() -> aws_sdk_dynamodb::types::builders::TableDescriptionBuilder {
+        TableDescription::builder().key_schema(key("id", KeyType::Hash))
+    }
+
+    fn key(name: &str, kind: KeyType) -> KeySchemaElement {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_table_keyed_otherwise_than_configured_is_refused_naming_both() {
+        use crate::store::KeyLayout;
+        let composite = |pk: &str, sk: &str| {
+            TableDescription::builder()
+                .table_name("app")
+                .key_schema(key(pk, KeyType::Hash))
+                .key_schema(key(sk, KeyType::Range))
+                .build()
+        };
+        let spread = TableConfig::new("app")
+            .partition_key("PK")
+            .key_layout(KeyLayout::Spread {
+                sort_key: "SK".into(),
+            });
+        assert_eq!(
+            check_description(&spread, &composite("PK", "SK")),
+            Ok(TableCheck::SingleRegion)
+        );
+        let fixed = spread.clone().key_layout(KeyLayout::FixedPartition {
+            sort_key: "SK".into(),
+            partition_value: "IDEMPOTENCY".into(),
+        });
+        assert_eq!(
+            check_description(&fixed, &composite("PK", "SK")),
+            Ok(TableCheck::SingleRegion)
+        );
+        for (config, table, expected, found) in [
+            // A composite table, configured as a table of its own.
+            (
+                TableConfig::new("app"),
+                composite("PK", "SK"),
+                "partition key id",
+                "partition key PK, sort key SK",
+            ),
+            // A table of its own, configured with a sort key.
+            (
+                spread.clone(),
+                keyed().table_name("app").build(),
+                "partition key PK, sort key SK",
+                "partition key id",
+            ),
+            // The sort key named otherwise.
+            (
+                spread.clone(),
+                composite("PK", "sk"),
+                "partition key PK, sort key SK",
+                "partition key PK, sort key sk",
+            ),
+        ] {
+            let err = check_description(&config, &table).unwrap_err();
+            assert_eq!(
+                err,
+                TableCheckError::KeySchema {
+                    table: "app".into(),
+                    expected: expected.into(),
+                    found: found.into(),
+                }
+            );
+            let text = err.to_string();
+            for says in [expected, found, "app", PARTITION_KEY_ENV, SORT_KEY_ENV] {
+                assert!(text.contains(says), "{says:?} in {text}");
+            }
+        }
+    }
+
     fn region(name: &str) -> ReplicaDescription {
         ReplicaDescription::builder().region_name(name).build()
     }
@@ -221,7 +356,7 @@ mod tests {
     /// builders: moto has neither global tables nor `DescribeGlobalTable`.
     #[test]
     fn a_legacy_global_table_is_refused_as_mrec_is() {
-        let described = TableDescription::builder()
+        let described = keyed()
             .table_name("records")
             .stream_specification(stream(StreamViewType::NewAndOldImages))
             .build();
@@ -263,7 +398,7 @@ mod tests {
             })
         );
         // Described with its version, it is refused without asking further.
-        let versioned = TableDescription::builder()
+        let versioned = keyed()
             .table_name("records")
             .global_table_version(LEGACY_GLOBAL_TABLE_VERSION)
             .build();
@@ -275,12 +410,12 @@ mod tests {
 
     #[test]
     fn only_a_table_that_can_be_a_legacy_replica_costs_a_describe_global_table() {
-        let plain = TableDescription::builder().table_name("records").build();
-        let new_image = TableDescription::builder()
+        let plain = keyed().table_name("records").build();
+        let new_image = keyed()
             .table_name("records")
             .stream_specification(stream(StreamViewType::NewImage))
             .build();
-        let current = TableDescription::builder()
+        let current = keyed()
             .table_name("records")
             .stream_specification(stream(StreamViewType::NewAndOldImages))
             .global_table_version("2019.11.21")
@@ -292,7 +427,7 @@ mod tests {
     }
 
     fn global(mode: Option<MultiRegionConsistency>) -> TableDescription {
-        TableDescription::builder()
+        keyed()
             .table_name("records")
             .replicas(
                 ReplicaDescription::builder()
@@ -310,7 +445,7 @@ mod tests {
 
     #[test]
     fn a_single_region_table_is_accepted() {
-        let plain = TableDescription::builder().table_name("records").build();
+        let plain = keyed().table_name("records").build();
         assert_eq!(
             check_description(&TableConfig::new("records"), &plain),
             Ok(TableCheck::SingleRegion)

@@ -3,7 +3,13 @@
 //! entry in `stores` (its `Harness` constructor in `test_kit::contract`).
 
 test_kit::contract_suite!(
-    stores: [memory + writes, dynamodb + writes, valkey],
+    stores: [
+        memory + writes,
+        dynamodb + writes,
+        dynamodb_sort_key + writes,
+        dynamodb_fixed_partition + writes,
+        valkey,
+    ],
     records: [
         first_claim_executes,
         duplicate_replays,

@@ -325,3 +325,125 @@ async fn claim_then_complete_sends_its_staged_write_as_a_plain_conditional_write
         json!("ALL_OLD")
     );
 }
+
+/// Records beside the team's items in one table (partition key `pk`, sort
+/// key `sk`, the spread layout): a new message is still one conditional
+/// `PutItem` and one fenced `UpdateItem`, each on the record's composite
+/// key; a duplicate one request; a staged write to the team's item in the
+/// same table commits with the record in one `TransactWriteItems`, and the
+/// pre-read is one `BatchGetItem` of composite keys.
+#[tokio::test]
+async fn records_beside_the_teams_items_cost_the_same_requests() {
+    use lambda_idempotency::store::KeyLayout;
+    use lambda_idempotency::{CommitMode, Item, Write, value::AttrValue, write::Staged};
+    let sdk = test_kit::moto().sdk_config().await;
+    let plain = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = test_kit::create_composite_table(&plain, "pinned-single").await;
+    let capture = Capture::default();
+    let config = TableConfig::new(&table)
+        .partition_key("pk")
+        .key_layout(KeyLayout::Spread {
+            sort_key: "sk".into(),
+        });
+    let store = DynamoDbStore::new(capture.dynamodb_client(&sdk), config);
+    let engine = Idempotency::new(
+        store.clone(),
+        Config::with_prefix("pinned.handler").disabled(false),
+    )
+    .with_clock(ManualClock::new(START_MS));
+    let key = engine.key(&json!("pay-1")).unwrap();
+    let record_key = json!({
+        "pk": {"S": format!("IDEMPOTENCY#{}", key.as_str())},
+        "sk": {"S": "IDEMPOTENCY"},
+    });
+    for delivery in 0..2 {
+        let out = engine
+            .run(&key, None, None, || async {
+                Ok::<_, HandlerError>(json!({"ok": true}))
+            })
+            .await
+            .unwrap();
+        if delivery == 0 {
+            assert_eq!(out, Outcome::Executed(json!({"ok": true})));
+            assert_eq!(capture.operations(), ["PutItem", "UpdateItem"]);
+        } else {
+            assert_eq!(out, Outcome::Replayed(Some(json!({"ok": true}))));
+            assert_eq!(capture.operations(), ["PutItem"]);
+        }
+        let requests = capture.requests();
+        let put = &requests[0].body["Item"];
+        assert_eq!(put["pk"], record_key["pk"], "{put}");
+        assert_eq!(put["sk"], record_key["sk"], "{put}");
+        assert!(put.get("id").is_none(), "{put}");
+        if delivery == 0 {
+            assert_eq!(requests[1].body["Key"], record_key);
+        }
+        capture.clear();
+    }
+
+    // The team's item in the same table, credited with the record.
+    let theirs = Item::from([
+        ("pk".to_owned(), AttrValue::s("ACCOUNT#a")),
+        ("sk".to_owned(), AttrValue::s("BALANCE")),
+    ]);
+    let credit = {
+        let (table, theirs) = (table.clone(), theirs.clone());
+        move || {
+            let write = Write::update(&table, theirs.clone()).add("balance", 5);
+            async move { Ok::<_, HandlerError>(Staged::new(json!(5)).write(write)) }
+        }
+    };
+    let key = engine.key(&json!("pay-2")).unwrap();
+    for (delivery, expected) in [
+        (0, Outcome::Executed(json!(5))),
+        (1, Outcome::Replayed(Some(json!(5)))),
+    ] {
+        let out = engine
+            .in_mode(CommitMode::Optimistic)
+            .run(&key, None, None, credit.clone())
+            .await
+            .unwrap();
+        assert_eq!(out, expected, "delivery {delivery}");
+        assert_eq!(capture.operations(), ["TransactWriteItems"]);
+        let tx = &capture.requests()[0].body["TransactItems"];
+        assert_eq!(tx[0]["Update"]["TableName"], json!(table));
+        assert_eq!(tx[1]["Put"]["TableName"], json!(table));
+        assert_eq!(
+            tx[1]["Put"]["Item"]["pk"]["S"],
+            json!(format!("IDEMPOTENCY#{}", key.as_str()))
+        );
+        capture.clear();
+    }
+    let item = plain
+        .get_item()
+        .table_name(&table)
+        .key(
+            "pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("ACCOUNT#a".into()),
+        )
+        .key(
+            "sk",
+            aws_sdk_dynamodb::types::AttributeValue::S("BALANCE".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        item.item().and_then(|i| i.get("balance")),
+        Some(&aws_sdk_dynamodb::types::AttributeValue::N("5".into())),
+        "credited once"
+    );
+
+    // The pre-read: one BatchGetItem of composite keys.
+    let first = engine.key(&json!("pay-1")).unwrap();
+    let found = lambda_idempotency::Store::get_many(
+        &store,
+        &[first.as_str().to_owned(), key.as_str().to_owned()],
+    )
+    .await
+    .unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(capture.operations(), ["BatchGetItem"]);
+    let keys = &capture.requests()[0].body["RequestItems"][&table]["Keys"];
+    assert!(keys.as_array().unwrap().contains(&record_key), "{keys}");
+}

@@ -129,3 +129,165 @@ async fn a_table_that_may_be_a_legacy_global_replica_is_asked_about_and_refused_
         .unwrap();
     assert_eq!(capture.operations()[before..], ["DescribeTable"]);
 }
+
+/// A table whose key is not the configured one is refused at start, naming
+/// both, at the cost of the one `DescribeTable`: a table of records alone
+/// configured with a sort key, and a composite table configured without
+/// one. The composite table configured as it is keyed is accepted.
+#[tokio::test]
+async fn a_table_keyed_otherwise_than_configured_is_refused_naming_both_keys() {
+    use lambda_idempotency::store::KeyLayout;
+    let (plain, client, capture) = captured_client().await;
+    let own = test_kit::create_idempotency_table(&plain).await;
+    let composite = test_kit::create_composite_table(&plain, "single").await;
+    let spread = |table: &str| {
+        TableConfig::new(table)
+            .partition_key("pk")
+            .key_layout(KeyLayout::Spread {
+                sort_key: "sk".into(),
+            })
+    };
+    for (config, expected, found) in [
+        (
+            spread(&own),
+            "partition key pk, sort key sk",
+            "partition key id",
+        ),
+        (
+            TableConfig::new(&composite),
+            "partition key id",
+            "partition key pk, sort key sk",
+        ),
+    ] {
+        capture.clear();
+        let table = config.table_name.clone();
+        let err = DynamoDbStore::checked(client.clone(), config)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            TableCheckError::KeySchema {
+                table: table.clone(),
+                expected: expected.into(),
+                found: found.into(),
+            }
+        );
+        let text = err.to_string();
+        for says in [table.as_str(), expected, found, "IDEMPOTENCY_SORT_KEY_ATTR"] {
+            assert!(text.contains(says), "{says:?} in {text}");
+        }
+        assert_eq!(capture.operations(), ["DescribeTable"]);
+    }
+    capture.clear();
+    DynamoDbStore::checked(client, spread(&composite))
+        .await
+        .unwrap();
+    assert_eq!(capture.operations(), ["DescribeTable"]);
+}
+
+/// The environment lays records out under a sort key in a real function:
+/// the `inventory` binary, given `IDEMPOTENCY_PARTITION_KEY_ATTR` and
+/// `IDEMPOTENCY_SORT_KEY_ATTR` on a composite table, reserves once for two
+/// deliveries of an event, its record under `IDEMPOTENCY#<id>` with the sort
+/// key `IDEMPOTENCY`. Without the sort key variable it stops at start,
+/// naming both keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_keeps_its_records_under_a_sort_key_as_its_environment_says() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use std::time::Duration;
+    use test_kit::now_ms;
+    use test_kit::runtime_api::{Invocation, RuntimeApi, function_command, spawn_function};
+
+    let plain = test_kit::moto().dynamodb().await;
+    let table = test_kit::create_composite_table(&plain, "single-fn").await;
+    let stock = test_kit::create_table(&plain, "stock", "sku", None).await;
+    plain
+        .put_item()
+        .table_name(&stock)
+        .item("sku", AttributeValue::S("SKU-RED-MUG".into()))
+        .item("stock", AttributeValue::N("100".into()))
+        .send()
+        .await
+        .unwrap();
+    let event = r#"{"version":"0","id":"7c1f3f2b-5f43-4d1e-9a43-9b0e8e1c6a10","detail-type":"OrderPlaced",
+        "source":"shop.orders","account":"123456789012","time":"2026-11-29T10:00:00Z",
+        "region":"us-east-1","resources":[],
+        "detail":{"order_id":"ord-9","sku":"SKU-RED-MUG","quantity":3}}"#;
+
+    let api = RuntimeApi::start().await;
+    let mut child = spawn_function(
+        "inventory",
+        &api,
+        &[
+            ("IDEMPOTENCY_TABLE", &table),
+            ("IDEMPOTENCY_PARTITION_KEY_ATTR", "pk"),
+            ("IDEMPOTENCY_SORT_KEY_ATTR", "sk"),
+            ("STOCK_TABLE", &stock),
+        ],
+    );
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let answer = api
+            .invoke_text(event.to_owned(), now_ms() + 30_000, Duration::from_secs(20))
+            .await;
+        answers.push(answer);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        matches!(&answers[0], Some(Invocation::Response(_))),
+        "{answers:?}"
+    );
+    assert_eq!(answers[0], answers[1], "the second delivery replays");
+    let items = plain.scan().table_name(&table).send().await.unwrap();
+    let keys: Vec<(String, String)> = items
+        .items()
+        .iter()
+        .map(|i| {
+            let s = |n: &str| i[n].as_s().unwrap().clone();
+            (s("pk"), s("sk"))
+        })
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].0.starts_with("IDEMPOTENCY#"), "{keys:?}");
+    assert_eq!(keys[0].1, "IDEMPOTENCY");
+    let level = plain
+        .get_item()
+        .table_name(&stock)
+        .key("sku", AttributeValue::S("SKU-RED-MUG".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        level.item().and_then(|i| i.get("stock")),
+        Some(&AttributeValue::N("97".into())),
+        "reserved once"
+    );
+
+    // The same table without the sort key variable: refused at start.
+    let api = RuntimeApi::start().await;
+    let child = function_command("inventory", &api)
+        .env("IDEMPOTENCY_TABLE", &table)
+        .env("IDEMPOTENCY_PARTITION_KEY_ATTR", "pk")
+        .env("STOCK_TABLE", &stock)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the inventory binary");
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await
+    .expect("the function stops at start")
+    .unwrap()
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for says in [
+        table.as_str(),
+        "partition key pk, sort key sk",
+        "expects partition key pk",
+    ] {
+        assert!(stderr.contains(says), "{says:?} in {stderr}");
+    }
+}
