@@ -280,7 +280,10 @@ mod tests {
         let none = IdempotencyKey::scoped("p", None, &material).unwrap();
         // Without a tenant: today's key, so existing records stay valid.
         assert_eq!(none, IdempotencyKey::new("p", &material).unwrap());
-        assert_eq!(IdempotencyKey::scoped("p", Some(""), &material).unwrap(), none);
+        assert_eq!(
+            IdempotencyKey::scoped("p", Some(""), &material).unwrap(),
+            none
+        );
         let a = IdempotencyKey::scoped("p", Some("a"), &material).unwrap();
         let b = IdempotencyKey::scoped("p", Some("b"), &material).unwrap();
         assert_ne!(a, b);

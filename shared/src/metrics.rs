@@ -189,7 +189,13 @@ pub fn emit_for(counts: &Counts, tenant: Option<&str>) {
     if enabled() {
         let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let request_id = request_id();
-        write(&emf_line(&service(), counts, now, request_id.as_deref(), tenant));
+        write(&emf_line(
+            &service(),
+            counts,
+            now,
+            request_id.as_deref(),
+            tenant,
+        ));
     }
 }
 
@@ -300,7 +306,10 @@ mod tests {
         let line = emf_line("payments", &counts, 1, Some("r"), Some("tenant-\"a"));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         let meta = &v["_aws"]["CloudWatchMetrics"][0];
-        assert_eq!(meta["Dimensions"], json!([["service"], ["service", "tenant"]]));
+        assert_eq!(
+            meta["Dimensions"],
+            json!([["service"], ["service", "tenant"]])
+        );
         assert_eq!(v["tenant"], "tenant-\"a");
         assert_eq!(v["service"], "payments");
         assert_eq!(v["Processed"], 1);

@@ -123,9 +123,8 @@ impl<S: Source> Processor<S> {
     {
         let (payload, ctx) = event.into_parts();
         let event = S::parse(payload)?;
-        let this = crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| {
-            p.for_tenant(Some(t))
-        });
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
         let report = this
             .process(event, super::settings::remaining_now(&ctx), handler)
             .await;

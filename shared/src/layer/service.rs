@@ -283,9 +283,7 @@ impl<V> Settings<V> {
             }
             Err(e) => Err(e),
         };
-        let result = keys
-            .run((&id, id_field), start, remaining, checked)
-            .await;
+        let result = keys.run((&id, id_field), start, remaining, checked).await;
         match (result, inner_error) {
             (Ok(outcome), _) => Ok(Idempotent { outcome }),
             (Err(EventError::Handler { .. }), Some(own)) => Err(own),

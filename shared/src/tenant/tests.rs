@@ -47,9 +47,12 @@ async fn eventbridge_tenants_never_replay_each_other() {
         let processor = processor.clone();
         async move {
             let answer = processor
-                .handle(LambdaEvent::new(event, ctx(Some(tenant))), |_: crate::eventbridge::EventBridgeEvent<Value>| async move {
-                    Ok::<_, HandlerError>(json!({"run": runs.next(), "tenant": tenant}))
-                })
+                .handle(
+                    LambdaEvent::new(event, ctx(Some(tenant))),
+                    |_: crate::eventbridge::EventBridgeEvent<Value>| async move {
+                        Ok::<_, HandlerError>(json!({"run": runs.next(), "tenant": tenant}))
+                    },
+                )
                 .await
                 .unwrap();
             match answer {
@@ -61,9 +64,21 @@ async fn eventbridge_tenants_never_replay_each_other() {
     let a = invoke("tenant-a").await;
     let b = invoke("tenant-b").await;
     assert_eq!(a, json!({"run": 1, "tenant": "tenant-a"}));
-    assert_eq!(b, json!({"run": 2, "tenant": "tenant-b"}), "tenant-b's own work ran");
-    assert_eq!(invoke("tenant-a").await, a, "tenant-a replays its own answer");
-    assert_eq!(invoke("tenant-b").await, b, "tenant-b replays its own answer");
+    assert_eq!(
+        b,
+        json!({"run": 2, "tenant": "tenant-b"}),
+        "tenant-b's own work ran"
+    );
+    assert_eq!(
+        invoke("tenant-a").await,
+        a,
+        "tenant-a replays its own answer"
+    );
+    assert_eq!(
+        invoke("tenant-b").await,
+        b,
+        "tenant-b replays its own answer"
+    );
     assert_eq!(runs.count(), 2);
 }
 
@@ -77,10 +92,13 @@ async fn batch_tenants_both_execute_and_keep_their_own_records() {
         let (runs, processor) = (runs.clone(), processor.clone());
         async move {
             processor
-                .handle(LambdaEvent::new(event, ctx(tenant)), |_: crate::sqs::SqsRecord<Value>| {
-                    let n = runs.next();
-                    async move { Ok::<_, HandlerError>(json!({"run": n})) }
-                })
+                .handle(
+                    LambdaEvent::new(event, ctx(tenant)),
+                    |_: crate::sqs::SqsRecord<Value>| {
+                        let n = runs.next();
+                        async move { Ok::<_, HandlerError>(json!({"run": n})) }
+                    },
+                )
                 .await
                 .unwrap();
         }
@@ -115,7 +133,10 @@ async fn layer_tenants_never_replay_each_other() {
     let runs = Runs::default();
     let counter = runs.clone();
     let mut service = ServiceBuilder::new()
-        .layer(IdempotencyLayer::new(engine, KeySelector::pointer("/payment_id")))
+        .layer(IdempotencyLayer::new(
+            engine,
+            KeySelector::pointer("/payment_id"),
+        ))
         .service(service_fn(move |event: LambdaEvent<Value>| {
             let n = counter.next();
             let tenant = event.context.tenant_id.clone();
@@ -123,16 +144,33 @@ async fn layer_tenants_never_replay_each_other() {
         }));
     let mut invoke = async |tenant: Option<&str>| {
         let event = LambdaEvent::new(json!({"payment_id": "pay-1"}), ctx(tenant));
-        service.ready().await.unwrap().call(event).await.unwrap().into_outcome()
+        service
+            .ready()
+            .await
+            .unwrap()
+            .call(event)
+            .await
+            .unwrap()
+            .into_outcome()
     };
     let a = invoke(Some("a")).await;
     assert_eq!(a, Outcome::Executed(json!({"run": 1, "tenant": "a"})));
     let b = invoke(Some("b")).await;
-    assert_eq!(b, Outcome::Executed(json!({"run": 2, "tenant": "b"})), "b's own run");
+    assert_eq!(
+        b,
+        Outcome::Executed(json!({"run": 2, "tenant": "b"})),
+        "b's own run"
+    );
     let again_a = invoke(Some("a")).await;
-    assert_eq!(again_a, Outcome::Replayed(Some(json!({"run": 1, "tenant": "a"}))));
+    assert_eq!(
+        again_a,
+        Outcome::Replayed(Some(json!({"run": 1, "tenant": "a"})))
+    );
     let again_b = invoke(Some("b")).await;
-    assert_eq!(again_b, Outcome::Replayed(Some(json!({"run": 2, "tenant": "b"}))));
+    assert_eq!(
+        again_b,
+        Outcome::Replayed(Some(json!({"run": 2, "tenant": "b"})))
+    );
     // A tenant id that runs into the key: still its own record.
     let joined = invoke(Some("a#pay-1")).await;
     assert!(matches!(joined, Outcome::Executed(_)));
@@ -199,7 +237,13 @@ async fn a_shared_scope_shares_keys_across_tenants() {
     let b = engine.for_tenant(Some("b")).key(&json!("k")).unwrap();
     assert_eq!(a, b);
     assert_eq!(a, engine.key(&json!("k")).unwrap());
-    assert_eq!(crate::tenant::TenantScope::parse(" Shared "), Some(crate::tenant::TenantScope::Shared));
-    assert_eq!(crate::tenant::TenantScope::parse("tenant"), Some(crate::tenant::TenantScope::PerTenant));
+    assert_eq!(
+        crate::tenant::TenantScope::parse(" Shared "),
+        Some(crate::tenant::TenantScope::Shared)
+    );
+    assert_eq!(
+        crate::tenant::TenantScope::parse("tenant"),
+        Some(crate::tenant::TenantScope::PerTenant)
+    );
     assert_eq!(crate::tenant::TenantScope::parse("sharde"), None);
 }

@@ -192,9 +192,8 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (payload, ctx) = event.into_parts();
-        let this = crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| {
-            p.for_tenant(Some(t))
-        });
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
         let outcome = (this.process(payload, remaining_now(&ctx), handler)).await?;
         Ok(match outcome {
             Outcome::Rejected { error, .. } => EventResponse::Rejected { rejected: error },

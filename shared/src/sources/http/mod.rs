@@ -258,9 +258,8 @@ impl HttpProcessor {
     {
         let (payload, ctx) = event.into_parts();
         let remaining = remaining_now(&ctx);
-        let this = crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| {
-            p.for_tenant(Some(t))
-        });
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
         let format = payload
             .get("httpMethod")
             .map_or(EventFormat::HttpApi, |_| EventFormat::RestApi);

@@ -20,6 +20,6 @@ mod layer;
 pub(crate) mod ledger;
 pub(crate) mod orders;
 mod payments;
-mod tenants;
 pub(crate) mod payments_api;
 pub(crate) mod relay;
+mod tenants;

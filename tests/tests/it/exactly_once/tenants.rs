@@ -29,7 +29,10 @@ const BODY: &str = r#"{"account_id":"acct-1","amount_cents":250}"#;
 async fn call(api: &RuntimeApi, tenant: Option<&str>, event: &Value) -> Value {
     let (deadline, limit) = (now_ms() + 30_000, Duration::from_secs(20));
     let answer = match tenant {
-        Some(tenant) => api.invoke_as_tenant(tenant, event.clone(), deadline, limit).await,
+        Some(tenant) => {
+            api.invoke_as_tenant(tenant, event.clone(), deadline, limit)
+                .await
+        }
         None => api.invoke(event.clone(), deadline, limit).await,
     };
     match answer {
@@ -53,7 +56,10 @@ async fn two_tenants_same_key_both_execute_on_the_binary() {
     assert!(!replayed(&a), "{a}");
     let b = call(&api, Some("tenant-b"), &event).await;
     assert_eq!(b["statusCode"], 201, "{b}");
-    assert!(!replayed(&b), "tenant-b's payment ran, not tenant-a's answer: {b}");
+    assert!(
+        !replayed(&b),
+        "tenant-b's payment ran, not tenant-a's answer: {b}"
+    );
     assert_ne!(a["body"], b["body"], "two payments");
     assert_eq!(t.balance("acct-1").await, Some(500));
     // Each tenant's retry replays its own answer, nothing more is credited.
