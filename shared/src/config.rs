@@ -230,6 +230,10 @@ pub struct Config {
     /// their own, e.g. [`CommitMode::ClaimThenComplete`]); `None` (the
     /// default) refuses it, naming the function.
     pub store_without_transactions: Option<CommitMode>,
+    /// How keys are scoped when an invocation carries a tenant id (Lambda's
+    /// tenant isolation mode): per tenant by default; from
+    /// [`TENANT_SCOPE_ENV`](crate::tenant::TENANT_SCOPE_ENV).
+    pub tenant_scope: crate::tenant::TenantScope,
 }
 
 impl Config {
@@ -261,7 +265,14 @@ impl Config {
             local_cache: 0,
             batch_commits: batch_commits_from_env(),
             store_without_transactions: None,
+            tenant_scope: crate::tenant::TenantScope::from_env(),
         }
+    }
+
+    /// Sets [`Config::tenant_scope`].
+    pub fn tenant_scope(mut self, scope: crate::tenant::TenantScope) -> Self {
+        self.tenant_scope = scope;
+        self
     }
 
     /// Sets [`Config::commit_mode`].

@@ -196,6 +196,27 @@ impl IdempotencyKey {
         Ok(Self(format!("{prefix}#{digest}")))
     }
 
+    /// Builds the key for `material` under `prefix`, scoped to `tenant`
+    /// (Lambda's tenant isolation mode): `<prefix>#<sha256 hex of the
+    /// tenant id>#<sha256 hex of the material>`. Without a tenant (or an
+    /// empty one) it is [`IdempotencyKey::new`]'s key, unchanged.
+    ///
+    /// The tenant id is hashed to a fixed 64 hex digits, so the id never
+    /// depends on where one part ends and the next begins: two tenants'
+    /// keys never meet, whatever their ids and key material (tenant `a` with
+    /// key `b:c` and tenant `a:b` with key `c` are two records), and a
+    /// scoped id (two `#`) never equals an unscoped one (one `#`).
+    pub fn scoped(prefix: &str, tenant: Option<&str>, material: &Value) -> Result<Self, KeyError> {
+        let key = Self::new(prefix, material)?;
+        match tenant.filter(|t| !t.is_empty()) {
+            None => Ok(key),
+            Some(tenant) => {
+                let scope = sha256_hex(tenant.as_bytes());
+                Ok(Self(format!("{prefix}#{scope}#{}", key.hash())))
+            }
+        }
+    }
+
     /// The record id as stored (`prefix#hash`).
     pub fn as_str(&self) -> &str {
         &self.0
@@ -251,6 +272,39 @@ mod tests {
         // The id is prefix + 64 hex chars: the raw key is not stored.
         assert_eq!(k1.hash().len(), 64);
         assert!(!k1.as_str().contains("pay-1"));
+    }
+
+    #[test]
+    fn tenants_never_share_a_key() {
+        let material = json!("1001");
+        let none = IdempotencyKey::scoped("p", None, &material).unwrap();
+        // Without a tenant: today's key, so existing records stay valid.
+        assert_eq!(none, IdempotencyKey::new("p", &material).unwrap());
+        assert_eq!(
+            IdempotencyKey::scoped("p", Some(""), &material).unwrap(),
+            none
+        );
+        let a = IdempotencyKey::scoped("p", Some("a"), &material).unwrap();
+        let b = IdempotencyKey::scoped("p", Some("b"), &material).unwrap();
+        assert_ne!(a, b);
+        assert_ne!(a, none);
+        assert!(a.as_str().starts_with("p#"), "the prefix scope still holds");
+        assert_eq!(a.hash(), none.hash(), "the logged hash is the material's");
+        // Where one part ends and the next begins never matters.
+        for (t1, k1, t2, k2) in [
+            ("a", "b:c", "a:b", "c"),
+            ("a", "b#c", "a#b", "c"),
+            ("a", "bc", "ab", "c"),
+            ("a#", "c", "a", "#c"),
+        ] {
+            let one = IdempotencyKey::scoped("p", Some(t1), &json!(k1)).unwrap();
+            let two = IdempotencyKey::scoped("p", Some(t2), &json!(k2)).unwrap();
+            assert_ne!(one, two, "{t1:?}/{k1:?} vs {t2:?}/{k2:?}");
+        }
+        // A scoped id never equals an unscoped one: one `#` more.
+        let unscoped = IdempotencyKey::new("p", &json!(a.as_str())).unwrap();
+        assert_eq!(unscoped.as_str().matches('#').count(), 1);
+        assert_eq!(a.as_str().matches('#').count(), 2);
     }
 
     #[test]

@@ -90,6 +90,7 @@ pub mod signature;
 mod sources;
 pub mod store;
 mod table;
+pub mod tenant;
 pub mod value;
 pub mod write;
 

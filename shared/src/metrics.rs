@@ -98,6 +98,7 @@ pub(crate) fn emf_line(
     counts: &Counts,
     timestamp_ms: u64,
     request_id: Option<&str>,
+    tenant: Option<&str>,
 ) -> String {
     let values = [
         ("Processed", counts.processed),
@@ -108,16 +109,19 @@ pub(crate) fn emf_line(
         ("Parked", counts.parked),
         ("UndecodableReplay", counts.undecodable),
     ];
-    named_line(service, &values, timestamp_ms, request_id)
+    named_line(service, &values, timestamp_ms, request_id, tenant)
 }
 
 /// The EMF JSON line of the counts `values` (name, value), in
-/// [`NAMESPACE`] under the dimension `service`.
+/// [`NAMESPACE`] under the dimension `service`, and for an invocation of a
+/// tenant also under `service` and `tenant` (the function's totals stay
+/// where its alarms read them).
 fn named_line(
     service: &str,
     values: &[(&str, u64)],
     timestamp_ms: u64,
     request_id: Option<&str>,
+    tenant: Option<&str>,
 ) -> String {
     use std::fmt::Write as _;
     // Written directly (no JSON tree per invocation); strings escaped as
@@ -127,8 +131,13 @@ fn named_line(
     let _ = write!(
         line,
         "{{\"_aws\":{{\"Timestamp\":{timestamp_ms},\"CloudWatchMetrics\":[{{\"Namespace\":{},\
-         \"Dimensions\":[[\"service\"]],\"Metrics\":[",
-        text(NAMESPACE)
+         \"Dimensions\":[[\"service\"]{}],\"Metrics\":[",
+        text(NAMESPACE),
+        if tenant.is_some() {
+            ",[\"service\",\"tenant\"]"
+        } else {
+            ""
+        }
     );
     for (i, (name, _)) in values.iter().enumerate() {
         let comma = if i == 0 { "" } else { "," };
@@ -139,6 +148,9 @@ fn named_line(
         );
     }
     let _ = write!(line, "]}}]}},\"service\":{}", text(service));
+    if let Some(tenant) = tenant {
+        let _ = write!(line, ",\"tenant\":{}", text(tenant));
+    }
     for (name, n) in values {
         let _ = write!(line, ",{}:{n}", text(name));
     }
@@ -168,9 +180,22 @@ pub fn service() -> String {
 /// Writes the EMF line for `counts` to stderr (under Lambda, or when turned
 /// on).
 pub fn emit(counts: &Counts) {
+    emit_for(counts, None);
+}
+
+/// [`emit`] for an invocation of `tenant` (Lambda's tenant isolation
+/// mode): the line has the dimension `tenant` as well.
+pub fn emit_for(counts: &Counts, tenant: Option<&str>) {
     if enabled() {
         let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
-        write(&emf_line(&service(), counts, now, request_id().as_deref()));
+        let request_id = request_id();
+        write(&emf_line(
+            &service(),
+            counts,
+            now,
+            request_id.as_deref(),
+            tenant,
+        ));
     }
 }
 
@@ -185,6 +210,7 @@ pub fn emit_named(values: &[(&str, u64)]) {
             values,
             now,
             request_id().as_deref(),
+            None,
         ));
     }
 }
@@ -248,6 +274,7 @@ mod tests {
             &[("OutboxPoison", 2), ("OutboxRefused", 0)],
             7,
             Some("r"),
+            None,
         );
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         let meta = &v["_aws"]["CloudWatchMetrics"][0];
@@ -268,6 +295,26 @@ mod tests {
         assert_eq!(v["_aws"]["Timestamp"], 7);
     }
 
+    /// An invocation of a tenant: counted under the function and under
+    /// the function and the tenant.
+    #[test]
+    fn a_tenants_line_has_the_tenant_dimension() {
+        let counts = Counts {
+            processed: 1,
+            ..Counts::default()
+        };
+        let line = emf_line("payments", &counts, 1, Some("r"), Some("tenant-\"a"));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let meta = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(
+            meta["Dimensions"],
+            json!([["service"], ["service", "tenant"]])
+        );
+        assert_eq!(v["tenant"], "tenant-\"a");
+        assert_eq!(v["service"], "payments");
+        assert_eq!(v["Processed"], 1);
+    }
+
     #[test]
     fn emf_line_declares_every_metric_it_carries() {
         let counts = Counts {
@@ -280,7 +327,7 @@ mod tests {
             undecodable: 6,
         };
         let v: serde_json::Value =
-            serde_json::from_str(&emf_line("payments", &counts, 42, Some("req-7"))).unwrap();
+            serde_json::from_str(&emf_line("payments", &counts, 42, Some("req-7"), None)).unwrap();
         let meta = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(v["_aws"]["Timestamp"], 42);
         assert_eq!(meta["Namespace"], NAMESPACE);
@@ -288,11 +335,11 @@ mod tests {
         assert_eq!(v["service"], "payments");
         assert_eq!(v["requestId"], "req-7");
         let odd: serde_json::Value =
-            serde_json::from_str(&emf_line("a\"b\\c", &counts, 1, Some("r\n\u{1}"))).unwrap();
+            serde_json::from_str(&emf_line("a\"b\\c", &counts, 1, Some("r\n\u{1}"), None)).unwrap();
         assert_eq!(odd["service"], "a\"b\\c");
         assert_eq!(odd["requestId"], "r\n\u{1}");
         assert!(
-            emf_line("s", &counts, 1, None)
+            emf_line("s", &counts, 1, None, None)
                 .parse::<serde_json::Value>()
                 .is_ok()
         );

@@ -237,22 +237,34 @@ where
 pub(crate) enum Mode {
     /// Under a Lambda Runtime API.
     Lambda,
-    /// Locally, once per event file, in order.
-    Local(Vec<PathBuf>),
+    /// Locally, once per event file, in order; as invocations of the
+    /// tenant given (`--tenant-id`), as Lambda's tenant isolation mode
+    /// hands it.
+    Local(Vec<PathBuf>, Option<String>),
 }
 
 /// Reads the command line: `--event FILE` (repeatable, or several files after
-/// one `--event`) runs locally; otherwise the Runtime API must be set.
+/// one `--event`) runs locally, `--tenant-id ID` as invocations of that
+/// tenant; otherwise the Runtime API must be set.
 pub(crate) fn mode_from_args(
     args: impl IntoIterator<Item = String>,
     runtime_api_set: bool,
 ) -> Result<Mode, String> {
     let mut files = Vec::new();
     let mut taking = false;
-    for arg in args {
+    let mut tenant: Option<String> = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--event" | "-e" => taking = true,
             "--help" | "-h" => return Err(usage()),
+            "--tenant-id" => match args.next() {
+                Some(id) if !id.is_empty() && !id.starts_with('-') => tenant = Some(id),
+                _ => return Err(format!("--tenant-id needs a tenant id\n{}", usage())),
+            },
+            other if other.starts_with("--tenant-id=") && other.len() > "--tenant-id=".len() => {
+                tenant = Some(other["--tenant-id=".len()..].to_owned());
+            }
             other if other.starts_with("--event=") => {
                 files.push(PathBuf::from(&other["--event=".len()..]));
             }
@@ -260,8 +272,14 @@ pub(crate) fn mode_from_args(
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
     }
+    if tenant.is_some() && files.is_empty() {
+        return Err(format!(
+            "--tenant-id is for a local run (under Lambda the tenant comes with each invocation)\n{}",
+            usage()
+        ));
+    }
     if !files.is_empty() {
-        Ok(Mode::Local(files))
+        Ok(Mode::Local(files, tenant))
     } else if taking {
         Err(format!("--event needs a file\n{}", usage()))
     } else if runtime_api_set {
@@ -272,7 +290,8 @@ pub(crate) fn mode_from_args(
 }
 
 fn usage() -> String {
-    "usage: <function> --event EVENT.json [EVENT.json ...]   run locally, print each response\n       \
+    "usage: <function> [--tenant-id ID] --event EVENT.json [EVENT.json ...]   run locally, print each \
+     response (--tenant-id: as invocations of that tenant, as Lambda's tenant isolation mode hands it)\n       \
      (under Lambda, with AWS_LAMBDA_RUNTIME_API set, it serves the Runtime API)"
         .to_owned()
 }
@@ -283,7 +302,7 @@ fn usage() -> String {
 pub fn is_local_run() -> bool {
     let args = std::env::args().skip(1);
     let runtime_api = std::env::var_os(RUNTIME_API_ENV).is_some();
-    matches!(mode_from_args(args, runtime_api), Ok(Mode::Local(_)))
+    matches!(mode_from_args(args, runtime_api), Ok(Mode::Local(..)))
 }
 
 /// The invocation's remaining time, from its `Context`: what the batch
@@ -338,7 +357,7 @@ where
         std::env::args().skip(1),
         std::env::var_os(RUNTIME_API_ENV).is_some(),
     )?;
-    let files = match mode {
+    let (files, tenant) = match mode {
         Mode::Lambda => {
             return lambda_runtime::run_concurrent(service_fn(move |event: LambdaEvent<E>| {
                 let handler = handler.clone();
@@ -351,7 +370,7 @@ where
             }))
             .await;
         }
-        Mode::Local(files) => files,
+        Mode::Local(files, tenant) => (files, tenant),
     };
     let timeout = local_timeout(std::env::var(LOCAL_TIMEOUT_ENV).ok().as_deref())
         .map_err(|e| e.to_string())?;
@@ -364,7 +383,8 @@ where
         // The text is not needed past here: a 6 MB event's text would
         // otherwise stay allocated for the whole invocation.
         drop(text);
-        let ctx = local_context(n + 1, timeout);
+        let mut ctx = local_context(n + 1, timeout);
+        ctx.tenant_id.clone_from(&tenant);
         let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());
         let _entered = span.enter();
         let request_id = ctx.request_id.clone();
@@ -397,12 +417,36 @@ mod tests {
     fn event_files_mean_local() {
         assert_eq!(
             mode_from_args(args(&["--event", "a.json", "b.json"]), true),
-            Ok(Mode::Local(vec!["a.json".into(), "b.json".into()]))
+            Ok(Mode::Local(vec!["a.json".into(), "b.json".into()], None))
         );
         assert_eq!(
             mode_from_args(args(&["--event=a.json", "-e", "a.json"]), false),
-            Ok(Mode::Local(vec!["a.json".into(), "a.json".into()]))
+            Ok(Mode::Local(vec!["a.json".into(), "a.json".into()], None))
         );
+    }
+
+    #[test]
+    fn a_local_run_takes_a_tenant_id() {
+        let local = |files: &[&str], tenant: &str| {
+            let files = files.iter().map(PathBuf::from).collect();
+            Ok(Mode::Local(files, Some(tenant.to_owned())))
+        };
+        assert_eq!(
+            mode_from_args(args(&["--tenant-id", "t-1", "--event", "a.json"]), false),
+            local(&["a.json"], "t-1")
+        );
+        assert_eq!(
+            mode_from_args(args(&["--event", "a.json", "--tenant-id=t:2"]), false),
+            local(&["a.json"], "t:2")
+        );
+        for bad in [
+            &["--tenant-id", "--event", "a.json"][..],
+            &["--event", "a.json", "--tenant-id"],
+            &["--tenant-id", "t-1"],
+            &["--event", "a.json", "--tenant-id="],
+        ] {
+            assert!(mode_from_args(args(bad), true).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

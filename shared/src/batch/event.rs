@@ -196,6 +196,15 @@ impl EventKeys {
         }
     }
 
+    /// These keys for an invocation of `tenant`
+    /// ([`Idempotency::for_tenant`]).
+    pub(crate) fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        Self {
+            engine: self.engine.for_tenant(tenant),
+            ..self.clone()
+        }
+    }
+
     /// Runs the event `id` (logged as `id_field`, timed from `started`) when
     /// `checked` is ready: keyed, through the engine (its `InProgress` or
     /// `PayloadMismatch` is an `Err`), logged and counted.
@@ -239,7 +248,12 @@ impl EventKeys {
         }
         .await;
         let key = key.as_ref().map(IdempotencyKey::hash);
-        let unit = Unit { key, ..unit };
+        let tenant = self.engine.tenant();
+        let unit = Unit {
+            key,
+            tenant,
+            ..unit
+        };
         let ms = millis(started.elapsed());
         finish_one(&self.engine, &unit, result.as_ref(), ms);
         result

@@ -46,6 +46,8 @@ pub(crate) struct Unit<'a> {
     pub(crate) key: Option<&'a str>,
     /// The first copy of an in-batch duplicate.
     pub(crate) duplicate_of: Option<&'a str>,
+    /// The invocation's tenant (Lambda's tenant isolation mode).
+    pub(crate) tenant: Option<&'a str>,
 }
 
 impl<'a> Unit<'a> {
@@ -96,7 +98,7 @@ pub(crate) fn finish_one<T, F: Failure>(
         ..Counts::default()
     };
     count(&mut counts, outcome);
-    crate::metrics::emit(&counts);
+    crate::metrics::emit_for(&counts, engine.tenant());
 }
 
 /// Adds one outcome to `counts`.
@@ -132,6 +134,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
         noun,
         key,
         duplicate_of,
+        tenant,
         ..
     } = *unit;
     let [message_id, event_id, sequence_number, offset] = unit.ids();
@@ -188,6 +191,7 @@ pub(crate) fn log_outcome<T, F: Failure>(
                 group,
                 shard,
                 partition,
+                tenant,
                 key,
                 duplicate_of,
                 outcome = label,

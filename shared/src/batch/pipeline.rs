@@ -166,10 +166,11 @@ impl Pipeline<'_> {
             "batch processed"
         );
         let report = BatchReport::new(records, self.ordering, self.names);
-        crate::metrics::emit(&crate::metrics::Counts {
+        let counts = crate::metrics::Counts {
             undecodable: engine.take_undecodable(),
             ..report.counts()
-        });
+        };
+        crate::metrics::emit_for(&counts, engine.tenant());
         report
     }
 
@@ -403,6 +404,7 @@ where
             lane_field: p.names.lane_field,
             key: key_hash.as_deref(),
             duplicate_of,
+            tenant: p.settings.engine.tenant(),
             ..Unit::new("record", &ident, p.names.id_field)
         };
         let done = matches!(

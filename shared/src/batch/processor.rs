@@ -130,10 +130,22 @@ impl<S: Source> Processor<S> {
     {
         let (payload, ctx) = event.into_parts();
         let event = S::parse(payload)?;
-        let report = self
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
+        let report = this
             .process(event, super::settings::remaining_now(&ctx), handler)
             .await;
         Ok(self.response(&report)?)
+    }
+
+    /// This processor for an invocation of `tenant` (its engine's
+    /// [`Idempotency::for_tenant`]): what [`handle`](Self::handle) does
+    /// with the invocation's `Context::tenant_id`, for a caller of
+    /// [`process`](Self::process).
+    pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        let mut this = self.clone();
+        this.settings.engine = this.settings.engine.for_tenant(tenant);
+        this
     }
 
     /// Processes `event`: each record prepared and run through the engine

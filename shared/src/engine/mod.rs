@@ -90,6 +90,8 @@ pub struct Idempotency {
     cache: Option<Arc<Mutex<LruCache<String, Record>>>>,
     /// Replays whose stored response no longer decodes, since last taken.
     undecodable: Arc<AtomicU64>,
+    /// The invocation's tenant (Lambda's tenant isolation mode), if any.
+    tenant: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Idempotency {
@@ -99,6 +101,7 @@ impl std::fmt::Debug for Idempotency {
             .field("config", &self.config)
             .field("clock", &self.clock)
             .field("cache", &self.cache.as_ref().map(|_| "lru"))
+            .field("tenant", &self.tenant)
             .finish()
     }
 }
@@ -133,6 +136,7 @@ impl Idempotency {
             clock: Arc::new(SystemClock),
             cache,
             undecodable: Arc::default(),
+            tenant: None,
         }
     }
 
@@ -187,9 +191,33 @@ impl Idempotency {
         self.clock.now_ms()
     }
 
-    /// The key for `material` under this handler's prefix.
+    /// This engine for an invocation of `tenant` (Lambda's tenant
+    /// isolation mode; `None` or empty: no tenant), sharing its store,
+    /// clock and cache: its keys are scoped by the tenant unless
+    /// [`Config::tenant_scope`] shares them, and its log lines and metrics
+    /// name it. The processors' and the layer's `handle` take the tenant
+    /// from the invocation's `Context::tenant_id`.
+    pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        Self {
+            tenant: tenant.filter(|t| !t.is_empty()).map(Arc::from),
+            ..self.clone()
+        }
+    }
+
+    /// The invocation's tenant, if any ([`Idempotency::for_tenant`]).
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// The key for `material` under this handler's prefix, scoped by the
+    /// tenant when there is one ([`IdempotencyKey::scoped`]) and keys are
+    /// not shared across tenants ([`Config::tenant_scope`]).
     pub fn key(&self, material: &Value) -> Result<IdempotencyKey, KeyError> {
-        IdempotencyKey::new(&self.config.prefix, material)
+        let tenant = match self.config.tenant_scope {
+            crate::tenant::TenantScope::PerTenant => self.tenant(),
+            crate::tenant::TenantScope::Shared => None,
+        };
+        IdempotencyKey::scoped(&self.config.prefix, tenant, material)
     }
 
     fn validation(&self, payload: Option<&Value>) -> Option<String> {

@@ -265,6 +265,9 @@ impl<V> Settings<V> {
             _ => (event.context.request_id.clone(), IdField::default()),
         };
         let remaining = remaining_now(&event.context);
+        let keys = crate::tenant::scoped(&self.keys, event.context.tenant_id.as_deref(), |k, t| {
+            k.for_tenant(Some(t))
+        });
         let own_error = &mut inner_error;
         let handler = || async move {
             inner.call(event).await.map_err(|e| {
@@ -280,9 +283,7 @@ impl<V> Settings<V> {
             }
             Err(e) => Err(e),
         };
-        let result = (self.keys)
-            .run((&id, id_field), start, remaining, checked)
-            .await;
+        let result = keys.run((&id, id_field), start, remaining, checked).await;
         match (result, inner_error) {
             (Ok(outcome), _) => Ok(Idempotent { outcome }),
             (Err(EventError::Handler { .. }), Some(own)) => Err(own),

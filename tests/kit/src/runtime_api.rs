@@ -54,6 +54,9 @@ struct Pending {
     /// The invocation payload's text.
     event: String,
     deadline_ms: u64,
+    /// The `Lambda-Runtime-Aws-Tenant-Id` of a tenant-isolated function's
+    /// invocation.
+    tenant: Option<String>,
     done: oneshot::Sender<Invocation>,
 }
 
@@ -130,7 +133,7 @@ impl RuntimeApi {
         limit: Duration,
     ) -> Vec<(String, Option<Invocation>)> {
         let calls = events.into_iter().map(|(event, deadline_ms)| {
-            let (id, queued) = self.send(event.to_string(), deadline_ms);
+            let (id, queued) = self.send(event.to_string(), deadline_ms, None);
             async move {
                 let result = match queued.await {
                     Some(answer) => answer.wait(limit).await,
@@ -148,6 +151,7 @@ impl RuntimeApi {
         &self,
         event: String,
         deadline_ms: u64,
+        tenant: Option<&str>,
     ) -> (String, impl Future<Output = Option<Answer>> + '_) {
         let n = self
             .next_id
@@ -158,6 +162,7 @@ impl RuntimeApi {
             id: id.clone(),
             event,
             deadline_ms,
+            tenant: tenant.map(str::to_owned),
             done,
         };
         let queued = async move {
@@ -219,7 +224,21 @@ impl RuntimeApi {
         deadline_ms: u64,
         limit: Duration,
     ) -> Option<Invocation> {
-        let (_, queued) = self.send(event, deadline_ms);
+        let (_, queued) = self.send(event, deadline_ms, None);
+        queued.await?.wait(limit).await
+    }
+
+    /// [`RuntimeApi::invoke`] of a tenant-isolated function on behalf of
+    /// `tenant`: `/next` answers with its `Lambda-Runtime-Aws-Tenant-Id`
+    /// header, as Lambda's tenant isolation mode does.
+    pub async fn invoke_as_tenant(
+        &self,
+        tenant: &str,
+        event: Value,
+        deadline_ms: u64,
+        limit: Duration,
+    ) -> Option<Invocation> {
+        let (_, queued) = self.send(event.to_string(), deadline_ms, Some(tenant));
         queued.await?.wait(limit).await
     }
 
@@ -327,8 +346,12 @@ async fn serve(
                 st.max_in_flight = st.max_in_flight.max(st.waiting.len());
             }
             let body = next.event;
+            let tenant = next
+                .tenant
+                .map(|t| format!("Lambda-Runtime-Aws-Tenant-Id: {t}\r\n"))
+                .unwrap_or_default();
             format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{tenant}\
                  Lambda-Runtime-Aws-Request-Id: {}\r\nLambda-Runtime-Deadline-Ms: {}\r\n\
                  Lambda-Runtime-Invoked-Function-Arn: arn:aws:lambda:us-east-1:123456789012:function:local\r\n\
                  Lambda-Runtime-Trace-Id: Root=1-00000000-000000000000000000000000;Sampled=0\r\n\

@@ -204,6 +204,15 @@ impl EventBridgeProcessor {
         &self.keys.engine
     }
 
+    /// This processor for an invocation of `tenant` (its engine's
+    /// [`Idempotency::for_tenant`]): what [`handle`](Self::handle) does
+    /// with the invocation's `Context::tenant_id`.
+    pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        let mut this = self.clone();
+        this.keys = this.keys.for_tenant(tenant);
+        this
+    }
+
     /// Handles one invocation ([`process`](Self::process) with its remaining
     /// time): the response for a done event; an `Err` fails the invocation
     /// (Lambda delivers the event again, then to the on-failure destination).
@@ -221,7 +230,9 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (payload, ctx) = event.into_parts();
-        let outcome = (self.process(payload, remaining_now(&ctx), handler)).await?;
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
+        let outcome = (this.process(payload, remaining_now(&ctx), handler)).await?;
         Ok(match outcome {
             Outcome::Rejected { error, .. } => EventResponse::Rejected { rejected: error },
             Outcome::Replayed(None) => EventResponse::Duplicate { duplicate: true },

@@ -230,6 +230,16 @@ impl HttpProcessor {
         &self.engine
     }
 
+    /// This processor for an invocation of `tenant` (its engine's
+    /// [`Idempotency::for_tenant`]): what [`handle`](Self::handle) does
+    /// with the invocation's `Context::tenant_id`.
+    pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        Self {
+            engine: self.engine.for_tenant(tenant),
+            ..self.clone()
+        }
+    }
+
     /// Handles one invocation: [`process`](HttpProcessor::process) on the
     /// event's request (HTTP API, function URL, REST API or load balancer)
     /// with the invocation's remaining time, answered in the event's shape.
@@ -249,9 +259,11 @@ impl HttpProcessor {
     {
         let (payload, ctx) = event.into_parts();
         let remaining = remaining_now(&ctx);
+        let this =
+            crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
         let format = EventFormat::of(&payload).unwrap_or(EventFormat::HttpApi);
         Ok(match HttpRequest::from_event(payload) {
-            Ok(request) => self
+            Ok(request) => this
                 .process(&request, remaining, parse, handler)
                 .await
                 .render(request.format),
@@ -294,6 +306,7 @@ impl HttpProcessor {
             noun: "request",
             id: request.request_id.as_deref(),
             key: key.map(IdempotencyKey::hash),
+            tenant: self.engine.tenant(),
             ..Unit::default()
         };
         let latency = millis(start.elapsed());

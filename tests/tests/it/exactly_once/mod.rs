@@ -22,3 +22,4 @@ pub(crate) mod orders;
 mod payments;
 pub(crate) mod payments_api;
 pub(crate) mod relay;
+mod tenants;

@@ -765,6 +765,43 @@ fn payments_api_second_request_is_replayed() {
     assert!(body["payment_id"].as_str().is_some_and(|id| !id.is_empty()));
 }
 
+/// payments-api run locally as a tenant's (`--tenant-id`, as Lambda's
+/// tenant isolation mode hands it): its requests replay as before, each
+/// request's log line names the tenant, and its EMF lines count it under
+/// `service` and `tenant`.
+#[test]
+fn a_local_run_as_a_tenant_names_it_in_logs_and_metrics() {
+    let http = "events/payments-api-http.json";
+    let env = [("IDEMPOTENCY_METRICS", "on".to_owned())];
+    let run = run_local(
+        "payments-api",
+        &[http, http, "--tenant-id", "tenant-a"],
+        &env,
+    );
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(run.responses.len(), 2, "{:?}", run.responses);
+    assert_eq!(run.responses[0]["statusCode"], 201);
+    assert_eq!(run.responses[1]["headers"]["idempotent-replayed"], "true");
+    let requests: Vec<&Value> = run
+        .logs
+        .iter()
+        .filter(|l| l["fields"]["outcome"].is_string())
+        .collect();
+    assert_eq!(requests.len(), 2, "{}", run.stderr);
+    for line in requests {
+        assert_eq!(line["fields"]["tenant"], "tenant-a", "{line}");
+    }
+    let emf: Vec<&Value> = run.logs.iter().filter(|l| l["_aws"].is_object()).collect();
+    assert_eq!(emf.len(), 2, "{}", run.stderr);
+    for line in emf {
+        assert_eq!(line["tenant"], "tenant-a", "{line}");
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            serde_json::json!([["service"], ["service", "tenant"]])
+        );
+    }
+}
+
 /// payments-api's caller settings from the environment: an unknown
 /// anonymous policy stops it at start; the Lambda authorizer sample is 401
 /// until the context key that names the caller is set, then 201.
