@@ -7,8 +7,6 @@
 //! own answer. [`TenantScope::Shared`] (or [`TENANT_SCOPE_ENV`]`=shared`)
 //! shares keys across tenants, for a function whose keys are already global.
 
-use std::borrow::Cow;
-
 /// Environment variable choosing how keys are scoped when an invocation
 /// carries a tenant id: `tenant` (the default) or `shared`. Read by
 /// [`Config::with_prefix`](crate::Config::with_prefix).
@@ -55,14 +53,15 @@ impl TenantScope {
 
 /// `this` for an invocation of `tenant`: borrowed when there is none,
 /// otherwise a copy that `scope` gives the tenant.
+#[cfg(feature = "lambda")]
 pub(crate) fn scoped<'a, T: Clone>(
     this: &'a T,
     tenant: Option<&str>,
     scope: impl FnOnce(&T, &str) -> T,
-) -> Cow<'a, T> {
+) -> std::borrow::Cow<'a, T> {
     match tenant.filter(|t| !t.is_empty()) {
-        None => Cow::Borrowed(this),
-        Some(tenant) => Cow::Owned(scope(this, tenant)),
+        None => std::borrow::Cow::Borrowed(this),
+        Some(tenant) => std::borrow::Cow::Owned(scope(this, tenant)),
     }
 }
 
