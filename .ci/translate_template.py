@@ -164,10 +164,17 @@ def main(path):
     alone["Transform"] = "AWS::Serverless-2016-10-31"
     try:
         transform(alone, dict(PARAMETERS), NoManagedPolicies())
-        refused = False
+        refusal = ""
     except Exception as e:  # the translator's InvalidDocumentException
-        refused = "CapacityProviderConfig" in str(e)
-    check(refused, "the SAM transform alone refuses the !If on CapacityProviderConfig")
+        refusal = str(e)
+    check(
+        "CapacityProviderConfig" in refusal,
+        "the SAM transform alone refuses the !If on CapacityProviderConfig",
+    )
+    check(
+        "PaymentsApiFunction" in refusal,
+        "the SAM transform alone refuses the !If on payments-api's Events",
+    )
 
 
 if __name__ == "__main__":
