@@ -1,6 +1,7 @@
 """Translates template.yaml as CloudFormation would, for both settings of
 the orders capacity-provider switch (OrdersCapacityProviderArn empty and
-set), and checks what each gives.
+set) and of the payments-api tenancy switch (PaymentsApiTenancy none and
+per-tenant), and checks what each gives.
 
 Run with the SAM CLI venv's python (.ci/run does): the AWS::LanguageExtensions
 step is the SAM CLI's copy of it (samcli.lib.cfn_language_extensions), the
@@ -122,15 +123,58 @@ def main(path):
     ]
     check(not others, "on: only orders moves")
 
+    # The payments-api tenancy switch (PaymentsApiTenancy), both settings.
+    shared = off["Resources"]["PaymentsApiFunction"]["Properties"]
+    check("TenancyConfig" not in shared, "tenancy none: payments-api is not tenant-isolated")
+    check(
+        "PaymentsApiFunctionUrl" in of_type(off, "AWS::Lambda::Url")
+        and "PaymentsApiFunctionUrl" in off.get("Outputs", {}),
+        "tenancy none: payments-api has its function URL",
+    )
+    check(
+        "PaymentsApiFunctionCreatePaymentPermission" in off["Resources"],
+        "tenancy none: the HTTP API may invoke payments-api",
+    )
+    tenants = translated(template, {"PaymentsApiTenancy": "per-tenant"})
+    function = tenants["Resources"]["PaymentsApiFunction"]["Properties"]
+    check(
+        function.get("TenancyConfig") == {"TenantIsolationMode": "PER_TENANT"},
+        "tenancy per-tenant: payments-api has TenancyConfig PER_TENANT",
+    )
+    check(
+        not of_type(tenants, "AWS::Lambda::Url")
+        and tenants["Outputs"]["PaymentsApiFunctionUrl"].get("Condition") == "PaymentsApiShared",
+        "tenancy per-tenant: no function URL (nor its output)",
+    )
+    invokers = [
+        k
+        for k, r in of_type(tenants, "AWS::Lambda::Permission").items()
+        if r["Properties"].get("FunctionName") == {"Ref": "PaymentsApiFunction"}
+    ]
+    check(not invokers, "tenancy per-tenant: no HTTP API route or URL may invoke payments-api")
+    others = [
+        k
+        for k, r in of_type(tenants, "AWS::Lambda::Function").items()
+        if k != "PaymentsApiFunction" and "TenancyConfig" in r["Properties"]
+    ]
+    check(not others, "tenancy per-tenant: only payments-api is tenant-isolated")
+
     # Why AWS::LanguageExtensions: the SAM transform alone refuses the !If.
     alone = packaged(template)
     alone["Transform"] = "AWS::Serverless-2016-10-31"
     try:
         transform(alone, dict(PARAMETERS), NoManagedPolicies())
-        refused = False
+        refusal = ""
     except Exception as e:  # the translator's InvalidDocumentException
-        refused = "CapacityProviderConfig" in str(e)
-    check(refused, "the SAM transform alone refuses the !If on CapacityProviderConfig")
+        refusal = str(e)
+    check(
+        "CapacityProviderConfig" in refusal,
+        "the SAM transform alone refuses the !If on CapacityProviderConfig",
+    )
+    check(
+        "PaymentsApiFunction" in refusal,
+        "the SAM transform alone refuses the !If on payments-api's Events",
+    )
 
 
 if __name__ == "__main__":

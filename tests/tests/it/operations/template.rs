@@ -265,6 +265,172 @@ Resources:
     assert_eq!(life(""), Some(24 * 3600));
 }
 
+/// `value` as CloudFormation sees it when `condition` is `holds`: the
+/// chosen branch of an `!If [condition, a, b]` (`None` for
+/// `!Ref AWS::NoValue`), any other value as is.
+fn when<'a>(value: &'a Value, condition: &str, holds: bool) -> Option<&'a Value> {
+    let chosen = match intrinsic(value) {
+        Some((name, args)) if name == "If" && args[0].as_str() == Some(condition) => {
+            &args[if holds { 1 } else { 2 }]
+        }
+        _ => value,
+    };
+    (!chosen.is_null() && reference(chosen) != Some("AWS::NoValue")).then_some(chosen)
+}
+
+/// The condition that switches payments-api to tenant isolation.
+const PER_TENANT: &str = "PaymentsApiPerTenant";
+
+/// What Lambda refuses on a tenant-isolated function (`TenancyConfig`):
+/// a function URL, provisioned concurrency, SnapStart, and any event
+/// source but a REST API (an HTTP API cannot pass the tenant id), for
+/// every function of the template with [`PER_TENANT`] set to `per_tenant`.
+fn tenant_isolation_problems(template: &Value, per_tenant: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (id, function) in resources_of(template, "AWS::Serverless::Function") {
+        let properties = &function["Properties"];
+        let Some(tenancy) = properties
+            .get("TenancyConfig")
+            .and_then(|v| when(v, PER_TENANT, per_tenant))
+        else {
+            continue;
+        };
+        if tenancy["TenantIsolationMode"].as_str() != Some("PER_TENANT") {
+            problems.push(format!("{id}: TenancyConfig {tenancy:?}"));
+        }
+        for refused in [
+            "FunctionUrlConfig",
+            "ProvisionedConcurrencyConfig",
+            "SnapStart",
+        ] {
+            if properties
+                .get(refused)
+                .and_then(|v| when(v, PER_TENANT, per_tenant))
+                .is_some()
+            {
+                problems.push(format!("{id}: {refused} on a tenant-isolated function"));
+            }
+        }
+        let events = properties
+            .get("Events")
+            .and_then(|v| when(v, PER_TENANT, per_tenant));
+        for (name, event) in events.and_then(Value::as_mapping).into_iter().flatten() {
+            let event = when(event, PER_TENANT, per_tenant);
+            let type_ = event.and_then(|e| e["Type"].as_str());
+            if event.is_some() && type_ != Some("Api") {
+                problems.push(format!(
+                    "{id}: event {} ({type_:?}) on a tenant-isolated function",
+                    name.as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// `PaymentsApiTenancy=per-tenant` makes payments-api tenant-isolated
+/// (`TenancyConfig` PER_TENANT) without its function URL (nor the URL's
+/// output) or its HTTP API route, invoked directly with a tenant id;
+/// `none` (the default) leaves it as it was. No other function is
+/// tenant-isolated, and no setting gives one what Lambda refuses it.
+#[test]
+fn payments_api_per_tenant_is_tenant_isolated_and_reachable_only_with_a_tenant_id() {
+    let template = template();
+    let parameter = &template["Parameters"]["PaymentsApiTenancy"];
+    assert_eq!(parameter["Default"].as_str(), Some("none"));
+    let allowed: Vec<&str> = parameter["AllowedValues"]
+        .as_sequence()
+        .expect("AllowedValues")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(allowed, ["none", "per-tenant"]);
+    let condition = intrinsic(&template["Conditions"][PER_TENANT]).expect("a condition");
+    assert_eq!(condition.0, "Equals");
+    assert_eq!(reference(&condition.1[0]), Some("PaymentsApiTenancy"));
+    assert_eq!(condition.1[1].as_str(), Some("per-tenant"));
+
+    let function = &template["Resources"]["PaymentsApiFunction"]["Properties"];
+    let tenancy = when(&function["TenancyConfig"], PER_TENANT, true).expect("TenancyConfig");
+    assert_eq!(tenancy["TenantIsolationMode"].as_str(), Some("PER_TENANT"));
+    assert!(when(&function["FunctionUrlConfig"], PER_TENANT, true).is_none());
+    assert!(when(&function["Events"], PER_TENANT, true).is_none());
+    assert!(when(&function["TenancyConfig"], PER_TENANT, false).is_none());
+    assert!(when(&function["FunctionUrlConfig"], PER_TENANT, false).is_some());
+    assert!(when(&function["Events"], PER_TENANT, false).is_some());
+    // The URL's output exists only with the URL.
+    let shared = intrinsic(&template["Conditions"]["PaymentsApiShared"]).expect("a condition");
+    assert_eq!(shared.0, "Not");
+    assert_eq!(
+        intrinsic(&shared.1[0]).map(|(n, v)| (n, v.as_str())),
+        Some(("Condition".to_owned(), Some(PER_TENANT)))
+    );
+    assert_eq!(
+        template["Outputs"]["PaymentsApiFunctionUrl"]["Condition"].as_str(),
+        Some("PaymentsApiShared")
+    );
+
+    for per_tenant in [false, true] {
+        assert_eq!(
+            tenant_isolation_problems(&template, per_tenant),
+            Vec::<String>::new(),
+            "per_tenant {per_tenant}"
+        );
+        let isolated: Vec<&str> = resources_of(&template, "AWS::Serverless::Function")
+            .into_iter()
+            .filter(|(_, f)| {
+                f["Properties"]
+                    .get("TenancyConfig")
+                    .and_then(|v| when(v, PER_TENANT, per_tenant))
+                    .is_some()
+            })
+            .map(|(id, _)| id)
+            .collect();
+        let expected: &[&str] = if per_tenant {
+            &["PaymentsApiFunction"]
+        } else {
+            &[]
+        };
+        assert_eq!(isolated, expected);
+    }
+}
+
+/// A tenant-isolated function with a function URL, or an HTTP API or queue
+/// event, is caught.
+#[test]
+fn a_tenant_isolated_function_with_a_url_or_a_non_rest_event_is_caught() {
+    let real = template();
+    let mut with_url = real.clone();
+    with_url["Resources"]["PaymentsApiFunction"]["Properties"]["FunctionUrlConfig"] =
+        serde_yaml::from_str("{AuthType: AWS_IAM}").unwrap();
+    assert_eq!(
+        tenant_isolation_problems(&with_url, true),
+        ["PaymentsApiFunction: FunctionUrlConfig on a tenant-isolated function"]
+    );
+    assert!(tenant_isolation_problems(&with_url, false).is_empty());
+
+    let mut with_http_api = real.clone();
+    with_http_api["Resources"]["PaymentsApiFunction"]["Properties"]["Events"] =
+        serde_yaml::from_str("{CreatePayment: {Type: HttpApi}}").unwrap();
+    assert_eq!(
+        tenant_isolation_problems(&with_http_api, true),
+        [
+            r#"PaymentsApiFunction: event CreatePayment (Some("HttpApi")) on a tenant-isolated function"#
+        ]
+    );
+
+    let mut orders = real;
+    orders["Resources"]["OrdersFunction"]["Properties"]["TenancyConfig"] =
+        serde_yaml::from_str("{TenantIsolationMode: PER_TENANT}").unwrap();
+    let problems = tenant_isolation_problems(&orders, false);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("OrdersFunction: event") && p.contains("SQS")),
+        "{problems:?}"
+    );
+}
+
 /// `payments-api` keeps keys as long as the library's HTTP default, takes
 /// IAM-signed requests only, and its role touches only its two tables and
 /// its log group.
@@ -281,13 +447,12 @@ fn payments_api_keeps_keys_24h_behind_iam_with_its_own_role() {
         expiry,
         lambda_idempotency::http::DEFAULT_RETENTION.as_secs()
     );
-    assert_eq!(
-        function["FunctionUrlConfig"]["AuthType"].as_str(),
-        Some("AWS_IAM")
-    );
+    // Its entry points when not tenant-isolated (PaymentsApiTenancy=none).
+    let url = when(&function["FunctionUrlConfig"], PER_TENANT, false).expect("a function URL");
+    assert_eq!(url["AuthType"].as_str(), Some("AWS_IAM"));
     let api = &resources["PaymentsHttpApi"]["Properties"]["Auth"];
     assert_eq!(api["DefaultAuthorizer"].as_str(), Some("AWS_IAM"));
-    let event = &function["Events"]["CreatePayment"];
+    let event = &when(&function["Events"], PER_TENANT, false).expect("events")["CreatePayment"];
     assert_eq!(event["Type"].as_str(), Some("HttpApi"));
     assert_eq!(
         event["Properties"]["Path"].as_str(),
