@@ -9,7 +9,9 @@
 //! `http(s):` and `mailto:` targets are not followed, but a page the Rust
 //! docs name (`the repository's `docs/<path>``) must exist. And no tracked
 //! file links to a home the project does not have: the GitHub organisation
-//! of the crate's name does not exist, so no file names it.
+//! of the crate's name does not exist, so no file names it. The README's
+//! picture of the way a record goes (`docs/record-flow.svg`) is drawn from
+//! its Graphviz source (`docs/record-flow.dot`): the same text, line by line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -497,5 +499,61 @@ fn a_broken_repository_link_is_caught() {
             "x.rs:2: docs/sources/nope.md: no file docs/sources/nope.md",
             "x.rs:3: docs/sources/sqs.md#nowhere: no heading #nowhere in docs/sources/sqs.md",
         ]
+    );
+}
+
+/// The lines of every `label="..."` of a Graphviz source, in order of
+/// appearance, sorted.
+fn dot_label_lines(dot: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = dot;
+    while let Some(at) = rest.find("label=\"") {
+        rest = &rest[at + "label=\"".len()..];
+        let end = rest.find('"').expect("a closed label");
+        out.extend(rest[..end].split("\\n").map(str::to_owned));
+        rest = &rest[end + 1..];
+    }
+    out.sort();
+    out
+}
+
+/// The text of every `<text>` element of an SVG, entities decoded, sorted.
+fn svg_text_lines(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find("<text") {
+        rest = &rest[at..];
+        let start = rest.find('>').expect("a closed tag") + 1;
+        let end = rest.find("</text>").expect("a closed text");
+        out.push(
+            rest[start..end]
+                .replace("&#45;", "-")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&"),
+        );
+        rest = &rest[end..];
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_record_picture_is_drawn_from_its_source() {
+    let root = root();
+    let dot = std::fs::read_to_string(root.join("docs/record-flow.dot")).expect("the source");
+    let svg = std::fs::read_to_string(root.join("docs/record-flow.svg")).expect("the picture");
+    let (labels, texts) = (dot_label_lines(&dot), svg_text_lines(&svg));
+    assert!(labels.len() >= 20, "{labels:?}");
+    assert_eq!(
+        labels, texts,
+        "docs/record-flow.svg is not drawn from docs/record-flow.dot: \
+         run `dot -Tsvg docs/record-flow.dot -o docs/record-flow.svg`"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    assert!(
+        readme.contains("](docs/record-flow.svg)"),
+        "README.md shows the picture"
     );
 }
