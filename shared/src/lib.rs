@@ -10,13 +10,13 @@
 //! with one line in its `ServiceBuilder`: the tower layer `layer::IdempotencyLayer`
 //! (feature `lambda`).
 //!
-//! Another repository depends on the crate by git (or by path, from a
-//! checkout) until it is published:
+//! Until it is published, another project depends on the crate by path, from
+//! a checkout of this repository (the repository has no public address yet;
+//! write the path to your checkout's `shared/` folder):
 //!
 //! ```toml
 //! [dependencies]
-//! lambda-idempotency = { git = "https://github.com/lambda-idempotency/lambda-idempotency" }
-//! # lambda-idempotency = { path = "../lambda-idempotency/shared" }
+//! lambda-idempotency = { path = "../lambda-idempotency/shared" }
 //! ```
 //!
 //! # Quick start (in-memory store)

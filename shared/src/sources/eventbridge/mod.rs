@@ -1,7 +1,5 @@
 //! EventBridge events invoking the function directly (asynchronous
-//! invocation): [`EventBridgeProcessor`]. The guide: [docs/sources/eventbridge.md].
-//!
-//! [docs/sources/eventbridge.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/eventbridge.md
+//! invocation): [`EventBridgeProcessor`]. The guide: the repository's `docs/sources/eventbridge.md`.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

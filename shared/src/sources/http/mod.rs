@@ -4,9 +4,7 @@
 //! [`HttpProcessor`] runs the handler once per caller-scoped key and
 //! answers every retry with the first answer; its own error answers are
 //! RFC 9457 [`Problem`]s. The guide, with the table of answers:
-//! [docs/sources/http.md].
-//!
-//! [docs/sources/http.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/http.md
+//! the repository's `docs/sources/http.md`.
 
 mod problem;
 mod request;

@@ -1,7 +1,5 @@
 //! Kafka batches (Amazon MSK, self-managed Apache Kafka) on the batch core:
-//! [`KafkaProcessor`]. The guide: [docs/sources/kafka.md].
-//!
-//! [docs/sources/kafka.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kafka.md
+//! [`KafkaProcessor`]. The guide: the repository's `docs/sources/kafka.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,8 +1,6 @@
 //! Kinesis Data Streams batches on the batch core: [`KinesisProcessor`],
 //! lanes by partition key ([`KinesisOrder`]), the response a shard
-//! checkpoint. The guide: [docs/sources/kinesis.md].
-//!
-//! [docs/sources/kinesis.md]: https://github.com/lambda-idempotency/lambda-idempotency/blob/main/docs/sources/kinesis.md
+//! checkpoint. The guide: the repository's `docs/sources/kinesis.md`.
 
 mod aggregate;
 mod delivery;

@@ -6,9 +6,12 @@
 //! (code spans and links reduced to their text) in lower case, every
 //! character but letters, digits, `_`, `-` and spaces dropped, spaces as
 //! `-`, and the second heading of one slug `-1`, the third `-2`. No network:
-//! `http(s):` and `mailto:` targets are not followed, but a link of the
-//! Rust docs into the repository on GitHub (`<repository>/blob/main/<path>`,
-//! the repository `shared/Cargo.toml` names) is checked as a relative one.
+//! `http(s):` and `mailto:` targets are not followed, but a page the Rust
+//! docs name (`the repository's `docs/<path>``) must exist. And no tracked
+//! file links to a home the project does not have: the GitHub organisation
+//! of the crate's name does not exist, so no file names it. The README's
+//! picture of the way a record goes (`docs/record-flow.svg`) is drawn from
+//! its Graphviz source (`docs/record-flow.dot`): the same text, line by line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -378,40 +381,115 @@ fn broken_repository_links(
     (seen, broken)
 }
 
+/// How the Rust docs name a page of the repository: "the repository's
+/// `docs/...`", the path relative to the root.
+const PAGE_NAME: &str = "the repository's `";
+
 #[test]
-fn every_link_of_the_rust_docs_into_the_repository_resolves() {
+fn every_page_the_rust_docs_name_exists() {
     let root = root();
-    let manifest =
-        std::fs::read_to_string(root.join("shared/Cargo.toml")).expect("shared/Cargo.toml");
-    let repository = manifest
-        .lines()
-        .find_map(|l| l.strip_prefix("repository = "))
-        .expect("shared/Cargo.toml names its repository")
-        .trim_matches('"');
-    let prefix = format!("{repository}/blob/main/");
     let (mut seen, mut broken) = (0, Vec::new());
     for file in rust_files(&root, &["shared/src", "functions"]) {
         let text = std::fs::read_to_string(root.join(&file)).expect("a source file");
-        let (n, b) = broken_repository_links(&root, &file, &text, &prefix);
+        let (n, b) = broken_repository_links(&root, &file, &text, PAGE_NAME);
         seen += n;
         broken.extend(b);
     }
-    // Each source's module doc links its page.
-    assert!(seen >= 7, "only {seen} link(s) into {prefix} found");
+    // Each source's module doc names its page.
+    assert!(seen >= 7, "only {seen} page name(s) ({PAGE_NAME}...) found");
     assert!(
         broken.is_empty(),
-        "{} broken link(s) in the Rust docs:\n{}",
+        "{} page(s) named in the Rust docs do not exist:\n{}",
         broken.len(),
         broken.join("\n")
     );
 }
 
+/// The GitHub organisation of the crate's name, which does not exist (built
+/// from parts so this file does not name it).
+fn missing_home() -> String {
+    ["github.com/", "lambda-idempotency"].concat()
+}
+
+/// Every `file:line` of `text` naming `home` (case-insensitive).
+fn names_of(home: &str, file: &Path, text: &str) -> Vec<String> {
+    let home = home.to_ascii_lowercase();
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| line.to_ascii_lowercase().contains(&home))
+        .map(|(n, line)| format!("{}:{}: {}", file.display(), n + 1, line.trim()))
+        .collect()
+}
+
+/// The repository's files: tracked ones and untracked ones git does not
+/// ignore, relative to the root.
+fn repository_files(root: &Path) -> Vec<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("git ls-files runs");
+    assert!(
+        out.status.success(),
+        "git ls-files: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .collect()
+}
+
+#[test]
+fn no_file_links_to_a_home_that_does_not_exist() {
+    let root = root();
+    let home = missing_home();
+    let files = repository_files(&root);
+    assert!(files.len() > 100, "only {} file(s) listed", files.len());
+    let mut found = Vec::new();
+    for file in files {
+        // Deleted but still tracked, or not text: nothing to read.
+        let Ok(text) = std::fs::read_to_string(root.join(&file)) else {
+            continue;
+        };
+        found.extend(names_of(&home, &file, &text));
+    }
+    assert!(
+        found.is_empty(),
+        "{} line(s) name {home}, which does not exist (use a path dependency or a \
+         placeholder the reader fills in):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_link_to_the_missing_home_is_caught() {
+    let home = missing_home();
+    let org = "Lambda-Idempotency";
+    let text = format!(
+        "ok\nlambda-idempotency = {{ git = \"https://{home}/lambda-idempotency\" }}\n\
+         see https://GitHub.com/{org}/x\n"
+    );
+    let found = names_of(&home, Path::new("x.md"), &text);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("x.md:2: "), "{found:?}");
+    assert!(found[1].starts_with("x.md:3: "), "{found:?}");
+}
+
 #[test]
 fn a_broken_repository_link_is_caught() {
-    let prefix = "https://example.com/r/blob/main/";
+    let prefix = PAGE_NAME;
     let text = format!(
-        "//! [ok]({prefix}docs/sources/sqs.md) [ok]({prefix}README.md#documentation)\n\
-         //! [gone]: {prefix}docs/sources/nope.md\n//! [anchor]({prefix}docs/sources/sqs.md#nowhere)\n"
+        "//! ok: {prefix}docs/sources/sqs.md`, {prefix}README.md#documentation`\n\
+         //! gone: {prefix}docs/sources/nope.md`.\n//! anchor: {prefix}docs/sources/sqs.md#nowhere`\n"
     );
     let (seen, broken) = broken_repository_links(&root(), Path::new("x.rs"), &text, prefix);
     assert_eq!(seen, 4);
@@ -421,5 +499,61 @@ fn a_broken_repository_link_is_caught() {
             "x.rs:2: docs/sources/nope.md: no file docs/sources/nope.md",
             "x.rs:3: docs/sources/sqs.md#nowhere: no heading #nowhere in docs/sources/sqs.md",
         ]
+    );
+}
+
+/// The lines of every `label="..."` of a Graphviz source, in order of
+/// appearance, sorted.
+fn dot_label_lines(dot: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = dot;
+    while let Some(at) = rest.find("label=\"") {
+        rest = &rest[at + "label=\"".len()..];
+        let end = rest.find('"').expect("a closed label");
+        out.extend(rest[..end].split("\\n").map(str::to_owned));
+        rest = &rest[end + 1..];
+    }
+    out.sort();
+    out
+}
+
+/// The text of every `<text>` element of an SVG, entities decoded, sorted.
+fn svg_text_lines(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find("<text") {
+        rest = &rest[at..];
+        let start = rest.find('>').expect("a closed tag") + 1;
+        let end = rest.find("</text>").expect("a closed text");
+        out.push(
+            rest[start..end]
+                .replace("&#45;", "-")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&"),
+        );
+        rest = &rest[end..];
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_record_picture_is_drawn_from_its_source() {
+    let root = root();
+    let dot = std::fs::read_to_string(root.join("docs/record-flow.dot")).expect("the source");
+    let svg = std::fs::read_to_string(root.join("docs/record-flow.svg")).expect("the picture");
+    let (labels, texts) = (dot_label_lines(&dot), svg_text_lines(&svg));
+    assert!(labels.len() >= 20, "{labels:?}");
+    assert_eq!(
+        labels, texts,
+        "docs/record-flow.svg is not drawn from docs/record-flow.dot: \
+         run `dot -Tsvg docs/record-flow.dot -o docs/record-flow.svg`"
+    );
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    assert!(
+        readme.contains("](docs/record-flow.svg)"),
+        "README.md shows the picture"
     );
 }
