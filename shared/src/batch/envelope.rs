@@ -184,32 +184,60 @@ pub(crate) fn open<M: DeserializeOwned>(
         EnvelopeMode::Never => return plain(ident, text, value),
         EnvelopeMode::Unwrap(kinds) | EnvelopeMode::Require(kinds) => kinds,
     };
+    match recognise(kinds, &value) {
+        Ok(Kind::EventBridge) => open_eventbridge(ident, text, value),
+        Ok(Kind::Sns) => open_notification(ident, value),
+        Err(why_not) => match mode {
+            EnvelopeMode::Require(_) => Err(required(ident, kinds, &why_not)),
+            _ => plain(ident, text, value).map_err(|e| match e {
+                FailureReason::Parse(m) => {
+                    FailureReason::Parse(format!("{m}; and it is no envelope: {why_not}"))
+                }
+                other => other,
+            }),
+        },
+    }
+}
+
+/// The envelope a body was recognised as.
+enum Kind {
+    EventBridge,
+    Sns,
+}
+
+/// Which of `kinds` the body `value` is a strict envelope of, or why it is
+/// none of them.
+fn recognise(kinds: Envelopes, value: &Value) -> Result<Kind, String> {
     let mut why_not = Vec::new();
     if matches!(kinds, Envelopes::EventBridge | Envelopes::Any) {
-        match check_eventbridge(&value) {
-            Ok(()) => return open_eventbridge(ident, text, value),
+        match check_eventbridge(value) {
+            Ok(()) => return Ok(Kind::EventBridge),
             Err(why) => why_not.push(format!("not an EventBridge event ({why})")),
         }
     }
     if matches!(kinds, Envelopes::Sns | Envelopes::Any) {
-        match check_notification(&value) {
-            Ok(()) => return open_notification(ident, value),
+        match check_notification(value) {
+            Ok(()) => return Ok(Kind::Sns),
             Err(why) => why_not.push(format!("not an SNS notification ({why})")),
         }
     }
-    let why_not = why_not.join("; ");
-    match mode {
-        EnvelopeMode::Require(_) => Err(FailureReason::Parse(format!(
-            "body of message {ident} must be {} (EnvelopeMode::Require): it is {why_not}",
-            kinds.name()
-        ))),
-        _ => plain(ident, text, value).map_err(|e| match e {
-            FailureReason::Parse(m) => {
-                FailureReason::Parse(format!("{m}; and it is no envelope: {why_not}"))
-            }
-            other => other,
-        }),
-    }
+    Err(why_not.join("; "))
+}
+
+/// What a body that is no envelope of `kinds` fails with under
+/// [`EnvelopeMode::Require`].
+fn required(ident: &str, kinds: Envelopes, why_not: &str) -> FailureReason {
+    FailureReason::Parse(format!(
+        "body of message {ident} must be {} (EnvelopeMode::Require): it is {why_not}",
+        kinds.name()
+    ))
+}
+
+/// An EventBridge event's invalid field, or an SNS notification's.
+fn invalid(ident: &str, what: &str, e: serde_json::Error) -> FailureReason {
+    FailureReason::Parse(format!(
+        "body of message {ident} is {what} but not a valid one: {e}"
+    ))
 }
 
 /// A body that is the message itself.
@@ -240,11 +268,8 @@ fn open_eventbridge<M: DeserializeOwned>(
     value: Value,
 ) -> Result<Opened<M>, FailureReason> {
     let parse = FailureReason::Parse;
-    let event = EventBridgeEvent::<Value>::deserialize(&value).map_err(|e| {
-        parse(format!(
-            "body of message {ident} is an EventBridge event but not a valid one: {e}"
-        ))
-    })?;
+    let event = EventBridgeEvent::<Value>::deserialize(&value)
+        .map_err(|e| invalid(ident, "an EventBridge event", e))?;
     // `M` from the detail's text, as a plain body is read: a number `f64`
     // cannot hold reaches `M` exactly.
     let body = serde_json::from_str::<Detail<'_>>(text)
@@ -277,11 +302,8 @@ fn open_notification<M: DeserializeOwned>(
     ident: &str,
     value: Value,
 ) -> Result<Opened<M>, FailureReason> {
-    let notification = SnsNotification::deserialize(&value).map_err(|e| {
-        FailureReason::Parse(format!(
-            "body of message {ident} is an SNS notification but not a valid one: {e}"
-        ))
-    })?;
+    let notification = SnsNotification::deserialize(&value)
+        .map_err(|e| invalid(ident, "an SNS notification", e))?;
     let opened = open_message::<M>(&format!("message {ident}"), &notification.message)?;
     let envelope = Some(Envelope::Sns(Box::new(notification)));
     Ok(Opened { envelope, ..opened })
@@ -355,57 +377,31 @@ pub(crate) fn open_raw<'t>(
         EnvelopeMode::Never => return Ok((Cow::Borrowed(text), None)),
         EnvelopeMode::Unwrap(kinds) | EnvelopeMode::Require(kinds) => kinds,
     };
-    let parse = FailureReason::Parse;
-    let mut why_not = Vec::new();
-    match serde_json::from_str::<Value>(text) {
-        Err(e) => why_not.push(format!("not JSON ({e})")),
-        Ok(value) => {
-            if matches!(kinds, Envelopes::EventBridge | Envelopes::Any) {
-                match check_eventbridge(&value) {
-                    Ok(()) => {
-                        #[derive(Deserialize)]
-                        struct Detail<'a> {
-                            #[serde(borrow)]
-                            detail: &'a serde_json::value::RawValue,
-                        }
-                        let bad = |e: serde_json::Error| {
-                            parse(format!(
-                                "body of message {ident} is an EventBridge event but not a \
-                                 valid one: {e}"
-                            ))
-                        };
-                        let event = EventBridgeEvent::<Value>::deserialize(&value).map_err(bad)?;
-                        let detail = serde_json::from_str::<Detail<'t>>(text).map_err(bad)?;
-                        let envelope = Envelope::EventBridge(Box::new(event));
-                        return Ok((Cow::Borrowed(detail.detail.get()), Some(envelope)));
-                    }
-                    Err(why) => why_not.push(format!("not an EventBridge event ({why})")),
-                }
-            }
-            if matches!(kinds, Envelopes::Sns | Envelopes::Any) {
-                match check_notification(&value) {
-                    Ok(()) => {
-                        let notification = SnsNotification::deserialize(&value).map_err(|e| {
-                            parse(format!(
-                                "body of message {ident} is an SNS notification but not a \
-                                 valid one: {e}"
-                            ))
-                        })?;
-                        let message = Cow::Owned(notification.message.clone());
-                        return Ok((message, Some(Envelope::Sns(Box::new(notification)))));
-                    }
-                    Err(why) => why_not.push(format!("not an SNS notification ({why})")),
-                }
-            }
+    let value = match serde_json::from_str::<Value>(text) {
+        Ok(value) => value,
+        Err(e) if matches!(mode, EnvelopeMode::Require(_)) => {
+            return Err(required(ident, kinds, &format!("not JSON ({e})")));
         }
-    }
-    match mode {
-        EnvelopeMode::Require(_) => Err(parse(format!(
-            "body of message {ident} must be {} (EnvelopeMode::Require): it is {}",
-            kinds.name(),
-            why_not.join("; ")
-        ))),
-        _ => Ok((Cow::Borrowed(text), None)),
+        Err(_) => return Ok((Cow::Borrowed(text), None)),
+    };
+    match recognise(kinds, &value) {
+        Ok(Kind::EventBridge) => {
+            let bad = |e| invalid(ident, "an EventBridge event", e);
+            let event = EventBridgeEvent::<Value>::deserialize(&value).map_err(bad)?;
+            let detail = serde_json::from_str::<Detail<'t>>(text).map_err(bad)?;
+            let envelope = Envelope::EventBridge(Box::new(event));
+            Ok((Cow::Borrowed(detail.detail.get()), Some(envelope)))
+        }
+        Ok(Kind::Sns) => {
+            let notification = SnsNotification::deserialize(&value)
+                .map_err(|e| invalid(ident, "an SNS notification", e))?;
+            let message = Cow::Owned(notification.message.clone());
+            Ok((message, Some(Envelope::Sns(Box::new(notification)))))
+        }
+        Err(why_not) if matches!(mode, EnvelopeMode::Require(_)) => {
+            Err(required(ident, kinds, &why_not))
+        }
+        Err(_) => Ok((Cow::Borrowed(text), None)),
     }
 }
 
