@@ -83,6 +83,48 @@ pub fn check_prefix(prefix: &str) -> Result<(), PrefixError> {
     }
 }
 
+/// A variable of the environment whose value the engine cannot use
+/// ([`Config::from_env`]): the message names the variable and its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvError {
+    /// A value that is none of those the variable takes.
+    #[error("{var}={value:?} is not {expected}")]
+    Value {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+    /// [`PREFIX_ENV`] names a prefix [`check_prefix`] refuses.
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+    /// [`EXPIRES_AFTER_ENV`] sets a lifetime shorter than the lease.
+    #[error("{EXPIRES_AFTER_ENV}={value:?} is shorter than the lease")]
+    Lifetime {
+        /// Its value.
+        value: String,
+        /// The lifetime and the lease.
+        #[source]
+        source: LifetimeError,
+    },
+}
+
+/// The variables [`Config::from_env`] reads, every one the engine honours:
+/// the record id prefix, the record lifetime, the kill switch, batch
+/// commits and the tenant scope. (The store's are read where the store is
+/// chosen, [`StoreChoice::from_env`](crate::StoreChoice::from_env); the
+/// whole list: [`crate::env`].)
+pub const ENGINE_ENV: [&str; 5] = [
+    PREFIX_ENV,
+    EXPIRES_AFTER_ENV,
+    DISABLED_ENV,
+    BATCH_COMMITS_ENV,
+    crate::tenant::TENANT_SCOPE_ENV,
+];
+
 /// A record lifetime shorter than the lease ([`Config::check_lifetime`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -267,6 +309,79 @@ impl Config {
             store_without_transactions: None,
             tenant_scope: crate::tenant::TenantScope::from_env(),
         }
+    }
+
+    /// Configuration with the code's `prefix` and every variable the engine
+    /// honours ([`ENGINE_ENV`]) read from the environment: a bad value is
+    /// an error naming the variable, never a silent default. What a
+    /// function with defaults of its own calls is [`Config::read_env`].
+    pub fn from_env(prefix: impl Into<String>) -> Result<Self, EnvError> {
+        Self::with_prefix(prefix).read_env()
+    }
+
+    /// This configuration (the code's defaults) with what the environment
+    /// sets of [`ENGINE_ENV`] over it:
+    ///
+    /// | variable | sets | takes |
+    /// | --- | --- | --- |
+    /// | [`PREFIX_ENV`] | [`Config::prefix`] | a prefix [`check_prefix`] accepts |
+    /// | [`EXPIRES_AFTER_ENV`] | [`Config::expires_after`] | whole seconds, at least the lease |
+    /// | [`DISABLED_ENV`] | [`Config::disabled`] | `true`/`1`/`yes`/`on`, `false`/`0`/`no`/`off` |
+    /// | [`BATCH_COMMITS_ENV`] | [`Config::batch_commits`] | as [`DISABLED_ENV`] |
+    /// | [`TENANT_SCOPE_ENV`](crate::tenant::TENANT_SCOPE_ENV) | [`Config::tenant_scope`] | `tenant`, `shared` |
+    ///
+    /// Unset (or, but for the prefix, blank), a variable leaves the code's
+    /// value.
+    pub fn read_env(self) -> Result<Self, EnvError> {
+        self.read_vars(|var| std::env::var(var).ok())
+    }
+
+    /// [`Config::read_env`] over the variables `var` gives (tests, a
+    /// function reading its settings from elsewhere).
+    pub fn read_vars(self, var: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
+        let set = |name: &'static str| var(name).filter(|v| !v.trim().is_empty());
+        let mut config = self.prefix_from(var(PREFIX_ENV).as_deref())?;
+        if let Some(value) = set(EXPIRES_AFTER_ENV) {
+            let bad = || EnvError::Value {
+                var: EXPIRES_AFTER_ENV,
+                value: value.clone(),
+                expected: "a positive whole number of seconds",
+            };
+            let secs = value.trim().parse::<u64>().map_err(|_| bad())?;
+            if secs == 0 {
+                return Err(bad());
+            }
+            config = config.expires_after(Duration::from_secs(secs));
+            config
+                .check_lifetime()
+                .map_err(|source| EnvError::Lifetime { value, source })?;
+        }
+        let flag = |name: &'static str| -> Result<Option<bool>, EnvError> {
+            set(name)
+                .map(|value| {
+                    parse_switch(&value).ok_or(EnvError::Value {
+                        var: name,
+                        value,
+                        expected: "true, false, 1, 0, yes, no, on or off",
+                    })
+                })
+                .transpose()
+        };
+        if let Some(disabled) = flag(DISABLED_ENV)? {
+            config.disabled = disabled;
+        }
+        if let Some(on) = flag(BATCH_COMMITS_ENV)? {
+            config.batch_commits = on;
+        }
+        if let Some(value) = set(crate::tenant::TENANT_SCOPE_ENV) {
+            config.tenant_scope =
+                crate::tenant::TenantScope::parse(&value).ok_or(EnvError::Value {
+                    var: crate::tenant::TENANT_SCOPE_ENV,
+                    value,
+                    expected: "tenant or shared",
+                })?;
+        }
+        Ok(config)
     }
 
     /// Sets [`Config::tenant_scope`].
@@ -460,6 +575,18 @@ fn parse_off(v: &str) -> bool {
     )
 }
 
+/// A switch's value: `Some(true)` for on, `Some(false)` for off, `None`
+/// for anything else.
+fn parse_switch(v: &str) -> Option<bool> {
+    if parse_flag(v) {
+        Some(true)
+    } else if parse_off(v) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 pub(crate) fn parse_flag(v: &str) -> bool {
     matches!(
         v.trim().to_ascii_lowercase().as_str(),
@@ -576,6 +703,95 @@ mod tests {
             .expires_after(Duration::from_secs(30))
             .lease(Duration::from_secs(30));
         assert_eq!(short.check_lifetime(), Ok(()));
+    }
+
+    /// The environment of a test: the variables set, nothing else.
+    fn vars(set: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let set: std::collections::HashMap<String, String> = set
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| set.get(name).cloned()
+    }
+
+    fn read(set: &[(&str, &str)]) -> Result<Config, EnvError> {
+        Config::with_prefix("payments.credit")
+            .disabled(false)
+            .batch_commits(true)
+            .tenant_scope(crate::tenant::TenantScope::PerTenant)
+            .read_vars(vars(set))
+    }
+
+    #[test]
+    fn nothing_set_keeps_the_codes_configuration() {
+        let code = Config::with_prefix("payments.credit")
+            .expires_after(Duration::from_secs(7200))
+            .disabled(false)
+            .batch_commits(false)
+            .tenant_scope(crate::tenant::TenantScope::Shared);
+        let read = code.clone().read_vars(vars(&[])).unwrap();
+        assert_eq!(read.prefix, "payments.credit");
+        assert_eq!(read.expires_after, Duration::from_secs(7200));
+        assert!(!read.disabled && !read.batch_commits);
+        assert_eq!(read.tenant_scope, crate::tenant::TenantScope::Shared);
+        // Blank values are unset.
+        let blank = code
+            .read_vars(vars(&[(DISABLED_ENV, " "), (EXPIRES_AFTER_ENV, "")]))
+            .unwrap();
+        assert!(!blank.disabled);
+        assert_eq!(blank.expires_after, Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn the_environment_sets_each_variable_the_engine_honours() {
+        assert_eq!(
+            read(&[(PREFIX_ENV, "payments.v2")]).unwrap().prefix,
+            "payments.v2"
+        );
+        assert_eq!(
+            read(&[(EXPIRES_AFTER_ENV, "86400")]).unwrap().expires_after,
+            Duration::from_secs(86400)
+        );
+        assert!(read(&[(DISABLED_ENV, "true")]).unwrap().disabled);
+        assert!(!read(&[(DISABLED_ENV, "off")]).unwrap().disabled);
+        assert!(!read(&[(BATCH_COMMITS_ENV, "0")]).unwrap().batch_commits);
+        assert!(read(&[(BATCH_COMMITS_ENV, "yes")]).unwrap().batch_commits);
+        assert_eq!(
+            read(&[(crate::tenant::TENANT_SCOPE_ENV, "shared")])
+                .unwrap()
+                .tenant_scope,
+            crate::tenant::TenantScope::Shared
+        );
+        // Every variable of the list is one of those read here.
+        assert_eq!(ENGINE_ENV.len(), 5);
+        for var in ENGINE_ENV {
+            assert!(
+                read(&[(var, "not a value of any of them #")]).is_err(),
+                "{var} is read"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_the_variable() {
+        for (var, value) in [
+            (PREFIX_ENV, "orders#x"),
+            (EXPIRES_AFTER_ENV, "ten"),
+            (EXPIRES_AFTER_ENV, "0"),
+            (EXPIRES_AFTER_ENV, "30"),
+            (DISABLED_ENV, "ture"),
+            (BATCH_COMMITS_ENV, "maybe"),
+            (crate::tenant::TENANT_SCOPE_ENV, "per-team"),
+        ] {
+            let err = read(&[(var, value)]).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(var), "{var}={value}: {text}");
+            assert!(text.contains(value), "{var}={value}: {text}");
+        }
+        // A lifetime under the lease says both numbers in its source.
+        let err = read(&[(EXPIRES_AFTER_ENV, "30")]).unwrap_err();
+        let source = std::error::Error::source(&err).expect("the lifetime and the lease");
+        assert!(source.to_string().contains("(60 s)"), "{source}");
     }
 
     #[test]

@@ -222,6 +222,16 @@ impl IdempotencyKey {
         &self.0
     }
 
+    /// The stable id of the message staged at `position` (0 for the first)
+    /// by the handler of this key's record: what the relay publishes it
+    /// under (`MessageDeduplicationId`, the `outbox_id` attribute), known
+    /// before the commit, so a handler can announce it in its response.
+    /// The key a record comes with (`SqsRecord::key`, ...) is the one its
+    /// record is stored under, tenant scope included.
+    pub fn outbox_id(&self, position: usize) -> String {
+        crate::outbox::stable_id(self.as_str(), position)
+    }
+
     /// The hash part of the id: safe to log.
     pub fn hash(&self) -> &str {
         self.0.rsplit_once('#').map_or(self.0.as_str(), |(_, h)| h)

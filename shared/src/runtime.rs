@@ -209,8 +209,9 @@ pub fn init_telemetry() {
 /// ```
 ///
 /// # Errors
-/// The app cannot connect (the process stops before serving anything), or
-/// what [`run`] returns.
+/// The app cannot connect (the process stops before serving anything,
+/// saying the error with its chain of causes, [`report`](crate::report):
+/// `connect` needs no `map_err` of its own), or what [`run`] returns.
 pub fn serve<A, C, CFut, CErr, E, H, HFut, R>(
     connect: C,
     handle: H,
@@ -227,7 +228,12 @@ where
 {
     start(async move {
         init_telemetry();
-        let app = process_wide(connect().await.map_err(Into::into)?);
+        // The whole chain of causes, as one message: what stops the start.
+        let app = connect().await.map_err(|e| {
+            let e: lambda_runtime::Error = e.into();
+            lambda_runtime::Error::from(crate::report(&*e))
+        })?;
+        let app = process_wide(app);
         run(move |event| handle(app, event)).await
     })
 }

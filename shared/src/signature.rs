@@ -206,7 +206,14 @@ impl Verifier {
     /// environment variable [`SECRET_ENV`]; `None` when neither is set
     /// (signatures are not checked). Call it once, at cold start.
     pub async fn from_lambda_env() -> Result<Option<Self>, SecretError> {
-        let set = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+        Self::from_lambda_vars(|var| std::env::var(var).ok()).await
+    }
+
+    /// [`Verifier::from_lambda_env`] over the variables `var` gives.
+    pub(crate) async fn from_lambda_vars(
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, SecretError> {
+        let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         if let Some(name) = set(SECRET_PARAMETER_ENV) {
             #[cfg(feature = "ssm")]
             return Self::from_ssm(&name).await.map(Some);
@@ -216,8 +223,9 @@ impl Verifier {
                 source: "built without the `ssm` feature".into(),
             });
         }
-        if set(SECRET_ENV).is_some() {
-            return Self::from_env(SECRET_ENV).map(Some);
+        if let Some(secret) = set(SECRET_ENV) {
+            let origin = format!("environment variable {SECRET_ENV}");
+            return Self::with_secret(secret.as_bytes(), &origin).map(Some);
         }
         Ok(None)
     }

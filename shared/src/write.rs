@@ -314,6 +314,17 @@ impl<T> Staged<T> {
         self.messages.push(message);
         self
     }
+
+    /// The same writes and messages with the response `f` makes of this
+    /// one: for a handler that answers in its own terms over the staged
+    /// effects of another (an HTTP answer over a payment's credit).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Staged<U> {
+        Staged {
+            response: f(self.response),
+            writes: self.writes,
+            messages: self.messages,
+        }
+    }
 }
 
 /// Orders two values as DynamoDB does: numbers as exact decimals (never
@@ -497,6 +508,18 @@ mod tests {
     }
     fn key(v: &str) -> Item {
         Item::from([("pk".to_owned(), s(v))])
+    }
+
+    #[test]
+    fn map_changes_the_response_and_keeps_the_effects() {
+        let message = crate::outbox::Message::sqs("https://q.local/1/q", "hi");
+        let staged = Staged::new(7)
+            .write(Write::put("t", key("a"), Item::new()))
+            .publish(message.clone());
+        let mapped: Staged<String> = staged.clone().map(|n| format!("{n} credited"));
+        assert_eq!(mapped.response, "7 credited");
+        assert_eq!(mapped.writes, staged.writes);
+        assert_eq!(mapped.messages, vec![message]);
     }
 
     #[test]

@@ -203,7 +203,8 @@ impl App {
             .commit_mode(COMMIT_MODE)
     }
 
-    /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
+    /// From the environment: the engine's variables over [`App::config`]
+    /// ([`Config::read_env`]); DynamoDB when `IDEMPOTENCY_TABLE` and
     /// [`STOCK_TABLE_ENV`] are set (honouring `AWS_ENDPOINT_URL`), the
     /// embedded memory store otherwise (local runs: the stock starts as
     /// [`SAMPLE_STOCK`]). One without the other is an error: the decrement
@@ -214,12 +215,11 @@ impl App {
     /// Valkey and the stock in DynamoDB ([`STOCK_TABLE_ENV`]; in memory with
     /// sample levels when unset): see [`VALKEY_COMMIT_MODE`].
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config().prefix_from_env()?.expires_after_from_env()?;
         // Records in Valkey are accepted, committing in VALKEY_COMMIT_MODE.
-        let config = config.accept_store_without_transactions(VALKEY_COMMIT_MODE);
-        let backend = lambda_idempotency::Backend::from_env(config, [STOCK])
-            .await
-            .map_err(|e| lambda_idempotency::report(&e))?;
+        let config = Self::config()
+            .read_env()?
+            .accept_store_without_transactions(VALKEY_COMMIT_MODE);
+        let backend = lambda_idempotency::Backend::from_env(config, [STOCK]).await?;
         let local = backend.local_store().cloned();
         let (engine, [stock]) = backend.into_parts();
         let stock = match local {

@@ -40,7 +40,7 @@ use lambda_idempotency::batch::PreRead;
 use lambda_idempotency::kinesis::{
     KinesisEventResponse, KinesisOrder, KinesisProcessor, KinesisRecord,
 };
-use lambda_idempotency::parking::{PARKING_QUEUE_ENV, Parking, SqsParking};
+use lambda_idempotency::parking::Parking;
 use lambda_idempotency::{
     CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged,
 };
@@ -101,39 +101,14 @@ impl App {
             .commit_mode(CommitMode::Optimistic)
     }
 
-    /// From the environment, as `payments` reads it: DynamoDB when
-    /// `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` are set (honouring
-    /// `AWS_ENDPOINT_URL`), the embedded memory store otherwise (local
-    /// runs); `PAYMENTS_COMMIT_MODE` ([`payments::MODE_ENV`]) picks the mode;
-    /// `PARKING_QUEUE_URL` ([`PARKING_QUEUE_ENV`]) turns parking on.
+    /// From the environment, as `payments` reads it ([`payments::connect`]),
+    /// with the parking queue `PARKING_QUEUE_URL` names
+    /// ([`KinesisProcessor::parking_from_env`]; unset, parking is off).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config()
-            .prefix_from_env()?
-            .expires_after_from_env()?
-            .commit_mode_from_env(payments::MODE_ENV)?;
-        let (engine, [accounts]) =
-            lambda_idempotency::Backend::from_env(config, [payments::ACCOUNTS])
-                .await
-                .map_err(|e| lambda_idempotency::report(&e))?
-                .into_parts();
-        let accounts = payments::Accounts::from_table(accounts);
-        let app = Self::new(engine, accounts);
-        Ok(match SqsParking::from_env().await {
-            Some(parking) => {
-                lambda_runtime::tracing::info!(
-                    queue = parking.queue_url(),
-                    "parking is on: records that can never succeed are parked, their shard goes on"
-                );
-                app.parking(parking)
-            }
-            None => {
-                lambda_runtime::tracing::warn!(
-                    "parking is off ({PARKING_QUEUE_ENV} unset): a record that can never \
-                     succeed fails and holds back its shard"
-                );
-                app
-            }
-        })
+        let (engine, accounts) = payments::connect(Self::config()).await?;
+        let mut app = Self::new(engine, accounts);
+        app.processor = app.processor.parking_from_env().await?;
+        Ok(app)
     }
 
     /// This function parking the records that can never succeed in

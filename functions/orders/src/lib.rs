@@ -30,6 +30,7 @@
 
 pub mod table;
 
+use lambda_idempotency::backend::Wiring;
 use lambda_idempotency::outbox::Message;
 use lambda_idempotency::sqs::{EnvelopeMode, SqsProcessor, SqsRecord};
 use lambda_idempotency::{
@@ -116,34 +117,29 @@ pub struct Recorded {
     pub status: String,
     /// The stable id of its `OrderConfirmed` message: the
     /// `MessageDeduplicationId` and `outbox_id` attribute the relay
-    /// publishes it with ([`notification_id`]).
-    pub notification_id: String,
+    /// publishes it with, from the record's key
+    /// ([`IdempotencyKey::outbox_id`]). `None` when the event ran
+    /// unprotected (the kill switch): the message then rides a record of
+    /// its own, under an id decided at the commit.
+    pub notification_id: Option<String>,
 }
 
-/// The stable outbox id of the `OrderConfirmed` of `event_id`: the first
-/// (only) message of the record keyed by `event_id` under [`RECORD_PREFIX`].
+/// The stable outbox id of the `OrderConfirmed` of `event_id` in a record
+/// not scoped by a tenant ([`IdempotencyKey::outbox_id`] of its key under
+/// [`RECORD_PREFIX`]): what a consumer or a test expects.
 pub fn notification_id(event_id: &str) -> Result<String, HandlerError> {
     let key = IdempotencyKey::new(RECORD_PREFIX, &Value::String(event_id.to_owned()))
         .map_err(|e| HandlerError::terminal(format!("event_id: {e}")))?;
-    Ok(lambda_idempotency::outbox::stable_id(key.as_str(), 0))
+    Ok(key.outbox_id(0))
 }
 
-/// The FIFO `MessageGroupId` of an order's notifications: the `order_id`
-/// itself when SQS accepts it as a group id (1 to 128 ASCII letters, digits
-/// or punctuation), otherwise `sha256-` and the hex SHA-256 of its UTF-8
-/// bytes (an id with a space, a non-ASCII character or over 128
-/// characters). Any order id the function accepts gets a valid group, and
-/// one order's notifications always share it.
-pub fn group_id(order_id: &str) -> String {
-    if lambda_idempotency::outbox::check_group_id(order_id).is_ok() {
-        order_id.to_owned()
-    } else {
-        format!(
-            "sha256-{}",
-            lambda_idempotency::key::sha256_hex(order_id.as_bytes())
-        )
-    }
-}
+/// The FIFO `MessageGroupId` of an order's notifications
+/// ([`fifo_group`](lambda_idempotency::outbox::fifo_group) of the
+/// `order_id`): the `order_id` itself when SQS accepts it as a group id,
+/// otherwise `sha256-` and its hex SHA-256. Any order id the function
+/// accepts gets a valid group, and one order's notifications always share
+/// it.
+pub use lambda_idempotency::outbox::fifo_group as group_id;
 
 /// Checks an order event before any effect: terminal errors for bad input.
 pub fn validate(order: &OrderEvent) -> Result<(), HandlerError> {
@@ -162,26 +158,44 @@ pub fn validate(order: &OrderEvent) -> Result<(), HandlerError> {
 
 /// The order event as staged effects: the business logic, free of Lambda.
 /// The put of the order and its `OrderConfirmed` (group [`group_id`], message
-/// attribute `type` = `OrderConfirmed`) commit with the record, or nothing
-/// does.
+/// attribute `type` = `OrderConfirmed`) commit with the record of `key`, or
+/// nothing does.
 pub fn stage_order(
     orders: &Table,
     queue_url: &str,
     order: &OrderEvent,
+    key: Option<&IdempotencyKey>,
 ) -> Result<Staged<Recorded>, HandlerError> {
     validate(order)?;
     let message = Message::sqs_json(queue_url, &OrderConfirmed::from(order))?
-        .group(group_id(&order.order_id))
+        .group_by(&order.order_id)
         .attribute(TYPE_ATTRIBUTE, "OrderConfirmed");
     let recorded = Recorded {
         event_id: order.event_id.clone(),
         order_id: order.order_id.clone(),
         status: order.status.clone(),
-        notification_id: notification_id(&order.event_id)?,
+        notification_id: key.map(|key| key.outbox_id(0)),
     };
     Ok(Staged::new(recorded)
         .write(table::put(orders, order))
         .publish(message))
+}
+
+/// The notifications queue: [`NOTIFICATIONS_QUEUE_URL_ENV`]'s value
+/// (`set`), required with DynamoDB tables; in a local run (`local`) the
+/// store logs what would be published, to [`LOCAL_NOTIFICATIONS_QUEUE_URL`]
+/// unless the variable names another queue.
+pub fn notifications_queue(set: Option<String>, local: bool) -> Result<String, String> {
+    match (set.filter(|v| !v.trim().is_empty()), local) {
+        (url, true) => {
+            tracing::warn!("OrderConfirmed notifications are logged, not published (local run)");
+            Ok(url.unwrap_or_else(|| LOCAL_NOTIFICATIONS_QUEUE_URL.into()))
+        }
+        (Some(url), false) => Ok(url),
+        (None, false) => Err(format!(
+            "{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables"
+        )),
+    }
 }
 
 /// The function: its engine, orders table and notifications queue, built
@@ -197,8 +211,8 @@ impl App {
     /// The function over the given engine, orders table and notifications
     /// queue URL. The engine's store must reach the orders table (the same
     /// DynamoDB account, or the same [`MemoryStore`](lambda_idempotency::MemoryStore)), and its
-    /// configuration's prefix must be [`RECORD_PREFIX`] (see
-    /// [`App::config`]) for [`Recorded::notification_id`] to hold.
+    /// configuration's prefix should be [`RECORD_PREFIX`] (see
+    /// [`App::config`]), the prefix the relay's allowlist lets publish.
     pub fn new(engine: Idempotency, orders: Table, queue_url: impl Into<String>) -> Self {
         // The queue carries order events, never envelopes: a body is the
         // order event its key and its effects are read from.
@@ -212,7 +226,8 @@ impl App {
     }
 
     /// Engine configuration: keys under [`RECORD_PREFIX`] (fixed: `from_env`
-    /// refuses another `IDEMPOTENCY_KEY_PREFIX`), kept
+    /// refuses another `IDEMPOTENCY_KEY_PREFIX`: the relay's allowlist and
+    /// [`notification_id`] name it), kept
     /// [`RECORD_LIFETIME`] (overridden by the deployment through
     /// `IDEMPOTENCY_EXPIRES_AFTER_SECONDS`), optimistic commits (one
     /// `TransactWriteItems` per new order, shared by the batch's new orders
@@ -230,50 +245,14 @@ impl App {
     /// to [`LOCAL_NOTIFICATIONS_QUEUE_URL`] unless `NOTIFICATIONS_QUEUE_URL`
     /// names another queue). One without the other is an error.
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        // The prefix is fixed: `Recorded::notification_id` derives from it.
-        let config = Self::config()
-            .prefix_from_env()?
-            .require_prefix(RECORD_PREFIX)?
-            .expires_after_from_env()?;
-        let wiring = lambda_idempotency::backend::Wiring::from_env(RECORD_PREFIX, [ORDERS])
-            .map_err(|e| lambda_idempotency::report(&e))?;
-        let queue_url = std::env::var(NOTIFICATIONS_QUEUE_URL_ENV)
-            .ok()
-            .filter(|v| !v.trim().is_empty());
-        let queue_url = match (queue_url, wiring.is_local()) {
-            (url, true) => {
-                tracing::warn!(
-                    "OrderConfirmed notifications are logged, not published (local run)"
-                );
-                url.unwrap_or_else(|| LOCAL_NOTIFICATIONS_QUEUE_URL.into())
-            }
-            (Some(url), false) => url,
-            (None, false) => {
-                return Err(format!(
-                    "{NOTIFICATIONS_QUEUE_URL_ENV} is required with DynamoDB tables"
-                )
-                .into());
-            }
-        };
-        let (engine, [orders]) = wiring
-            .connect(config)
-            .await
-            .map_err(|e| lambda_idempotency::report(&e))?
-            .into_parts();
-        let app = Self::new(engine, orders, queue_url);
-        Ok(
-            match lambda_idempotency::Verifier::from_lambda_env().await? {
-                Some(verifier) => app.verify_signatures(verifier),
-                None => app,
-            },
-        )
-    }
-
-    /// Checks each record's HMAC-SHA256 body signature (a record without a
-    /// valid one fails permanently, logged without its payload).
-    pub fn verify_signatures(mut self, verifier: lambda_idempotency::Verifier) -> Self {
-        self.processor = self.processor.verify_signatures(verifier);
-        self
+        let config = Self::config().read_env()?.require_prefix(RECORD_PREFIX)?;
+        let wiring = Wiring::from_env(RECORD_PREFIX, [ORDERS])?;
+        let queue_url = std::env::var(NOTIFICATIONS_QUEUE_URL_ENV).ok();
+        let queue_url = notifications_queue(queue_url, wiring.is_local())?;
+        let (engine, [orders]) = wiring.connect(config).await?.into_parts();
+        let mut app = Self::new(engine, orders, queue_url);
+        app.processor = app.processor.verifier_from_env().await?;
+        Ok(app)
     }
 
     /// The orders table.
@@ -300,7 +279,7 @@ impl App {
         let (orders, queue_url) = (&self.orders, self.queue_url.as_str());
         self.processor
             .handle(event, |record: SqsRecord<OrderEvent>| async move {
-                stage_order(orders, queue_url, &record.body)
+                stage_order(orders, queue_url, &record.body, record.key.as_ref())
             })
             .await
     }
@@ -416,15 +395,15 @@ mod tests {
     fn stages_the_order_put_and_its_confirmation() {
         let orders = Table::memory(MemoryStore::new(), "orders");
         let o = order("evt-1", "ord-1");
-        let staged = stage_order(&orders, QUEUE, &o).unwrap();
         let key = IdempotencyKey::new(RECORD_PREFIX, &json!("evt-1")).unwrap();
+        let staged = stage_order(&orders, QUEUE, &o, Some(&key)).unwrap();
         assert_eq!(
             staged.response,
             Recorded {
                 event_id: "evt-1".into(),
                 order_id: "ord-1".into(),
                 status: "PLACED".into(),
-                notification_id: lambda_idempotency::outbox::stable_id(key.as_str(), 0),
+                notification_id: Some(lambda_idempotency::outbox::stable_id(key.as_str(), 0)),
             }
         );
         assert_eq!(staged.writes, vec![table::put(&orders, &o)]);
@@ -474,7 +453,7 @@ mod tests {
         for (order_id, group) in cases {
             let mut o = order("evt-1", order_id);
             o.customer_id = "cust\u{FFFF}1".into();
-            let staged = stage_order(&orders, QUEUE, &o).unwrap();
+            let staged = stage_order(&orders, QUEUE, &o, None).unwrap();
             let message = &staged.messages[0];
             assert_eq!(message.check(), Ok(()), "{order_id:?}: {}", message.body);
             assert_eq!(message.group_id.as_deref(), Some(group.as_str()));
@@ -487,7 +466,13 @@ mod tests {
             assert_eq!(body.order_id, order_id);
         }
         // The local placeholder queue is a URL the relay accepts.
-        let local = stage_order(&orders, LOCAL_NOTIFICATIONS_QUEUE_URL, &order("e", "o")).unwrap();
+        let local = stage_order(
+            &orders,
+            LOCAL_NOTIFICATIONS_QUEUE_URL,
+            &order("e", "o"),
+            None,
+        )
+        .unwrap();
         assert_eq!(local.messages[0].check(), Ok(()));
     }
 
@@ -546,7 +531,7 @@ mod tests {
             ),
         ];
         for (field, bad) in cases {
-            let err = stage_order(&orders, QUEUE, &bad).unwrap_err();
+            let err = stage_order(&orders, QUEUE, &bad, None).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Terminal, "{field}");
             assert_eq!(err.to_string(), format!("{field} is empty"));
         }

@@ -76,16 +76,11 @@ pub fn create(
     accounts: &Accounts,
     request: PaymentRequest,
 ) -> Result<Staged<HttpResponse>, HandlerError> {
-    let payment = request.payment();
-    let staged = stage_payment(accounts, &payment, None)?;
-    let applied: &Applied = &staged.response;
-    let response = HttpResponse::json(201, applied)
-        .header("location", format!("{PATH}/{}", applied.payment_id));
-    Ok(Staged {
-        response,
-        writes: staged.writes,
-        messages: staged.messages,
-    })
+    let staged = stage_payment(accounts, &request.payment(), None)?;
+    Ok(staged.map(|applied: Applied| {
+        let location = format!("{PATH}/{}", applied.payment_id);
+        HttpResponse::json(201, &applied).header("location", location)
+    }))
 }
 
 /// The function: its adapter and accounts table, built once per execution
@@ -115,23 +110,12 @@ impl App {
         lambda_idempotency::http::config("payments-api.create").commit_mode(CommitMode::Fenced)
     }
 
-    /// From the environment, as `payments` does: DynamoDB when
-    /// `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE` are set, the embedded memory
-    /// store otherwise (local runs); `PAYMENTS_COMMIT_MODE` picks the mode;
+    /// From the environment, as `payments` reads it ([`payments::connect`]);
     /// who the caller is per [`HttpProcessor::callers_from_env`] (requests
     /// without one are refused unless `IDEMPOTENCY_ANONYMOUS_CALLERS` is
     /// `share-one-scope`).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config()
-            .prefix_from_env()?
-            .expires_after_from_env()?
-            .commit_mode_from_env(payments::MODE_ENV)?;
-        let (engine, [accounts]) =
-            lambda_idempotency::Backend::from_env(config, [payments::ACCOUNTS])
-                .await
-                .map_err(|e| lambda_idempotency::report(&e))?
-                .into_parts();
-        let accounts = payments::Accounts::from_table(accounts);
+        let (engine, accounts) = payments::connect(Self::config()).await?;
         let http = HttpProcessor::new(engine).callers_from_env()?;
         Ok(Self::with_http(http, accounts))
     }

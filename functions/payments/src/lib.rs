@@ -14,7 +14,7 @@ pub mod accounts;
 
 use lambda_idempotency::sqs::{EnvelopeMode, SqsBatchResponse, SqsProcessor, SqsRecord};
 use lambda_idempotency::{
-    CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged,
+    Backend, CommitMode, Config, HandlerError, Idempotency, KeySelector, write::Staged,
 };
 use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
@@ -33,7 +33,7 @@ pub const MODE_ENV: &str = "PAYMENTS_COMMIT_MODE";
 pub const RECORD_LIFETIME: std::time::Duration = std::time::Duration::from_secs(18 * 24 * 60 * 60);
 /// The accounts table's name in local runs.
 pub const LOCAL_ACCOUNTS_TABLE: &str = "accounts";
-/// The accounts table, as [`lambda_idempotency::Backend::from_env`] reads it.
+/// The accounts table, as [`Backend::from_env`] reads it.
 pub const ACCOUNTS: lambda_idempotency::backend::TableEnv =
     lambda_idempotency::backend::TableEnv::new(ACCOUNTS_TABLE_ENV, LOCAL_ACCOUNTS_TABLE);
 
@@ -99,6 +99,18 @@ pub fn stage_payment(
     Ok(Staged::new(applied(payment)).write(accounts.credit_write(&payment.account_id, amount)))
 }
 
+/// The engine with `config` and the accounts table, from the environment:
+/// the engine's variables over `config` ([`Config::read_env`]), [`MODE_ENV`]
+/// the commit mode; DynamoDB when `IDEMPOTENCY_TABLE` and `ACCOUNTS_TABLE`
+/// are set (honouring `AWS_ENDPOINT_URL`), the embedded memory store when
+/// neither is (local runs). What `payments`, `payments-api` and `ledger`
+/// start with.
+pub async fn connect(config: Config) -> Result<(Idempotency, Accounts), lambda_runtime::Error> {
+    let config = config.read_env()?.commit_mode_from_env(MODE_ENV)?;
+    let (engine, [accounts]) = Backend::from_env(config, [ACCOUNTS]).await?.into_parts();
+    Ok((engine, Accounts::from_table(accounts)))
+}
+
 /// The function: its engine and tables, built once per execution environment.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -134,32 +146,13 @@ impl App {
             .commit_mode(CommitMode::Optimistic)
     }
 
-    /// From the environment: DynamoDB when `IDEMPOTENCY_TABLE` and
-    /// `ACCOUNTS_TABLE` are set (honouring `AWS_ENDPOINT_URL`), the embedded
-    /// memory store otherwise (local runs). [`MODE_ENV`] picks the mode.
+    /// From the environment ([`connect`]), with the signature verifier it
+    /// configures ([`SqsProcessor::verifier_from_env`]).
     pub async fn from_env() -> Result<Self, lambda_runtime::Error> {
-        let config = Self::config()
-            .prefix_from_env()?
-            .expires_after_from_env()?
-            .commit_mode_from_env(MODE_ENV)?;
-        let (engine, [accounts]) = lambda_idempotency::Backend::from_env(config, [ACCOUNTS])
-            .await
-            .map_err(|e| lambda_idempotency::report(&e))?
-            .into_parts();
-        let app = Self::new(engine, Accounts::from_table(accounts));
-        Ok(
-            match lambda_idempotency::Verifier::from_lambda_env().await? {
-                Some(verifier) => app.verify_signatures(verifier),
-                None => app,
-            },
-        )
-    }
-
-    /// Checks each record's HMAC-SHA256 body signature (a record without a
-    /// valid one fails permanently, logged without its payload).
-    pub fn verify_signatures(mut self, verifier: lambda_idempotency::Verifier) -> Self {
-        self.processor = self.processor.verify_signatures(verifier);
-        self
+        let (engine, accounts) = connect(Self::config()).await?;
+        let mut app = Self::new(engine, accounts);
+        app.processor = app.processor.verifier_from_env().await?;
+        Ok(app)
     }
 
     /// The accounts table.

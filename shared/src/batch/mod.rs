@@ -9,6 +9,7 @@
 pub(crate) mod delivery;
 pub mod envelope;
 mod event;
+mod from_env;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;

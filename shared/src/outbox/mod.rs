@@ -126,6 +126,12 @@ impl Message {
         self
     }
 
+    /// Sets the FIFO message group to the one [`fifo_group`] derives from
+    /// `value`: any value gets a group SQS accepts, the same one every time.
+    pub fn group_by(self, value: &str) -> Self {
+        self.group(fifo_group(value))
+    }
+
     /// Adds a string message attribute (SQS).
     pub fn attribute(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.attributes.insert(name.into(), value.into());
@@ -148,14 +154,7 @@ impl Message {
     }
 
     fn check_sqs(&self, queue_url: &str) -> Result<(), Refusal> {
-        let url_ok = ["https://", "http://"].iter().any(|scheme| {
-            queue_url
-                .strip_prefix(scheme)
-                .is_some_and(|rest| !rest.is_empty())
-        });
-        if !url_ok || queue_url.chars().any(char::is_whitespace) {
-            return Err(Refusal::QueueUrl(queue_url.to_owned()));
-        }
+        check_queue_url(queue_url)?;
         if self.body.is_empty() {
             return Err(Refusal::EmptyBody);
         }
@@ -307,6 +306,35 @@ pub fn is_fifo(queue_url: &str) -> bool {
 /// Whether SQS accepts `c` in a message body or a String attribute value.
 pub fn sqs_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// Whether `queue_url` can name a queue: an `http(s)://` URL without
+/// whitespace (what a message's destination and a parking queue need).
+pub fn check_queue_url(queue_url: &str) -> Result<(), Refusal> {
+    let url_ok = ["https://", "http://"].iter().any(|scheme| {
+        queue_url
+            .strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    });
+    if !url_ok || queue_url.chars().any(char::is_whitespace) {
+        return Err(Refusal::QueueUrl(queue_url.to_owned()));
+    }
+    Ok(())
+}
+
+/// A valid `MessageGroupId` for `value` (an order id, an account, a lane):
+/// `value` itself when SQS accepts it as a group id ([`check_group_id`]),
+/// otherwise `sha256-` and the hex SHA-256 of its UTF-8 bytes (71
+/// characters: a value with a space, a character outside ASCII, or over
+/// [`MAX_GROUP_ID_CHARS`] characters). The same value always gets the same
+/// group, so the messages of one value keep their order; two values that
+/// SQS accepts never share one.
+pub fn fifo_group(value: &str) -> String {
+    if check_group_id(value).is_ok() {
+        value.to_owned()
+    } else {
+        format!("sha256-{}", crate::key::sha256_hex(value.as_bytes()))
+    }
 }
 
 /// Whether `group` is a valid `MessageGroupId`: 1 to 128 characters, each an

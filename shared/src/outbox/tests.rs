@@ -289,3 +289,95 @@ fn json_bodies_escape_what_sqs_refuses() {
     let plain = Message::sqs_json(q, &serde_json::json!({"a": "b"})).unwrap();
     assert_eq!(plain.body, r#"{"a":"b"}"#);
 }
+
+/// Any value gets a group SQS accepts, the same every time; a value SQS
+/// accepts is its own group.
+#[test]
+fn fifo_groups_are_valid_for_any_value() {
+    let long = "o".repeat(MAX_GROUP_ID_CHARS + 1);
+    let longest = "o".repeat(MAX_GROUP_ID_CHARS);
+    for (value, kept) in [
+        ("ord-1", true),
+        ("a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~z", true),
+        (longest.as_str(), true),
+        ("order 1", false),
+        ("ordér-1", false),
+        ("", false),
+        (long.as_str(), false),
+    ] {
+        let group = fifo_group(value);
+        assert_eq!(check_group_id(&group), Ok(()), "{value:?} -> {group:?}");
+        assert_eq!(group == value, kept, "{value:?} -> {group:?}");
+        assert_eq!(group, fifo_group(value), "stable");
+        if !kept {
+            let hash = crate::key::sha256_hex(value.as_bytes());
+            assert_eq!(group, format!("sha256-{hash}"));
+        }
+        let message = Message::sqs(FIFO, "hello").group_by(value);
+        assert_eq!(message.group_id.as_deref(), Some(group.as_str()));
+        assert_eq!(message.check(), Ok(()), "{value:?}");
+    }
+}
+
+#[test]
+fn queue_urls_are_http_urls_without_spaces() {
+    assert_eq!(check_queue_url(FIFO), Ok(()));
+    assert_eq!(check_queue_url("http://127.0.0.1:5000/1/q"), Ok(()));
+    for bad in [
+        "",
+        "https://",
+        "sqs.us-east-1.amazonaws.com/1/q",
+        "https://a/b c",
+    ] {
+        assert_eq!(
+            check_queue_url(bad),
+            Err(Refusal::QueueUrl(bad.to_owned())),
+            "{bad:?}"
+        );
+    }
+}
+
+/// The id a handler announces from its record's key
+/// ([`IdempotencyKey::outbox_id`](crate::IdempotencyKey::outbox_id)) is the
+/// id its message is stored (and published) under, for an invocation of a
+/// tenant too: the record's key is scoped by the tenant.
+#[tokio::test]
+async fn the_records_key_names_its_messages_ids() {
+    use crate::sqs::{SqsProcessor, SqsRecord};
+    use crate::{Idempotency, KeySelector, MemoryStore, Store};
+
+    let store = MemoryStore::new();
+    let engine = Idempotency::new(
+        store.clone(),
+        crate::Config::with_prefix("orders.record").disabled(false),
+    );
+    let processor = SqsProcessor::new(engine, KeySelector::pointer("/event_id"));
+    for tenant in [None, Some("tenant-a")] {
+        let event = serde_json::json!({"Records": [{
+            "messageId": "m-1", "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+            "body": r#"{"event_id": "evt-1"}"#,
+        }]});
+        let event = <crate::sqs::Sqs as crate::batch::Source>::parse(event).unwrap();
+        let report = processor
+            .for_tenant(tenant)
+            .process(event, None, |r: SqsRecord<serde_json::Value>| async move {
+                let key = r.key.expect("a protected record has its key");
+                let message = Message::sqs(FIFO, "confirmed").group_by("ord-1");
+                let announced = vec![key.outbox_id(0), key.as_str().to_owned()];
+                Ok(crate::write::Staged::new(announced).publish(message))
+            })
+            .await;
+        let outcome = report.records[0].outcome.as_ref().expect("done");
+        let [announced, record_id] =
+            <[String; 2]>::try_from(outcome.response().unwrap().clone()).expect("the two ids");
+        let record = Store::get(&store, &record_id).await.unwrap().unwrap();
+        let entries = decode(record.outbox.as_deref().unwrap()).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].id, announced, "tenant {tenant:?}");
+        assert_eq!(
+            record_id.matches('#').count(),
+            1 + usize::from(tenant.is_some())
+        );
+    }
+}

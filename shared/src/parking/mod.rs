@@ -30,6 +30,33 @@ use crate::error::BoxError;
 /// and stops its lane).
 pub const PARKING_QUEUE_ENV: &str = "PARKING_QUEUE_URL";
 
+/// A [`PARKING_QUEUE_ENV`] that names no place to park in
+/// ([`Processor::parking_from_env`](crate::batch::Processor::parking_from_env)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueueEnvError {
+    /// The value is not a queue URL.
+    #[error("{PARKING_QUEUE_ENV}={0:?} is not a queue URL (an http(s) URL without spaces)")]
+    Url(String),
+    /// A queue is named, and this build cannot send to SQS.
+    #[error(
+        "{PARKING_QUEUE_ENV} names a queue, and this build cannot park there: it lacks the \
+         `parking-sqs` feature"
+    )]
+    NoSqs,
+}
+
+/// The parking queue's URL a [`PARKING_QUEUE_ENV`] value names: `None`
+/// when unset or blank (no parking), an error when it is not a queue URL
+/// ([`outbox::check_queue_url`](crate::outbox::check_queue_url)).
+pub fn queue_url_from(value: Option<&str>) -> Result<Option<String>, QueueEnvError> {
+    let Some(url) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    crate::outbox::check_queue_url(url).map_err(|_| QueueEnvError::Url(url.to_owned()))?;
+    Ok(Some(url.to_owned()))
+}
+
 /// The largest SQS message: 1 MiB (1,048,576 bytes), body and message
 /// attributes together (SendMessage `MessageBody`: "The maximum size is 1
 /// MiB or 1,048,576 bytes", since 2026-01-29; it was 256 KiB). A parked

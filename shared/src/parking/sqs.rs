@@ -77,12 +77,9 @@ impl Parking for SqsParking {
             .message_attributes(ID_ATTRIBUTE, text(&record.id)?)
             .message_attributes(SOURCE_ATTRIBUTE, text(&record.source)?);
         if self.fifo {
-            // A group id is at most 128 characters.
+            // The lane, or a group SQS accepts derived from it.
             let lane = record.lane.as_deref().unwrap_or(&record.source);
-            let group = match lane.len() {
-                ..=128 => lane.to_owned(),
-                _ => crate::key::sha256_hex(lane.as_bytes()),
-            };
+            let group = crate::outbox::fifo_group(lane);
             send = send
                 .message_group_id(group)
                 .message_deduplication_id(crate::key::sha256_hex(record.id.as_bytes()));
