@@ -290,7 +290,10 @@ impl Config {
     }
 
     /// Configuration with an explicit prefix, stable across refactorings and
-    /// function renames.
+    /// function renames. It takes the kill switch, batch commits and the
+    /// tenant scope from the environment leniently (a value it does not
+    /// know is off, on, per tenant); a function's start reads them strictly
+    /// with [`Config::from_env`] / [`Config::read_env`].
     pub fn with_prefix(prefix: impl Into<String>) -> Self {
         Self {
             prefix: prefix.into(),
