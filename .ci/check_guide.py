@@ -13,6 +13,7 @@ usage: check_guide.py DOCS_DIR CRATE_DOC_DIR [DOCTEST_LOG]
   DOCTEST_LOG    the output of `cargo test --doc` in the unpacked package
 """
 
+import base64
 import html
 import os
 import re
@@ -92,8 +93,9 @@ def main():
                 elif f'id="{anchor}"' not in open(target).read():
                     problems.append(f"{path}: {href}: no element #{anchor} in {target}")
     front = os.path.join(guide, "index.html")
-    if os.path.isfile(front) and '<img src="data:image/svg+xml;base64,' not in open(front).read():
-        problems.append(f"{front}: the record picture is not inline")
+    picture = re.search(r'<img src="data:image/svg\+xml;base64,([^"]+)"', open(front).read()) if os.path.isfile(front) else None
+    if picture is None or base64.b64decode(picture.group(1)) != open(os.path.join(docs, "record-flow.svg"), "rb").read():
+        problems.append(f"{front}: the record picture (docs/record-flow.svg) is not inline")
     for p in problems:
         print(p)
     summary = f"{pages} page(s), {links} anchored link(s)"
