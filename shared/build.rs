@@ -12,7 +12,7 @@
 //! docs, so that `cargo test --doc` compiles and runs their Rust blocks too.
 //! The published package holds neither: there the cfg is off.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -109,6 +109,7 @@ fn guide(manifest: &Path, out: &Path) {
             .map(|(p, t)| (p.rel.clone(), heading_ids(t)))
             .collect(),
         dir: dir.clone(),
+        absent: absent_items(&manifest.join("src/lib.rs")),
     };
     let out_pages = out.join("guide");
     for (page, text) in pages.iter().zip(&texts) {
@@ -177,6 +178,8 @@ struct Guide {
     ids: BTreeMap<PathBuf, BTreeMap<String, String>>,
     /// The guide's folder, where its pictures are.
     dir: PathBuf,
+    /// The crate root's items this build leaves out (their features off).
+    absent: BTreeSet<String>,
 }
 
 impl Guide {
@@ -332,13 +335,68 @@ fn rewrite(text: &str, page: &Path, guide: &Guide) -> String {
 
 /// The item a code span names by its full path, as an intra-doc link
 /// target: `lambda_idempotency::sqs::SqsProcessor` → `crate::sqs::SqsProcessor`.
-fn item_path(code: &str) -> Option<String> {
+/// `None` when the item's root module or re-export is left out of this build
+/// (`Guide::absent`): the span stays a code span.
+fn item_path(code: &str, guide: &Guide) -> Option<String> {
     let rest = code.strip_prefix("lambda_idempotency::")?;
     let valid = !rest.is_empty()
         && rest
             .split("::")
             .all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-    valid.then(|| format!("crate::{rest}"))
+    let root = rest.split("::").next().unwrap_or_default();
+    (valid && !guide.absent.contains(root)).then(|| format!("crate::{rest}"))
+}
+
+/// The names `lib.rs` declares under a feature that is off in this build:
+/// each `pub mod name;` or `pub use path::{A, B};` right after a
+/// `#[cfg(feature = "..")]` (or `#[cfg(any(feature = "..", ..))]`) none of
+/// whose features is on. An intra-doc link to one would not resolve (the
+/// docs built with every feature, as docs.rs builds them, link it).
+fn absent_items(lib: &Path) -> BTreeSet<String> {
+    println!("cargo::rerun-if-changed={}", lib.display());
+    let text = std::fs::read_to_string(lib).unwrap_or_default();
+    let on = |feature: &str| {
+        let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
+        std::env::var_os(var).is_some()
+    };
+    let mut absent = BTreeSet::new();
+    let mut gate: Option<Vec<String>> = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(cfg) = line.strip_prefix("#[cfg(") {
+            let features: Vec<String> = cfg
+                .split("feature = \"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next().map(str::to_owned))
+                .collect();
+            gate = Some(features);
+            continue;
+        }
+        if line.starts_with("#[") || line.starts_with("//") {
+            continue;
+        }
+        let Some(features) = gate.take() else {
+            continue;
+        };
+        if features.is_empty() || features.iter().any(|f| on(f)) {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix("pub mod ") {
+            absent.insert(name.trim_end_matches(';').trim().to_owned());
+        } else if let Some(path) = line.strip_prefix("pub use ") {
+            let path = path.trim_end_matches(';');
+            let names = match path.split_once('{') {
+                Some((_, list)) => list.trim_end_matches('}').split(',').collect(),
+                None => vec![path.rsplit("::").next().unwrap_or(path)],
+            };
+            absent.extend(
+                names
+                    .into_iter()
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty()),
+            );
+        }
+    }
+    absent
 }
 
 /// Links and code spans of a run of prose (see `rewrite`).
@@ -383,7 +441,7 @@ fn inline(text: &str, page: &Path, guide: &Guide) -> String {
                 };
                 let span: String = chars[i..close + run].iter().collect();
                 let code: String = chars[body_start..close].iter().collect();
-                match item_path(code.trim()) {
+                match item_path(code.trim(), guide) {
                     Some(item) if open.is_empty() => {
                         let _ = write!(out, "[{span}]({item})");
                     }
