@@ -51,15 +51,15 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// The workspace's Markdown pages (`README.md`, `docs/**/*.md`), compiled
-/// and run as doctests of this crate: one item per page, written by
-/// `build.rs`. Only in the workspace (`build.rs` sets `workspace_docs`
-/// there): the published package holds none of these pages.
 /// The package README's examples, compiled as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct PackageReadme;
 
+/// The workspace's pages outside the guide (`README.md`, `CONTRIBUTING.md`),
+/// compiled and run as doctests of this crate: one item per page, written by
+/// `build.rs`. Only in the workspace (`build.rs` sets `workspace_docs`
+/// there): the published package holds neither.
 #[cfg(all(doctest, workspace_docs))]
 #[allow(non_camel_case_types)]
 mod workspace_docs {
@@ -76,6 +76,7 @@ pub mod diagnostic;
 mod engine;
 pub mod env;
 mod error;
+pub mod guide;
 pub mod key;
 #[cfg(feature = "lambda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "lambda")))]

@@ -1,5 +1,5 @@
 //! DynamoDB Streams batches on the batch core: [`DynamoDbStreamsProcessor`],
-//! lanes by item, the default key [`keys_and`]. The guide: the repository's `docs/sources/dynamodb-streams.md`.
+//! lanes by item, the default key [`keys_and`]. The guide: [`guide::sources::dynamodb_streams`](crate::guide::sources::dynamodb_streams), the repository's `docs/sources/dynamodb-streams.md`.
 
 pub use aws_lambda_events::dynamodb::{EventRecord, StreamRecord, UserIdentity};
 pub use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};

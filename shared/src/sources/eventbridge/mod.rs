@@ -1,5 +1,5 @@
 //! EventBridge events invoking the function directly (asynchronous
-//! invocation): [`EventBridgeProcessor`]. The guide: the repository's `docs/sources/eventbridge.md`.
+//! invocation): [`EventBridgeProcessor`]. The guide: [`guide::sources::eventbridge`](crate::guide::sources::eventbridge), the repository's `docs/sources/eventbridge.md`.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! [`HttpProcessor`] runs the handler once per caller-scoped key and
 //! answers every retry with the first answer; its own error answers are
 //! RFC 9457 [`Problem`]s. The guide, with the table of answers:
-//! the repository's `docs/sources/http.md`.
+//! [`guide::sources::http`](crate::guide::sources::http), the repository's `docs/sources/http.md`.
 
 mod problem;
 mod request;

@@ -1,5 +1,5 @@
 //! Kafka batches (Amazon MSK, self-managed Apache Kafka) on the batch core:
-//! [`KafkaProcessor`]. The guide: the repository's `docs/sources/kafka.md`.
+//! [`KafkaProcessor`]. The guide: [`guide::sources::kafka`](crate::guide::sources::kafka), the repository's `docs/sources/kafka.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

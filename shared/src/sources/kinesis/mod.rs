@@ -1,6 +1,6 @@
 //! Kinesis Data Streams batches on the batch core: [`KinesisProcessor`],
 //! lanes by partition key ([`KinesisOrder`]), the response a shard
-//! checkpoint. The guide: the repository's `docs/sources/kinesis.md`.
+//! checkpoint. The guide: [`guide::sources::kinesis`](crate::guide::sources::kinesis), the repository's `docs/sources/kinesis.md`.
 
 mod aggregate;
 mod delivery;

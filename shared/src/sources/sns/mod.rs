@@ -2,7 +2,7 @@
 //! to a topic (no partial response: [`answer`]); notifications delivered
 //! through SQS are [`crate::envelope`]s, and so are a FIFO topic's, always (a
 //! FIFO topic delivers only to SQS queues, never to a function). The guide:
-//! the repository's `docs/sources/sns.md`.
+//! [`guide::sources::sns`](crate::guide::sources::sns), the repository's `docs/sources/sns.md`.
 
 pub use aws_lambda_events::sns::{MessageAttribute, SnsEvent, SnsMessage, SnsRecord};
 use serde::de::DeserializeOwned;

@@ -1,5 +1,5 @@
 //! SQS batches, standard and FIFO, on the batch core: [`SqsProcessor`]; bodies
-//! optionally signed or opened as envelopes. The guide: the repository's `docs/sources/sqs.md`.
+//! optionally signed or opened as envelopes. The guide: [`guide::sources::sqs`](crate::guide::sources::sqs), the repository's `docs/sources/sqs.md`.
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::de::DeserializeOwned;

@@ -12,6 +12,8 @@
 //! of the crate's name does not exist, so no file names it. The README's
 //! picture of the way a record goes (`docs/record-flow.svg`) is drawn from
 //! its Graphviz source (`docs/record-flow.dot`): the same text, line by line.
+//! The guide's front page (`docs/README.md`, the `lambda_idempotency::guide`
+//! module's docs) links every page of `docs/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -318,6 +320,72 @@ fn a_broken_link_or_anchor_is_caught() {
         slug("Lambda Managed Instances: many invocations in one process"),
         "lambda-managed-instances-many-invocations-in-one-process"
     );
+}
+
+/// The guide's front page: it links every other page of the guide.
+const FRONT_PAGE: &str = "docs/README.md";
+
+/// The pages of the guide (`docs/**/*.md` of `pages`) that its front page
+/// does not link to.
+fn unlisted(pages: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let front = Path::new(FRONT_PAGE);
+    let linked: BTreeSet<PathBuf> = pages
+        .get(front)
+        .map(|text| {
+            links(text)
+                .into_iter()
+                .filter_map(|(_, target)| {
+                    let path = target.split('#').next().unwrap_or_default().to_owned();
+                    normalize(&Path::new("docs").join(path))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    pages
+        .keys()
+        .filter(|p| p.starts_with("docs") && p.as_path() != front && !linked.contains(*p))
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+#[test]
+fn the_guide_front_page_lists_every_page() {
+    let root = root();
+    let pages: BTreeMap<PathBuf, String> = pages(&root)
+        .into_iter()
+        .filter(|p| p.starts_with("docs"))
+        .map(|p| {
+            let text = std::fs::read_to_string(root.join(&p)).expect("a page");
+            (p, text)
+        })
+        .collect();
+    assert!(
+        pages.contains_key(Path::new(FRONT_PAGE)) && pages.len() >= 15,
+        "{} pages: {:?}",
+        pages.len(),
+        pages.keys()
+    );
+    let unlisted = unlisted(&pages);
+    assert!(
+        unlisted.is_empty(),
+        "{FRONT_PAGE}, the guide's front page (the `lambda_idempotency::guide` module's docs), \
+         has no line for: {unlisted:?}"
+    );
+}
+
+#[test]
+fn a_page_missing_from_the_front_page_is_caught() {
+    let page = |path: &str, text: &str| (PathBuf::from(path), text.to_owned());
+    let pages = BTreeMap::from([
+        page(
+            FRONT_PAGE,
+            "# The guide\n\n- [SQS](sources/sqs.md#settings)\n- `[in code](cost.md)`\n",
+        ),
+        page("docs/sources/sqs.md", "# SQS\n"),
+        page("docs/cost.md", "# Cost\n"),
+        page("README.md", "# Not the guide\n"),
+    ]);
+    assert_eq!(unlisted(&pages), ["docs/cost.md"]);
 }
 
 /// The `.rs` files under `dirs` (relative to `root`), `target` folders
