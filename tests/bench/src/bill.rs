@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use test_kit::bill::{Bill, Prices, lambda_gb_seconds};
-use test_kit::source_events::kinesis_event;
+use lambda_idempotency::testing::events::kinesis_event;
 use test_kit::{create_idempotency_table, create_table, esm, moto};
 
 use crate::payments::{Payment, cpu_time};

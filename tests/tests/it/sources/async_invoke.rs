@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 use test_kit::async_invoke::{Options, invoke};
-use test_kit::source_events::{Notification, sns_event};
+use lambda_idempotency::testing::events::{Notification, sns_event};
 
 #[tokio::test]
 async fn a_failed_attempt_is_retried_with_the_same_event_up_to_the_bound() {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use test_kit::kafka_esm::{self, Options, Outcome, Topic, records, response};
-use test_kit::source_events::Kafka;
+use lambda_idempotency::testing::events::Kafka;
 
 fn topic() -> Topic {
     let mut t = Topic::new("orders", 2);

@@ -506,7 +506,7 @@ fn every_sample_event_is_documented_in_the_events_readme() {
 
 #[test]
 fn synthetic_source_events_read_as_their_types() {
-    use test_kit::source_events::{
+    use lambda_idempotency::testing::events::{
         Kafka, KafkaRecord, Notification, kafka_event, kinesis_event, sns_body, sns_event,
         sns_via_sqs_event,
     };
