@@ -427,8 +427,7 @@ where
     H: FnOnce(LambdaEvent<E>) -> Fut,
     Fut: Future<Output = Result<R, lambda_runtime::Error>>,
 {
-    let event: E =
-        serde_json::from_str(&text).map_err(|e| format!("{source} is not JSON: {e}"))?;
+    let event: E = serde_json::from_str(&text).map_err(|e| format!("{source} is not JSON: {e}"))?;
     // The text is not needed past here: a 6 MB event's text would
     // otherwise stay allocated for the whole invocation.
     drop(text);

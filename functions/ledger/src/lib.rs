@@ -213,9 +213,7 @@ mod tests {
         let event = sample("1");
         let parking = lambda_idempotency::parking::MemoryParking::new();
         let app = app(CommitMode::Optimistic).parking(parking.clone());
-        let response = testing::invoke(|e| app.handle(e), &event)
-            .await
-            .unwrap();
+        let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
         assert!(response.batch_item_failures.is_empty());
         let poison = event["Records"][1]["kinesis"]["sequenceNumber"]
             .as_str()
@@ -257,9 +255,7 @@ mod tests {
         ] {
             let app = app(mode);
             for _ in 0..2 {
-                let response = testing::invoke(|e| app.handle(e), &event)
-                    .await
-                    .unwrap();
+                let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
                 assert!(response.batch_item_failures.is_empty(), "{mode:?}");
             }
             for (account, sum) in expected(&event, usize::MAX) {
@@ -282,9 +278,7 @@ mod tests {
     async fn a_poison_record_is_named_and_holds_back_the_rest_of_its_account() {
         let event = sample("1");
         let app = app(CommitMode::Optimistic);
-        let response = testing::invoke(|e| app.handle(e), &event)
-            .await
-            .unwrap();
+        let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
         let poison = event["Records"][1]["kinesis"]["sequenceNumber"]
             .as_str()
             .unwrap();

@@ -229,8 +229,9 @@ impl Change {
 /// A DynamoDB Streams batch of table `table` as Lambda sends it: change `i`
 /// at sequence number `first + i` (21 digits), `NEW_AND_OLD_IMAGES`.
 pub fn dynamodb_stream_event(table: &str, first: u64, changes: &[Change]) -> Value {
-    let arn =
-        format!("arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/{table}/stream/2026-11-30T08:15:42.517");
+    let arn = format!(
+        "arn:aws:dynamodb:us-east-1:{ACCOUNT}:table/{table}/stream/2026-11-30T08:15:42.517"
+    );
     let records: Vec<Value> = changes
         .iter()
         .zip(first..)

@@ -30,9 +30,14 @@ where
     H: FnOnce(LambdaEvent<E>) -> Fut,
     Fut: Future<Output = Result<R, lambda_runtime::Error>>,
 {
-    crate::runtime::invoke_text(handler, event.to_string(), "the event", local_context(1, TIMEOUT))
-        .await
-        .unwrap_or_else(|e| Err(e.into()))
+    crate::runtime::invoke_text(
+        handler,
+        event.to_string(),
+        "the event",
+        local_context(1, TIMEOUT),
+    )
+    .await
+    .unwrap_or_else(|e| Err(e.into()))
 }
 
 /// Invokes `handler` on the event file `path` (e.g. `events/x.json`) as the

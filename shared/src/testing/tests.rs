@@ -40,7 +40,10 @@ async fn sqs_standard_and_fifo_events_are_sqs_events_their_processor_takes() {
         ],
     );
     let typed_event: crate::sqs::SqsEvent = typed(&standard);
-    assert_eq!(typed_event.records[1].attributes["ApproximateReceiveCount"], "3");
+    assert_eq!(
+        typed_event.records[1].attributes["ApproximateReceiveCount"],
+        "3"
+    );
     assert_eq!(
         typed_event.records[1].message_attributes["tenant"]
             .string_value
@@ -80,7 +83,10 @@ async fn sns_events_directly_and_through_sqs_are_taken_by_their_processors() {
     let (a, b) = (body("a"), body("b"));
     let direct = sns_event(&n("n-1", &a));
     let parsed: crate::sns::SnsEvent = typed(&direct);
-    assert_eq!(parsed.records[0].sns.message_attributes["kind"].value, "order");
+    assert_eq!(
+        parsed.records[0].sns.message_attributes["kind"].value,
+        "order"
+    );
     let (engine, _, _) = memory_engine();
     let report = crate::sns::SnsProcessor::new(engine, KeySelector::pointer("/Message/k"))
         .process(
@@ -96,7 +102,9 @@ async fn sns_events_directly_and_through_sqs_are_taken_by_their_processors() {
     let via = events::sns_via_sqs_event(&["m-1", "m-2"], &[n("n-1", &a), n("n-2", &b)]);
     let (engine, _, _) = memory_engine();
     let report = crate::sqs::SqsProcessor::new(engine, KeySelector::pointer("/k"))
-        .envelope(crate::envelope::EnvelopeMode::Require(crate::envelope::Envelopes::Sns))
+        .envelope(crate::envelope::EnvelopeMode::Require(
+            crate::envelope::Envelopes::Sns,
+        ))
         .process(
             typed::<crate::sqs::SqsEvent>(&via),
             None,
@@ -118,7 +126,12 @@ async fn sns_events_directly_and_through_sqs_are_taken_by_their_processors() {
 #[tokio::test]
 async fn kinesis_events_are_kinesis_events_their_processor_takes() {
     let (a, b) = (body("a"), body("b"));
-    let event = kinesis_event("payments", 1, 7, &[("p-1", a.as_bytes()), ("p-2", b.as_bytes())]);
+    let event = kinesis_event(
+        "payments",
+        1,
+        7,
+        &[("p-1", a.as_bytes()), ("p-2", b.as_bytes())],
+    );
     let parsed: crate::kinesis::KinesisEvent = typed(&event);
     assert_eq!(
         parsed.records[1].kinesis.sequence_number,
@@ -197,7 +210,10 @@ async fn kafka_events_of_both_sources_are_kafka_events_their_processor_takes() {
         let event = kafka_event(
             source,
             "orders",
-            &[(0, vec![record(41, br#"{"k":"a"}"#)]), (1, vec![record(9, br#"{"k":"b"}"#)])],
+            &[
+                (0, vec![record(41, br#"{"k":"a"}"#)]),
+                (1, vec![record(9, br#"{"k":"b"}"#)]),
+            ],
         );
         let parsed: crate::kafka::KafkaEvent = typed(&event);
         assert_eq!(parsed.records.len(), 2, "two partitions");
@@ -211,7 +227,10 @@ async fn kafka_events_of_both_sources_are_kafka_events_their_processor_takes() {
                 },
             )
             .await;
-        let mut ids: Vec<String> = all_executed(&report).into_iter().map(|(id, _)| id).collect();
+        let mut ids: Vec<String> = all_executed(&report)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         ids.sort();
         assert_eq!(ids, ["orders-0@41", "orders-1@9"], "{source:?}");
     }
@@ -227,8 +246,8 @@ async fn eventbridge_events_are_taken_by_their_processor() {
     );
     let _: crate::eventbridge::EventBridgeEvent<Value> = typed(&event);
     let (engine, _, _) = memory_engine();
-    let processor = crate::eventbridge::EventBridgeProcessor::new(engine)
-        .accept("shop.orders", "OrderPlaced");
+    let processor =
+        crate::eventbridge::EventBridgeProcessor::new(engine).accept("shop.orders", "OrderPlaced");
     for expected in ["executed", "replayed"] {
         let outcome = processor
             .process(
@@ -260,14 +279,19 @@ async fn an_http_request_in_each_format_parses_and_runs_then_replays() {
     ];
     for (name, event) in formats {
         let (engine, _, _) = memory_engine();
-        let processor = HttpProcessor::new(engine)
-            .callers([crate::http::Caller::Principal, crate::http::Caller::Header("host".into())]);
+        let processor = HttpProcessor::new(engine).callers([
+            crate::http::Caller::Principal,
+            crate::http::Caller::Header("host".into()),
+        ]);
         let http = HttpRequest::from_event(event).unwrap_or_else(|p| panic!("{name}: {p}"));
         for replayed in [false, true] {
             let response = processor
-                .process(&http, None, |r| Ok(r.body.clone()), |b| async move {
-                    Ok::<_, HandlerError>(HttpResponse::new(201).binary(&b))
-                })
+                .process(
+                    &http,
+                    None,
+                    |r| Ok(r.body.clone()),
+                    |b| async move { Ok::<_, HandlerError>(HttpResponse::new(201).binary(&b)) },
+                )
                 .await;
             assert_eq!(response.status, 201, "{name}: {response:?}");
             assert_eq!(
@@ -301,7 +325,11 @@ async fn an_error_fails_the_request_and_writes_nothing() {
     store.inject(Op::Claim, Fault::Error);
     let err = store.claim(&record("a"), 0).await.unwrap_err();
     assert!(crate::report(&err).contains("injected fault"), "{err}");
-    assert_eq!(store.inner().get("a").await.unwrap(), None, "nothing written");
+    assert_eq!(
+        store.inner().get("a").await.unwrap(),
+        None,
+        "nothing written"
+    );
     assert_eq!(store.claim(&record("a"), 0).await.unwrap(), Claim::Acquired);
     assert_eq!((store.seen(Op::Claim), store.injected(Op::Claim)), (2, 1));
 }
@@ -312,10 +340,19 @@ async fn a_lost_answer_writes_then_fails() {
     store.inject(Op::Commit, Fault::LostAnswer);
     let r = record("a");
     let err = store
-        .commit(RecordWrite::Claim { record: &r, now_ms: 0 }, &[])
+        .commit(
+            RecordWrite::Claim {
+                record: &r,
+                now_ms: 0,
+            },
+            &[],
+        )
         .await
         .unwrap_err();
-    assert!(matches!(err, crate::store::TransactError::Store(_)), "{err:?}");
+    assert!(
+        matches!(err, crate::store::TransactError::Store(_)),
+        "{err:?}"
+    );
     assert_eq!(store.get("a").await.unwrap(), Some(r), "the write happened");
     assert_eq!(store.injected(Op::Commit), 1);
 }
@@ -355,7 +392,11 @@ async fn a_held_request_waits_for_its_gate() {
     });
     released.unwrap();
     assert!(still_there);
-    assert_eq!(store.get("a").await.unwrap(), None, "released after the gate");
+    assert_eq!(
+        store.get("a").await.unwrap(),
+        None,
+        "released after the gate"
+    );
     store.clear();
     assert_eq!(store.seen(Op::Release), 1);
 }
@@ -408,16 +449,28 @@ async fn a_handler_is_invoked_on_an_event_and_on_an_event_file() {
         }
         Ok(r.body)
     };
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/orders-standard.json");
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/orders-standard.json"
+    );
     let answer = invoke_file(|e| processor.handle(e, handler), file).await;
     // The sample's poison record (truncated JSON) alone.
     let sample: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    assert_eq!(answer.failed_ids(), [sample["Records"][3]["messageId"].as_str().unwrap()]);
+    assert_eq!(
+        answer.failed_ids(),
+        [sample["Records"][3]["messageId"].as_str().unwrap()]
+    );
     let event = sqs_event(
         "orders",
         &[
-            Msg::new("m-1", json!({"order_id": "o-9", "amount_cents": 0}).to_string()),
-            Msg::new("m-2", json!({"order_id": "o-8", "amount_cents": 1}).to_string()),
+            Msg::new(
+                "m-1",
+                json!({"order_id": "o-9", "amount_cents": 0}).to_string(),
+            ),
+            Msg::new(
+                "m-2",
+                json!({"order_id": "o-8", "amount_cents": 1}).to_string(),
+            ),
         ],
     );
     let answer = invoke(|e| processor.handle(e, handler), &event).await;
@@ -441,7 +494,13 @@ async fn the_outbox_of_a_record_is_read_back() {
         ..record(key.as_str())
     };
     store
-        .commit(RecordWrite::Claim { record: &r, now_ms: 0 }, &[])
+        .commit(
+            RecordWrite::Claim {
+                record: &r,
+                now_ms: 0,
+            },
+            &[],
+        )
         .await
         .unwrap();
     let read = outbox(&store, &key).await.unwrap();

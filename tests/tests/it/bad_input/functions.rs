@@ -17,6 +17,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_idempotency::sqs::{
     FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event,
 };
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
     config::OversizedResponse, store::TableConfig,
@@ -27,7 +28,6 @@ use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use serde_json::{Value, json};
 use test_kit::events::{Msg, sample, sqs_event};
-use lambda_idempotency::testing::FailedIds as _;
 use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 //! FIFO groups, and processors racing over overlapping batches.
 
 use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, store::TableConfig,
 };
@@ -10,7 +11,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use test_kit::events::{Msg, sample, sqs_event};
-use lambda_idempotency::testing::FailedIds as _;
 use test_kit::{create_idempotency_table, moto};
 
 /// Effects applied, per key: what must end at exactly one each.
@@ -110,9 +110,9 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
         })
         .await;
     let failed = report
-            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
-            .unwrap()
-            .failed_ids();
+        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
+        .unwrap()
+        .failed_ids();
     // g1 = m1, m4 (poison), m7 (held back); g0 and g2 complete.
     assert_eq!(failed, ["m4", "m7"]);
     let seen = seen.lock().unwrap().clone();
@@ -167,9 +167,9 @@ async fn overlapping_batches_race_to_exactly_once() {
                 .zip(&pending)
                 .map(|(report, msgs)| {
                     let failed = report
-                            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
-                            .unwrap()
-                            .failed_ids();
+                        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
+                        .unwrap()
+                        .failed_ids();
                     msgs.iter()
                         .filter(|m| failed.contains(&m.id))
                         .cloned()
