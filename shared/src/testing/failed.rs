@@ -74,10 +74,8 @@ fn error_ids(err: &(dyn std::error::Error + 'static)) -> Vec<String> {
     if let Some(KafkaError::BatchFailed { records, .. }) = err.downcast_ref::<KafkaError>() {
         return records.clone();
     }
-    if let Some(e) = err.downcast_ref::<EventError>() {
-        if let Some(id) = event_id(e) {
-            return vec![id.to_owned()];
-        }
+    if let Some(id) = err.downcast_ref::<EventError>().and_then(event_id) {
+        return vec![id.to_owned()];
     }
     vec![WHOLE_EVENT.to_owned()]
 }
