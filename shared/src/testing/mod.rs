@@ -5,7 +5,7 @@
 //!   standard and FIFO, SNS, Kinesis, DynamoDB Streams, Kafka, EventBridge),
 //!   and [`HttpEvent`], one HTTP request as an HTTP API, a function URL, a
 //!   REST API or a load balancer delivers it;
-//! - [`FaultStore`]: any [`Store`](crate::Store) with faults injected
+//! - [`FaultStore`]: any [`Store`] with faults injected
 //!   where a test says: errors, lost answers (the write happened, the caller
 //!   got an error), delays, requests held at a [`Gate`];
 //! - [`invoke`] and [`invoke_file`] (feature `lambda`): a handler invoked
