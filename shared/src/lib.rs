@@ -92,6 +92,9 @@ mod sources;
 pub mod store;
 mod table;
 pub mod tenant;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod value;
 pub mod write;
 

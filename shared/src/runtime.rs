@@ -382,20 +382,9 @@ where
         .map_err(|e| e.to_string())?;
     let mut failed = 0;
     for (n, file) in files.iter().enumerate() {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let event: E = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not JSON: {e}", file.display()))?;
-        // The text is not needed past here: a 6 MB event's text would
-        // otherwise stay allocated for the whole invocation.
-        drop(text);
         let mut ctx = local_context(n + 1, timeout);
         ctx.tenant_id.clone_from(&tenant);
-        let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %file.display());
-        let _entered = span.enter();
-        let request_id = ctx.request_id.clone();
-        let answer =
-            crate::metrics::invocation(request_id, handler(LambdaEvent::new(event, ctx))).await;
+        let answer = invoke_file(&handler, file, ctx).await?;
         let line = match answer {
             Ok(response) => serde_json::to_string(&response)?,
             Err(err) => {
@@ -409,6 +398,49 @@ where
         return Err(format!("{failed} of {} invocations failed", files.len()).into());
     }
     Ok(())
+}
+
+/// One local invocation of `handler` on the event file `file`, as the
+/// `--event` run makes it ([`invoke_text`]). `Err`: the file cannot be
+/// read or is not the handler's JSON (no invocation).
+pub(crate) async fn invoke_file<E, H, Fut, R>(
+    handler: H,
+    file: &std::path::Path,
+    ctx: Context,
+) -> Result<Result<R, lambda_runtime::Error>, String>
+where
+    E: DeserializeOwned,
+    H: FnOnce(LambdaEvent<E>) -> Fut,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
+{
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    invoke_text(handler, text, file.display(), ctx).await
+}
+
+/// One local invocation of `handler` on an event's text (`source` names it
+/// in errors and logs): the text read as the handler's payload type `E`,
+/// the handler run with `ctx` in its own metrics scope and log span. `Err`:
+/// the text is not the handler's JSON (no invocation).
+pub(crate) async fn invoke_text<E, H, Fut, R>(
+    handler: H,
+    text: String,
+    source: impl std::fmt::Display,
+    ctx: Context,
+) -> Result<Result<R, lambda_runtime::Error>, String>
+where
+    E: DeserializeOwned,
+    H: FnOnce(LambdaEvent<E>) -> Fut,
+    Fut: Future<Output = Result<R, lambda_runtime::Error>>,
+{
+    let event: E = serde_json::from_str(&text).map_err(|e| format!("{source} is not JSON: {e}"))?;
+    // The text is not needed past here: a 6 MB event's text would
+    // otherwise stay allocated for the whole invocation.
+    drop(text);
+    let span = tracing::info_span!("local invoke", requestId = %ctx.request_id, event = %source);
+    let _entered = span.enter();
+    let request_id = ctx.request_id.clone();
+    Ok(crate::metrics::invocation(request_id, handler(LambdaEvent::new(event, ctx))).await)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Helpers shared by the unit tests of the sources.
+//! Helpers shared by the unit tests of the sources, beside the public test
+//! kit (`crate::testing`, feature `testing`, on in the crate's own tests).
 
 use crate::sqs::{BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
 use crate::{Config, Idempotency, MemoryStore, clock::ManualClock};
@@ -34,13 +35,9 @@ pub(crate) fn memory_engine() -> (Idempotency, MemoryStore, ManualClock) {
     engine_with(Config::with_prefix("test.batch"))
 }
 
-/// The ids in a batch response.
+/// The ids in a batch response (the test kit's [`FailedIds`](crate::testing::FailedIds)).
 pub(crate) fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
-    response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect()
+    crate::testing::FailedIds::failed_ids(response)
 }
 
 /// The message ids of a report's failed records.

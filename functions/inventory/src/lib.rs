@@ -266,17 +266,11 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use async_trait::async_trait;
     use lambda_idempotency::MemoryStore;
     use lambda_idempotency::eventbridge::EventError;
-    use lambda_idempotency::{
-        ErrorKind, Store, StoreError, Write, store::Claim, store::Record, store::RecordWrite,
-        store::Status, store::TransactError,
-    };
+    use lambda_idempotency::testing::{Fault, FaultStore, Gate, Op};
+    use lambda_idempotency::{ErrorKind, Store, store::Claim, store::Record, store::Status};
     use serde_json::{Value, json};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    use tokio::sync::Notify;
 
     const MODES: [CommitMode; 2] = [CommitMode::Optimistic, CommitMode::Fenced];
 
@@ -308,11 +302,9 @@ mod tests {
         app.stock().level(sku).await.unwrap()
     }
 
+    /// As Lambda delivers it: the payload's text, read as an `EventPayload`.
     async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
-        let ctx = lambda_idempotency::runtime::local_context(1, Duration::from_secs(30));
-        // As Lambda delivers it: the payload's text.
-        let payload = EventPayload::from_text(event.to_string()).unwrap();
-        app.handle(LambdaEvent::new(payload, ctx)).await
+        lambda_idempotency::testing::invoke(|e| app.handle(e), &event).await
     }
 
     fn reserved(order_id: &str, reserved: u32) -> Response {
@@ -589,65 +581,13 @@ mod tests {
         assert!(store.is_empty(), "no idempotency records");
     }
 
-    /// A memory store whose first transaction waits for `release` (a slow
-    /// commit), and optionally fails (throttled) instead of committing.
-    #[derive(Debug)]
-    struct Gated {
-        inner: MemoryStore,
-        entered: Notify,
-        release: Notify,
-        transactions: AtomicUsize,
-        fail_first: bool,
-    }
-
-    impl Gated {
-        fn new(inner: MemoryStore, fail_first: bool) -> Self {
-            Self {
-                inner,
-                entered: Notify::new(),
-                release: Notify::new(),
-                transactions: AtomicUsize::new(0),
-                fail_first,
-            }
-        }
-    }
-
-    #[async_trait]
-    impl Store for Gated {
-        async fn claim(&self, record: &Record, now_ms: u64) -> Result<Claim, StoreError> {
-            self.inner.claim(record, now_ms).await
-        }
-        async fn release(&self, id: &str, owner: &str) -> Result<(), StoreError> {
-            self.inner.release(id, owner).await
-        }
-        async fn get_many(&self, ids: &[String]) -> Result<Vec<Record>, StoreError> {
-            self.inner.get_many(ids).await
-        }
-        async fn commit(
-            &self,
-            record: RecordWrite<'_>,
-            writes: &[Write],
-        ) -> Result<(), TransactError> {
-            if !writes.is_empty() && self.transactions.fetch_add(1, SeqCst) == 0 {
-                self.entered.notify_one();
-                self.release.notified().await;
-                if self.fail_first {
-                    return Err(TransactError::Store(StoreError::Backend {
-                        operation: "TransactWriteItems",
-                        source: "ThrottlingException: stock table throttled".into(),
-                    }));
-                }
-            }
-            self.inner.commit(record, writes).await
-        }
-    }
-
-    fn gated(mode: CommitMode, fail_first: bool) -> (App, Arc<Gated>) {
+    /// The function over a store whose requests a test can hold or fail.
+    fn faulty(mode: CommitMode) -> (App, FaultStore<MemoryStore>) {
         let store = MemoryStore::new();
-        let gated = Arc::new(Gated::new(store.clone(), fail_first));
-        let engine = Idempotency::new(gated.clone(), App::config().disabled(false));
+        let faults = FaultStore::new(store.clone());
+        let engine = Idempotency::new(faults.clone(), App::config().disabled(false));
         let app = App::new(engine, StockTable::sample(store)).with_commit_mode(mode);
-        (app, gated)
+        (app, faults)
     }
 
     /// A second delivery while the first is committing. Optimistic: both
@@ -658,19 +598,21 @@ mod tests {
     #[tokio::test]
     async fn concurrent_deliveries_reserve_once() {
         for mode in MODES {
-            let (app, gate) = gated(mode, false);
+            let (app, store) = faulty(mode);
+            let gate = Gate::new();
+            store.inject(Op::Commit, Fault::Hold(gate.clone()));
             let (first, second) = tokio::join!(invoke(&app, order_placed()), async {
                 // While the first delivery is inside its transaction...
-                gate.entered.notified().await;
+                gate.reached().await;
                 let second = invoke(&app, order_placed()).await;
-                gate.release.notify_one();
+                gate.open();
                 second
             });
             assert_eq!(first.unwrap(), reserved("ord-1001", 2), "{mode:?}");
             match mode {
                 CommitMode::Optimistic => {
                     assert_eq!(second.unwrap(), reserved("ord-1001", 2));
-                    assert_eq!(gate.transactions.load(SeqCst), 2, "both tried to commit");
+                    assert_eq!(store.seen(Op::Commit), 2, "both tried to commit");
                 }
                 _ => {
                     let err = second.unwrap_err();
@@ -678,7 +620,7 @@ mod tests {
                         Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
                         other => panic!("{other:?}"),
                     }
-                    assert_eq!(gate.transactions.load(SeqCst), 1);
+                    assert_eq!(store.seen(Op::Commit), 1);
                 }
             }
             // Lambda's retry replays the reservation.
@@ -693,15 +635,15 @@ mod tests {
     #[tokio::test]
     async fn a_retryable_failure_is_an_error_and_the_retry_reserves() {
         for mode in MODES {
-            let (app, gate) = gated(mode, true);
-            gate.release.notify_one(); // the permit is stored: no waiting
+            let (app, store) = faulty(mode);
+            store.inject(Op::Commit, Fault::Error);
             let err = invoke(&app, order_placed()).await.unwrap_err();
             match err.downcast_ref::<EventError>() {
                 Some(e @ EventError::Idempotency { .. }) => assert!(e.is_retryable()),
                 other => panic!("{mode:?}: {other:?}"),
             }
             assert!(
-                lambda_idempotency::report(&*err).contains("throttled"),
+                lambda_idempotency::report(&*err).contains("ThrottlingException"),
                 "{}",
                 lambda_idempotency::report(&*err)
             );

@@ -145,6 +145,7 @@ mod tests {
 
     use super::*;
     use lambda_idempotency::MemoryStore;
+    use lambda_idempotency::testing::{self, FailedIds, kinesis_event};
     use std::collections::{BTreeMap, BTreeSet};
 
     fn sample(name: &str) -> Value {
@@ -187,10 +188,7 @@ mod tests {
         let event = sample("1");
         let parking = lambda_idempotency::parking::MemoryParking::new();
         let app = app(CommitMode::Optimistic).parking(parking.clone());
-        let response = app
-            .handle(LambdaEvent::new(event.clone(), Default::default()))
-            .await
-            .unwrap();
+        let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
         assert!(response.batch_item_failures.is_empty());
         let poison = event["Records"][1]["kinesis"]["sequenceNumber"]
             .as_str()
@@ -232,10 +230,7 @@ mod tests {
         ] {
             let app = app(mode);
             for _ in 0..2 {
-                let response = app
-                    .handle(LambdaEvent::new(event.clone(), Default::default()))
-                    .await
-                    .unwrap();
+                let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
                 assert!(response.batch_item_failures.is_empty(), "{mode:?}");
             }
             for (account, sum) in expected(&event, usize::MAX) {
@@ -258,19 +253,11 @@ mod tests {
     async fn a_poison_record_is_named_and_holds_back_the_rest_of_its_account() {
         let event = sample("1");
         let app = app(CommitMode::Optimistic);
-        let response = app
-            .handle(LambdaEvent::new(event.clone(), Default::default()))
-            .await
-            .unwrap();
+        let response = testing::invoke(|e| app.handle(e), &event).await.unwrap();
         let poison = event["Records"][1]["kinesis"]["sequenceNumber"]
             .as_str()
             .unwrap();
-        let failed: Vec<_> = response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone().unwrap_or_default())
-            .collect();
-        assert_eq!(failed, [poison]);
+        assert_eq!(response.failed_ids(), [poison]);
         let mut balances = BTreeMap::new();
         for account in ["acct-2", "acct-4"] {
             if let Some(b) = app.accounts().balance(account).await.unwrap() {
@@ -402,24 +389,6 @@ mod tests {
         }
     }
 
-    /// A Kinesis record of `shard` at `seq`: a payment of `amount` to
-    /// `account`, the partition key.
-    fn kinesis_record(shard: usize, seq: u64, id: &str, account: &str, amount: i64) -> Value {
-        use base64::Engine as _;
-        let data =
-            serde_json::json!({"payment_id": id, "account_id": account, "amount_cents": amount});
-        serde_json::json!({
-            "eventSource": "aws:kinesis",
-            "eventID": format!("shardId-00000000000{shard}:{seq}"),
-            "eventSourceARN": "arn:aws:kinesis:us-east-1:123456789012:stream/payments",
-            "kinesis": {
-                "partitionKey": account, "sequenceNumber": seq.to_string(),
-                "data": base64::engine::general_purpose::STANDARD.encode(data.to_string()),
-                "approximateArrivalTimestamp": 1795946400.0,
-            },
-        })
-    }
-
     /// 2,000 payments over 4 shards and 100 accounts (account `a` in shard
     /// `a % 4`), each account's `j`-th payment `2^j` cents: superincreasing,
     /// so a balance is `2^k - 1` exactly when the account's first `k`
@@ -440,41 +409,38 @@ mod tests {
         });
         let engine = Idempotency::new(store.clone(), App::config().disabled(false));
         let app = App::new(engine, Accounts::memory(store.inner.clone(), "accounts"));
-        let mut shards: [Vec<Value>; 4] = Default::default();
+        // Each shard's records: (partition key = account, data).
+        let mut shards: [Vec<(String, String)>; 4] = Default::default();
         let mut paid = [0u32; 100];
         for n in 0..2000u64 {
             let a = (n * 37 % 100) as usize;
             let amount = 1i64 << paid[a];
             paid[a] += 1;
-            let shard = a % 4;
-            let seq = 1000 + n;
-            let record = kinesis_record(
-                shard,
-                seq,
-                &format!("pay-{n}"),
-                &format!("acct-{a}"),
-                amount,
-            );
-            shards[shard].push(record);
+            let account = format!("acct-{a}");
+            let data = serde_json::json!({"payment_id": format!("pay-{n}"),
+                                          "account_id": account, "amount_cents": amount});
+            shards[a % 4].push((account, data.to_string()));
         }
         let mut redelivered = 0;
-        for records in &shards {
+        for (shard, records) in shards.iter().enumerate() {
             let mut at = 0;
             while at < records.len() {
-                let batch = &records[at..(at + 100).min(records.len())];
-                let event = serde_json::json!({ "Records": batch });
-                let response = app
-                    .handle(LambdaEvent::new(event, Default::default()))
-                    .await
-                    .unwrap();
-                match response.batch_item_failures.first() {
-                    None => at += batch.len(),
-                    Some(failed) => {
-                        assert_eq!(response.batch_item_failures.len(), 1, "one per shard");
-                        let seq = failed.item_identifier.as_deref().unwrap();
+                let batch: Vec<(&str, &[u8])> = records[at..(at + 100).min(records.len())]
+                    .iter()
+                    .map(|(key, data)| (key.as_str(), data.as_bytes()))
+                    .collect();
+                let event = kinesis_event("payments", shard as u32, at as u64, &batch);
+                let batch = event["Records"].as_array().unwrap();
+                let response = testing::invoke(|e| app.handle(e), &event).await;
+                match response.failed_ids().as_slice() {
+                    [] => at += batch.len(),
+                    failed => {
+                        let [seq] = failed else {
+                            panic!("one per shard: {failed:?}");
+                        };
                         let from = batch
                             .iter()
-                            .position(|r| r["kinesis"]["sequenceNumber"] == seq)
+                            .position(|r| r["kinesis"]["sequenceNumber"] == seq.as_str())
                             .unwrap();
                         redelivered += batch.len() - from;
                         at += from;

@@ -288,8 +288,8 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lambda_idempotency::MemoryStore;
-    use lambda_idempotency::{ErrorKind, Store};
+    use lambda_idempotency::testing::{self, FailedIds, Msg, eventbridge_event, sqs_event};
+    use lambda_idempotency::{ErrorKind, MemoryStore};
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -342,14 +342,7 @@ mod tests {
         /// The outbox entries of `event_id`'s record (none without a record).
         async fn outbox(&self, event_id: &str) -> Vec<lambda_idempotency::outbox::Entry> {
             let key = self.app.engine().key(&json!(event_id)).unwrap();
-            match Store::get(&self.store, key.as_str()).await.unwrap() {
-                Some(record) => record
-                    .outbox
-                    .as_deref()
-                    .map(|o| lambda_idempotency::outbox::decode(o).unwrap())
-                    .unwrap_or_default(),
-                None => Vec::new(),
-            }
+            testing::outbox(&self.store, &key).await.unwrap()
         }
 
         /// `OrderConfirmed` staged for publishing, counted by event id,
@@ -376,15 +369,10 @@ mod tests {
         }
     }
 
+    /// The ids of the records that failed.
     async fn invoke(app: &App, event: Value) -> Vec<String> {
-        let ctx = lambda_idempotency::runtime::local_context(1, std::time::Duration::from_secs(30));
-        app.handle(LambdaEvent::new(event, ctx))
-            .await
-            .unwrap()
-            .batch_item_failures
-            .into_iter()
-            .map(|f| f.item_identifier)
-            .collect()
+        let response = testing::invoke(|e| app.handle(e), &event).await;
+        response.unwrap().failed_ids()
     }
 
     fn once(ids: &[&str]) -> BTreeMap<String, usize> {
@@ -596,10 +584,7 @@ mod tests {
         assert_eq!(invoke(&l.app, event.clone()).await, self::ids(&event));
 
         // Negative, fractional, empty ids: failed (to the DLQ after retries).
-        let record = |id: &str, body: Value| {
-            json!({"messageId": id, "body": body.to_string(), "eventSource": "aws:sqs",
-                   "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders"})
-        };
+        let record = |id: &str, body: Value| Msg::new(id, body.to_string());
         let good = json!({"event_id": "evt-9", "order_id": "ord-9", "customer_id": "c",
                           "amount_cents": 1, "status": "PLACED"});
         let with = |field: &str, value: Value| {
@@ -608,14 +593,17 @@ mod tests {
             b[field] = value;
             b
         };
-        let batch = json!({"Records": [
-            record("m-neg", with("amount_cents", json!(-5))),
-            record("m-frac", with("amount_cents", json!(12.5))),
-            record("m-no-order", with("order_id", json!(""))),
-            record("m-no-customer", with("customer_id", json!(" "))),
-            record("m-no-event", with("event_id", json!(""))),
-            record("m-good", good.clone()),
-        ]});
+        let batch = sqs_event(
+            "orders",
+            &[
+                record("m-neg", with("amount_cents", json!(-5))),
+                record("m-frac", with("amount_cents", json!(12.5))),
+                record("m-no-order", with("order_id", json!(""))),
+                record("m-no-customer", with("customer_id", json!(" "))),
+                record("m-no-event", with("event_id", json!(""))),
+                record("m-good", good.clone()),
+            ],
+        );
         assert_eq!(
             invoke(&l.app, batch).await,
             [
@@ -647,11 +635,8 @@ mod tests {
     #[tokio::test]
     async fn not_an_sqs_event_fails_the_invocation() {
         let Local { app, .. } = local();
-        let eventbridge = json!({"id": "x", "detail-type": "OrderPlaced", "source": "shop.orders",
-                                 "detail": {}});
-        let ctx = lambda_idempotency::runtime::local_context(1, std::time::Duration::from_secs(30));
-        let err = app
-            .handle(LambdaEvent::new(eventbridge, ctx))
+        let eventbridge = eventbridge_event("x", "shop.orders", "OrderPlaced", json!({}));
+        let err = testing::invoke(|e| app.handle(e), &eventbridge)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("not an SQS event"), "{err}");

@@ -1,7 +1,7 @@
 use super::*;
 use lambda_idempotency::MemoryStore;
 use lambda_idempotency::http::Problem;
-use std::time::Duration;
+use lambda_idempotency::testing::{self, HttpEvent};
 
 fn app() -> App {
     configured(|http| http)
@@ -27,12 +27,8 @@ fn problem_type(response: &Value) -> String {
 }
 
 async fn invoke(app: &App, event: &Value) -> Value {
-    let ctx = lambda_idempotency::runtime::local_context(1, Duration::from_secs(30));
-    let response = app
-        .handle(LambdaEvent::new(event.clone(), ctx))
-        .await
-        .unwrap();
-    serde_json::to_value(response).unwrap()
+    let response = testing::invoke(|e| app.handle(e), event).await;
+    serde_json::to_value(response.unwrap()).unwrap()
 }
 
 fn sample(text: &str) -> Value {
@@ -63,12 +59,12 @@ async fn the_samples_credit_once_and_replay() {
 #[tokio::test]
 async fn routes_and_bodies() {
     let app = app();
-    let mut event = sample(include_str!("../../../events/payments-api-http.json"));
-    event["body"] = serde_json::json!(r#"{"account_id":"a","amount_cents":-5}"#);
+    let post = |body: &str| HttpEvent::post("/payments", body).idempotency_key("k-1");
+    let event = post(r#"{"account_id":"a","amount_cents":-5}"#).http_api();
     assert_eq!(invoke(&app, &event).await["statusCode"], 400);
-    event["body"] = serde_json::json!(r#"{"account_id":"a","amount_cents":5,"extra":1}"#);
+    let event = post(r#"{"account_id":"a","amount_cents":5,"extra":1}"#).http_api();
     assert_eq!(invoke(&app, &event).await["statusCode"], 400);
-    event["body"] = serde_json::json!(r#"{"account_id":" ","amount_cents":5}"#);
+    let mut event = post(r#"{"account_id":" ","amount_cents":5}"#).http_api();
     let r = invoke(&app, &event).await;
     assert_eq!(r["statusCode"], 422, "{r}");
     assert_eq!(r["headers"]["content-type"], "application/problem+json");
@@ -116,11 +112,10 @@ async fn a_lambda_authorizer_caller_is_refused_until_its_context_key_is_set() {
 /// shared scope is there only when chosen.
 #[tokio::test]
 async fn a_request_without_a_caller_is_401_unless_one_scope_is_chosen() {
-    let mut event = sample(include_str!("../../../events/payments-api-http.json"));
-    event["requestContext"]
-        .as_object_mut()
-        .unwrap()
-        .remove("authorizer");
+    let event = HttpEvent::post("/payments", r#"{"account_id":"a","amount_cents":5}"#)
+        .idempotency_key("k-1")
+        .caller(None)
+        .http_api();
     let r = invoke(&app(), &event).await;
     assert_eq!(r["statusCode"], 401, "{r}");
     assert_eq!(problem_type(&r), Problem::NO_CALLER);

@@ -1,4 +1,5 @@
-//! Sample events: the files in `events/`, and synthetic SQS events.
+//! Sample events: the files in `events/`, and the suite's synthetic SQS
+//! batches (on the library's builders, `lambda_idempotency::testing::events`).
 
 use serde_json::{Value, json};
 
@@ -16,42 +17,7 @@ pub fn sample(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
-/// One record of a synthetic SQS event.
-#[derive(Debug, Clone)]
-pub struct Msg {
-    /// `messageId`.
-    pub id: String,
-    /// `body`.
-    pub body: String,
-    /// `MessageGroupId` (FIFO).
-    pub group: Option<String>,
-}
-
-impl Msg {
-    /// A standard-queue message.
-    pub fn new(id: impl Into<String>, body: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            body: body.into(),
-            group: None,
-        }
-    }
-
-    /// A FIFO message in `group`.
-    pub fn in_group(mut self, group: impl Into<String>) -> Self {
-        self.group = Some(group.into());
-        self
-    }
-}
-
-/// The `itemIdentifier`s an SQS partial batch response names, in order.
-pub fn failed_ids(response: &aws_lambda_events::sqs::SqsBatchResponse) -> Vec<String> {
-    response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect()
-}
+pub use lambda_idempotency::testing::events::{Msg, sqs_event};
 
 /// Message `m{i}` of a `payments` batch: payment `p{i}` of `amount_cents`
 /// to `account`, in the account's FIFO group.
@@ -80,42 +46,6 @@ pub fn keyed_batch(queue: &str, keys: std::ops::Range<u32>, tag: &str) -> Vec<Ms
         }
     })
     .collect()
-}
-
-/// An SQS event as Lambda delivers it, from `queue` (a `.fifo` name makes it FIFO).
-pub fn sqs_event(queue: &str, messages: &[Msg]) -> Value {
-    let records: Vec<Value> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let mut attributes = json!({
-                "ApproximateReceiveCount": "1",
-                "SentTimestamp": (1_795_950_000_000u64 + i as u64).to_string(),
-                "SenderId": "AROAEXAMPLE:test",
-                "ApproximateFirstReceiveTimestamp": (1_795_950_000_100u64 + i as u64).to_string(),
-            });
-            if let Some(group) = &m.group {
-                attributes["MessageGroupId"] = json!(group);
-                attributes["MessageDeduplicationId"] = json!(format!("dedup-{}", m.id));
-                attributes["SequenceNumber"] = json!(format!(
-                    "{:020}",
-                    18_000_000_000_000_000_000u128 + i as u128
-                ));
-            }
-            json!({
-                "messageId": m.id,
-                "receiptHandle": format!("handle-{}", m.id),
-                "body": m.body,
-                "attributes": attributes,
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": format!("arn:aws:sqs:us-east-1:123456789012:{queue}"),
-                "awsRegion": "us-east-1",
-            })
-        })
-        .collect();
-    json!({ "Records": records })
 }
 
 /// A standard-queue event of `n` orders as Lambda delivers them (bodies of

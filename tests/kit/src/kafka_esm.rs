@@ -25,7 +25,7 @@
 //! `max_retries` retries (the partition's records of the batch from it on are
 //! skipped and recorded), then the partition moves on.
 
-use crate::source_events::{Kafka, KafkaRecord, kafka_event};
+use lambda_idempotency::testing::events::{Kafka, KafkaRecord, kafka_event};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};

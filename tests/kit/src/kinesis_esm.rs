@@ -36,7 +36,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// The role Lambda invokes with (`invokeIdentityArn` of every record).
-pub const INVOKE_IDENTITY_ARN: &str = "arn:aws:iam::123456789012:role/kinesis-esm";
+pub use lambda_idempotency::testing::events::INVOKE_IDENTITY_ARN;
 
 /// A stream on moto.
 #[derive(Debug, Clone)]

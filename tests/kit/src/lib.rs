@@ -44,7 +44,6 @@ pub mod events;
 pub mod kafka_esm;
 pub mod kinesis_esm;
 pub mod runtime_api;
-pub mod source_events;
 pub mod stream_esm;
 pub mod valkey;
 

@@ -23,17 +23,12 @@ pub enum Invocation {
 }
 
 impl Invocation {
-    /// The `itemIdentifier`s of an SQS partial batch response; `None` for
-    /// an error or a response of another shape.
+    /// The `itemIdentifier`s of a partial batch response; `None` for an
+    /// error or a response of another shape.
     pub fn failed_ids(&self) -> Option<Vec<String>> {
+        use lambda_idempotency::testing::FailedIds as _;
         match self {
-            Invocation::Response(r) => Some(
-                r["batchItemFailures"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_owned))
-                    .collect(),
-            ),
+            Invocation::Response(r) => r.get("batchItemFailures").map(|_| r.failed_ids()),
             Invocation::Error(_) => None,
         }
     }

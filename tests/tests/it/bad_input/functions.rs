@@ -17,6 +17,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_idempotency::sqs::{
     FailureReason, SqsBatchResponse, SqsProcessor, SqsRecord, parse_sqs_event,
 };
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome,
     config::OversizedResponse, store::TableConfig,
@@ -26,7 +27,7 @@ use lambda_runtime::LambdaEvent;
 use lambda_runtime::tracing::subscriber::fmt::MakeWriter;
 use lambda_runtime::tracing::subscriber::util::SubscriberInitExt;
 use serde_json::{Value, json};
-use test_kit::events::{Msg, failed_ids, sample, sqs_event};
+use test_kit::events::{Msg, sample, sqs_event};
 use test_kit::{create_idempotency_table, create_table, moto, unique_name};
 
 // ---------------------------------------------------------------------------
@@ -641,7 +642,7 @@ async fn run_case(case: &Case, logs: &Logs) {
                 .handle(event)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(failed_ids(&response), expected, "{name}");
+            assert_eq!(response.failed_ids(), expected, "{name}");
             // Every good record applied once; nothing from the bad ones.
             let mut expected_balance: BTreeMap<String, i64> = BTreeMap::new();
             let mut seen = BTreeSet::new();
@@ -665,7 +666,7 @@ async fn run_case(case: &Case, logs: &Logs) {
                 .handle(event)
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(failed_ids(&response), expected, "{name}");
+            assert_eq!(response.failed_ids(), expected, "{name}");
             let mut want_notified = BTreeMap::new();
             for (is_good, body) in &parsed {
                 let Some(order_id) = body["order_id"].as_str() else {
@@ -885,7 +886,7 @@ async fn reordered_and_escaped_redeliveries_replay() {
         let response = p.handle(event).await.unwrap();
         assert_eq!(logs.outcomes(id), [outcome], "{id}");
         if outcome == "failed" {
-            assert_eq!(failed_ids(&response), [id]);
+            assert_eq!(response.failed_ids(), [id]);
             let errors = logs.errors(id);
             assert!(
                 errors[0].contains("already used with a different payload"),
@@ -1183,7 +1184,7 @@ mod security {
             .await;
         let response = report.response_as::<SqsBatchResponse>().unwrap();
         assert_eq!(
-            failed_ids(&response),
+            response.failed_ids(),
             ["m-unsigned", "m-tampered", "m-other"]
         );
         for (i, expected) in [

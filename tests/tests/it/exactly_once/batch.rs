@@ -2,6 +2,7 @@
 //! FIFO groups, and processors racing over overlapping batches.
 
 use lambda_idempotency::sqs::{SqsProcessor, SqsRecord, parse_sqs_event};
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     Config, DynamoDbStore, HandlerError, Idempotency, KeySelector, Outcome, store::TableConfig,
 };
@@ -9,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use test_kit::events::{Msg, failed_ids, sample, sqs_event};
+use test_kit::events::{Msg, sample, sqs_event};
 use test_kit::{create_idempotency_table, moto};
 
 /// Effects applied, per key: what must end at exactly one each.
@@ -62,7 +63,7 @@ async fn in_batch_duplicate_and_poison_on_dynamodb() {
     let response = report
         .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
         .unwrap();
-    let failed = failed_ids(&response);
+    let failed = response.failed_ids();
     assert_eq!(failed.len(), 1, "only the poison record: {failed:?}");
     assert!(ids.contains(&failed[0]));
     let counts = effects.counts();
@@ -108,11 +109,10 @@ async fn fifo_groups_on_dynamodb_keep_order_and_skip_after_failure() {
             }
         })
         .await;
-    let failed = failed_ids(
-        &report
-            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
-            .unwrap(),
-    );
+    let failed = report
+        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
+        .unwrap()
+        .failed_ids();
     // g1 = m1, m4 (poison), m7 (held back); g0 and g2 complete.
     assert_eq!(failed, ["m4", "m7"]);
     let seen = seen.lock().unwrap().clone();
@@ -166,11 +166,10 @@ async fn overlapping_batches_race_to_exactly_once() {
                 .into_iter()
                 .zip(&pending)
                 .map(|(report, msgs)| {
-                    let failed = failed_ids(
-                        &report
-                            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
-                            .unwrap(),
-                    );
+                    let failed = report
+                        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
+                        .unwrap()
+                        .failed_ids();
                     msgs.iter()
                         .filter(|m| failed.contains(&m.id))
                         .cloned()

@@ -9,7 +9,6 @@ use inventory::{App, Reservation, Response, StockTable};
 use lambda_idempotency::CommitMode;
 use lambda_idempotency::eventbridge::EventError;
 use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
-use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
 use std::time::Duration;
 use test_kit::capture::Capture;
@@ -71,11 +70,8 @@ async fn level(ddb: &aws_sdk_dynamodb::Client, table: &str, sku: &str) -> Option
 }
 
 async fn invoke(app: &App, event: Value) -> Result<Response, lambda_runtime::Error> {
-    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
     // As Lambda delivers it: the payload's text.
-    let payload =
-        lambda_idempotency::eventbridge::EventPayload::from_text(event.to_string()).unwrap();
-    app.handle(LambdaEvent::new(payload, ctx)).await
+    lambda_idempotency::testing::invoke(|e| app.handle(e), &event).await
 }
 
 fn sample(name: &str) -> Value {

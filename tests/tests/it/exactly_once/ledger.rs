@@ -650,7 +650,7 @@ async fn a_batch_of_100_payments_over_10_accounts_commits_in_at_most_10_transact
         .iter()
         .map(|(k, d)| (k.as_str(), d.as_slice()))
         .collect();
-    let event = test_kit::source_events::kinesis_event("ledger-lanes", 0, 0, &records);
+    let event = lambda_idempotency::testing::events::kinesis_event("ledger-lanes", 0, 0, &records);
 
     let first = requests_of(&moto, invoke_ok(&api, event.clone())).await;
     let count = |op: &str, sent: &[crate::exactly_once::batch_commits::Sent]| {

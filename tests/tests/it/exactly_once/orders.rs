@@ -86,8 +86,7 @@ async fn invoke(
     app: &App,
     event: Value,
 ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
-    app.handle(LambdaEvent::new(event, ctx)).await
+    lambda_idempotency::testing::invoke(|e| app.handle(e), &event).await
 }
 
 pub(crate) fn order(i: usize) -> OrderEvent {

@@ -3,7 +3,6 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
-use lambda_runtime::LambdaEvent;
 use payments::{Accounts, App};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -42,8 +41,7 @@ async fn invoke(
     app: &App,
     event: serde_json::Value,
 ) -> Result<aws_lambda_events::sqs::SqsBatchResponse, lambda_runtime::Error> {
-    let ctx = lambda_idempotency::runtime::local_context(0, Duration::from_secs(30));
-    app.handle(LambdaEvent::new(event, ctx)).await
+    lambda_idempotency::testing::invoke(|e| app.handle(e), &event).await
 }
 
 /// Every account's balance is the sum of its unique payments, whatever is

@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_idempotency::CommitMode;
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     DynamoDbStore, Idempotency, Store, store::Claim, store::Record, store::Status,
     store::TableConfig,
@@ -595,14 +596,6 @@ async fn claim_complete_payments_under_store_faults_reported() {
     );
 }
 
-fn ids(response: &aws_lambda_events::sqs::SqsBatchResponse) -> Vec<String> {
-    response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect()
-}
-
 fn context(deadline_in: Duration) -> Context {
     let mut ctx = Context::default();
     ctx.request_id = unique_name("req");
@@ -759,7 +752,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
             .handle(LambdaEvent::new(second_event, context(DEADLINE)))
             .await
             .unwrap();
-        assert!(ids(&response).is_empty(), "{mode:?}: {response:?}");
+        assert!(response.failed_ids().is_empty(), "{mode:?}: {response:?}");
         let second_done_at = started.elapsed();
         assert!(
             second_done_at < stall,
@@ -773,12 +766,12 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
              first owner answered at {:?} with batchItemFailures {:?}; acct-1 balance {balance:?} \
              (one credit = 1000)",
             started.elapsed(),
-            ids(&first_response)
+            first_response.failed_ids()
         );
         match mode {
             CommitMode::Fenced => {
                 assert_eq!(
-                    ids(&first_response),
+                    first_response.failed_ids(),
                     ["m-a"],
                     "the stale commit is reported"
                 );
@@ -786,7 +779,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
             }
             CommitMode::Optimistic => {
                 assert!(
-                    ids(&first_response).is_empty(),
+                    first_response.failed_ids().is_empty(),
                     "a replay: {first_response:?}"
                 );
                 assert_eq!(balance, Some(1000), "applied once");
@@ -799,7 +792,7 @@ async fn a_lapsed_lease_rejects_the_first_owners_commit() {
             .handle(LambdaEvent::new(first_event, context(DEADLINE)))
             .await
             .unwrap();
-        assert!(ids(&response).is_empty(), "{mode:?}: {response:?}");
+        assert!(response.failed_ids().is_empty(), "{mode:?}: {response:?}");
         assert_eq!(
             second.accounts().balance("acct-1").await.unwrap(),
             before,

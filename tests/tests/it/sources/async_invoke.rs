@@ -1,9 +1,9 @@
 //! The asynchronous invocation (`test_kit::async_invoke`), as SNS
 //! invokes a function: the same event again after an error, up to the bound.
 
+use lambda_idempotency::testing::events::{Notification, sns_event};
 use std::sync::Mutex;
 use test_kit::async_invoke::{Options, invoke};
-use test_kit::source_events::{Notification, sns_event};
 
 #[tokio::test]
 async fn a_failed_attempt_is_retried_with_the_same_event_up_to_the_bound() {

@@ -3,11 +3,11 @@
 //! them, and the Kafka partial batch response read as Lambda reads it.
 
 use aws_lambda_events::kafka::KafkaEvent;
+use lambda_idempotency::testing::events::Kafka;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use test_kit::kafka_esm::{self, Options, Outcome, Topic, records, response};
-use test_kit::source_events::Kafka;
 
 fn topic() -> Topic {
     let mut t = Topic::new("orders", 2);

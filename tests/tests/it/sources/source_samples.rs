@@ -506,7 +506,7 @@ fn every_sample_event_is_documented_in_the_events_readme() {
 
 #[test]
 fn synthetic_source_events_read_as_their_types() {
-    use test_kit::source_events::{
+    use lambda_idempotency::testing::events::{
         Kafka, KafkaRecord, Notification, kafka_event, kinesis_event, sns_body, sns_event,
         sns_via_sqs_event,
     };
@@ -569,4 +569,64 @@ fn synthetic_source_events_read_as_their_types() {
         typed.records[1].body.as_deref(),
         Some(sns_body(&n).as_str())
     );
+}
+
+/// The test kit's builders of the other sources: every field they write is
+/// read by the `aws_lambda_events` type and written back the same.
+#[test]
+fn test_kit_events_read_as_their_types_field_for_field() {
+    use aws_lambda_events::alb::AlbTargetGroupRequest;
+    use aws_lambda_events::apigw::{ApiGatewayProxyRequest, ApiGatewayV2httpRequest};
+    use aws_lambda_events::eventbridge::EventBridgeEvent;
+    use lambda_idempotency::testing::{
+        Change, HttpEvent, Msg, dynamodb_stream_event, eventbridge_event, sqs_event,
+    };
+    let sqs = sqs_event(
+        "payments.fifo",
+        &[Msg::new("m-1", "{}")
+            .in_group("g-1")
+            .received(2)
+            .attribute("tenant", "t-1")],
+    );
+    let _: (SqsEvent, _) = round_trip_lossy("sqs_event", &sqs.to_string());
+    let keys = json!({"id": {"S": "a"}});
+    let image = json!({"id": {"S": "a"}, "n": {"N": "1"}, "tags": {"SS": ["x"]}});
+    let stream = dynamodb_stream_event(
+        "things",
+        1,
+        &[
+            Change::insert(keys.clone(), image.clone()),
+            Change::modify(keys.clone(), image.clone(), image.clone()),
+            Change::remove(keys, image).by_ttl(),
+        ],
+    );
+    let (typed, _): (DynamoDbEvent, _) =
+        round_trip_lossy("dynamodb_stream_event", &stream.to_string());
+    assert_eq!(typed.records.len(), 3);
+    let event = eventbridge_event("e-1", "shop.orders", "OrderPlaced", json!({"a": 1}));
+    let _: (EventBridgeEvent<Value>, _) = round_trip_lossy("eventbridge_event", &event.to_string());
+    // API Gateway writes absent fields as `null` (`cognitoIdentity`):
+    // compared without them.
+    fn present(v: Value) -> String {
+        fn strip(v: Value) -> Value {
+            match v {
+                Value::Object(m) => Value::Object(
+                    m.into_iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k, strip(v)))
+                        .collect(),
+                ),
+                other => other,
+            }
+        }
+        strip(v).to_string()
+    }
+    let request = HttpEvent::post("/payments", "{}").idempotency_key("k-1");
+    let _: (ApiGatewayV2httpRequest, _) =
+        round_trip_lossy("HttpEvent::http_api", &present(request.http_api()));
+    let _: (ApiGatewayV2httpRequest, _) =
+        round_trip_lossy("HttpEvent::function_url", &present(request.function_url()));
+    let _: (ApiGatewayProxyRequest, _) =
+        round_trip_lossy("HttpEvent::rest_api", &present(request.rest_api()));
+    let _: (AlbTargetGroupRequest, _) = round_trip_lossy("HttpEvent::alb", &present(request.alb()));
 }

@@ -6,6 +6,7 @@
 
 use lambda_idempotency::sqs::{PreRead, SqsProcessor, SqsRecord, parse_sqs_event};
 use lambda_idempotency::store::valkey::ValkeyTimeouts;
+use lambda_idempotency::testing::FailedIds as _;
 use lambda_idempotency::{
     CommitMode, Config, Error, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome, Store,
     StoreError, ValkeyStore, Write, store::Status, write::Staged,
@@ -15,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use test_kit::contract::pk_key;
-use test_kit::events::{Msg, failed_ids, sqs_event};
+use test_kit::events::{Msg, sqs_event};
 use test_kit::valkey::{Valkey, valkey};
 
 /// What happened per key: handler runs, and completions committed
@@ -770,11 +771,10 @@ async fn foreign_values_at_the_key_are_clear_errors() {
             Ok::<_, HandlerError>(json!(1))
         })
         .await;
-    let failed = failed_ids(
-        &report
-            .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
-            .unwrap(),
-    );
+    let failed = report
+        .response_as::<lambda_idempotency::sqs::SqsBatchResponse>()
+        .unwrap()
+        .failed_ids();
     assert_eq!(failed, ["m1"]);
 }
 
