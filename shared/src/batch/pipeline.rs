@@ -73,10 +73,11 @@ impl Pipeline<'_> {
     }
 
     /// A record's document from `build`, only when the key or the payload
-    /// hash under `scope` reads it (JSON `null` otherwise): for a source
-    /// whose document costs to build ([`Prepare::prepare`]).
-    pub fn document(&self, scope: PayloadScope, build: impl FnOnce() -> Value) -> Value {
-        let read = scope == PayloadScope::Body || self.settings.key.reads_document();
+    /// hash reads it (JSON `null` otherwise): for a source whose document
+    /// costs to build ([`Prepare::prepare`]).
+    pub fn document(&self, build: impl FnOnce() -> Value) -> Value {
+        let read =
+            self.settings.payload == PayloadScope::Body || self.settings.key.reads_document();
         if read { build() } else { Value::Null }
     }
 
@@ -97,7 +98,6 @@ impl Pipeline<'_> {
             document,
             envelope,
             payload,
-            scope,
             hashed,
         } = source.prepare(self, ident, &raw)?;
         let input = KeyInput::new(&document, Some(&raw))
@@ -105,7 +105,7 @@ impl Pipeline<'_> {
             .with_payload(payload.as_deref());
         let key = self.key_of(ident, input)?;
         drop(payload);
-        let payload = match scope {
+        let payload = match self.settings.payload {
             PayloadScope::None => None,
             PayloadScope::Body => Some(hashed.unwrap_or(document)),
         };

@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::delivery::{Delivery, Ordering, SourceNames, Within};
 use super::envelope::Envelope;
-use super::key::PayloadScope;
 use super::malformed::{MalformedRecord, StreamEvent};
 use super::parking::Ticket;
 use super::payload::{self, PayloadKind};
@@ -161,8 +160,9 @@ pub trait Prepare<Rec>: Source {
 
 /// What a [`Source`] reads of one of its records ([`Prepare::prepare`]):
 /// its body `B`, the document the key selector reads, the envelope it came
-/// in and its payload as delivered; what payload validation hashes. The
-/// pipeline keys it and hashes it, one rule for every source.
+/// in and its payload as delivered. The pipeline keys it and hashes it
+/// ([`Processor::payload`](super::Processor::payload)), one rule for every
+/// source.
 #[derive(Debug)]
 #[must_use]
 pub struct Prepared<'r, B> {
@@ -170,30 +170,21 @@ pub struct Prepared<'r, B> {
     pub(crate) document: Value,
     pub(crate) envelope: Option<Envelope>,
     pub(crate) payload: Option<Cow<'r, [u8]>>,
-    pub(crate) scope: PayloadScope,
     pub(crate) hashed: Option<Value>,
 }
 
 impl<'r, B> Prepared<'r, B> {
     /// `body` with its `document`: what the key selector reads
-    /// ([`KeyInput::value`](crate::KeyInput::value)) and payload validation hashes
-    /// ([`PayloadScope::Body`]).
+    /// ([`KeyInput::value`](crate::KeyInput::value)) and payload validation
+    /// hashes ([`Processor::payload`](super::Processor::payload)).
     pub fn new(body: B, document: Value) -> Self {
         Self {
             body,
             document,
             envelope: None,
             payload: None,
-            scope: PayloadScope::Body,
             hashed: None,
         }
-    }
-
-    /// What payload validation hashes: the document
-    /// ([`PayloadScope::Body`], the default), or nothing.
-    pub fn hashing(mut self, scope: PayloadScope) -> Self {
-        self.scope = scope;
-        self
     }
 
     /// Payload validation hashes `hashed` instead of the document (an SNS
@@ -224,7 +215,6 @@ impl<'r, B> Prepared<'r, B> {
             document: self.document,
             envelope: self.envelope,
             payload: self.payload,
-            scope: self.scope,
             hashed: self.hashed,
         }
     }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeyInput, Keyed, Within};
-use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
 use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey};
 use crate::{value::AttrValue, write::Item, write::canonical};
@@ -17,11 +17,9 @@ use crate::{value::AttrValue, write::Item, write::canonical};
 /// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
-/// The DynamoDB Streams source and its settings.
+/// The DynamoDB Streams source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct DynamoDbStreams {
-    payload: PayloadScope,
-}
+pub struct DynamoDbStreams;
 
 /// DynamoDB stream records: their lane is their stream (`eventSourceARN`).
 static SALVAGE: Salvage = Salvage {
@@ -102,14 +100,6 @@ impl PartialResponse for DynamoDbEventResponse {
 }
 
 impl Parks for DynamoDbStreams {}
-
-impl Processor<DynamoDbStreams> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] ([`record_json`]).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
-}
 
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
@@ -274,8 +264,8 @@ impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     ) -> Result<Prepared<'r, Images>, FailureReason> {
         let images =
             Images::of(record).map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = pipeline.document(self.payload, || images.json());
-        Ok(Prepared::new(images, view).hashing(self.payload))
+        let view = pipeline.document(|| images.json());
+        Ok(Prepared::new(images, view))
     }
 
     fn record(&self, record: EventRecord, images: Images, keyed: Keyed) -> DynamoDbRecord {

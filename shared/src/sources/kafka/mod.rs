@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Pipeline};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
@@ -47,7 +47,6 @@ pub type KafkaProcessor = Processor<Kafka>;
 pub struct Kafka {
     order: KafkaOrder,
     item_failures: KafkaItemFailures,
-    payload: PayloadScope,
     schema_registry: Option<SchemaRegistry>,
 }
 
@@ -277,7 +276,7 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
             }
             (_, value) => (None, value),
         };
-        let prepared = Prepared::from_payload(ident, "value", value)?.hashing(self.payload);
+        let prepared = Prepared::from_payload(ident, "value", value)?;
         Ok(prepared.map(|body| (body, schema)))
     }
 
@@ -299,12 +298,6 @@ impl Processor<Kafka> {
     /// Whether the mapping acts on `batchItemFailures` ([`KafkaItemFailures`]).
     pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
         self.source.item_failures = mode;
-        self
-    }
-
-    /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 

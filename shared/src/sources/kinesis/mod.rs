@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
-use crate::batch::{Ordering, Parks, PartialResponse, PayloadScope, Pipeline, Prepare, Prepared};
+use crate::batch::{Ordering, Parks, PartialResponse, Pipeline, Prepare, Prepared};
 use crate::batch::{Processor, Source, SourceNames, Within};
 use crate::sources::check_size;
 use crate::{batch::parking::Ticket, key::IdempotencyKey};
@@ -30,7 +30,6 @@ pub type KinesisProcessor = Processor<Kinesis>;
 pub struct Kinesis {
     order: KinesisOrder,
     max_data_bytes: Option<usize>,
-    payload: PayloadScope,
     /// KPL aggregates stay whole ([`KinesisProcessor::deaggregate`]).
     keep_aggregates: bool,
 }
@@ -185,13 +184,6 @@ impl Processor<Kinesis> {
         self
     }
 
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `data`).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
-
     /// Records whose decoded `data` is over `bytes` fail without being
     /// parsed. Default [`DEFAULT_MAX_DATA_BYTES`].
     pub fn max_data_bytes(mut self, bytes: usize) -> Self {
@@ -280,7 +272,7 @@ impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
     ) -> Result<Prepared<'r, M>, FailureReason> {
         let data = delivery.record.kinesis.data.as_slice();
         check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
-        Ok(Prepared::from_payload(ident, "data", Some(data))?.hashing(self.payload))
+        Prepared::from_payload(ident, "data", Some(data))
     }
 
     fn record(&self, delivery: KinesisDelivery, body: M, keyed: Keyed) -> KinesisRecord<M> {

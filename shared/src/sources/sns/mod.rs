@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{Ordering, PayloadKind, PayloadScope, Pipeline, Prepare, Prepared};
+use crate::batch::{Ordering, PayloadKind, Pipeline, Prepare, Prepared};
 use crate::batch::{Processor, Source, SourceNames};
 use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::key::IdempotencyKey;
@@ -23,11 +23,9 @@ pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 /// ([`Processor`] over [`Sns`]).
 pub type SnsProcessor = Processor<Sns>;
 
-/// The SNS source and its settings.
+/// The SNS source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct Sns {
-    payload: PayloadScope,
-}
+pub struct Sns;
 
 /// SNS records: named by their `MessageId`.
 static SALVAGE: Salvage = Salvage {
@@ -79,16 +77,6 @@ impl Source for Sns {
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
         answer(report)
-    }
-}
-
-impl Processor<Sns> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `Message`: the notification's `MessageId`, `Timestamp` and
-    /// `Signature` differ between two publications of one business event).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
     }
 }
 
@@ -240,8 +228,7 @@ impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
         Ok(match PayloadKind::of::<M>() {
             PayloadKind::Json => prepared,
             _ => prepared.with_payload(record.sns.message.as_bytes()),
-        }
-        .hashing(self.payload))
+        })
     }
 
     fn record(&self, record: SnsRecord, body: M, keyed: Keyed) -> Notification<M> {
