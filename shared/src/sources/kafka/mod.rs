@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Pipeline};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
@@ -260,10 +260,10 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
 
     fn prepare<'r>(
         &self,
-        _: &Pipeline<'_>,
-        ident: &str,
+        at: &Reading<'_>,
         delivery: &'r KafkaDelivery,
-    ) -> Result<Prepared<'r, Self::Body>, FailureReason> {
+    ) -> Preparing<'r, Self::Body> {
+        let ident = at.ident();
         if let Some(problem) = &delivery.undecodable {
             return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
         }
