@@ -42,8 +42,15 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     /// ([`BatchError::WrongEvent`]).
     fn parse(payload: Value) -> Result<Self::Event, BatchError>;
 
-    /// How the records of `event` keep their order.
-    fn ordering(&self, event: &Self::Event) -> Ordering;
+    /// How its records keep their order when that is the same for every
+    /// event. Default [`Ordering::Unordered`].
+    const ORDERING: Ordering = Ordering::Unordered;
+
+    /// How the records of `event` keep their order. Default
+    /// [`ORDERING`](Self::ORDERING).
+    fn ordering(&self, _event: &Self::Event) -> Ordering {
+        Self::ORDERING
+    }
 
     /// The records of `event` in batch order, each parsed on its own: one
     /// that did not parse is a [`MalformedRecord`], which fails alone.
@@ -89,7 +96,7 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 ///
 /// ```
 /// use lambda_idempotency::batch::{Keyed, Prepare, Prepared, Preparing, Reading};
-/// # use lambda_idempotency::batch::{BatchReport, Delivery, Ordering, Source, SourceNames};
+/// # use lambda_idempotency::batch::{BatchReport, Delivery, Source, SourceNames};
 /// # use lambda_idempotency::batch::{BatchError, StreamEvent};
 /// # use serde_json::Value;
 /// # #[derive(Debug, Clone)]
@@ -109,7 +116,6 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 /// #     type Error = BatchError;
 /// #     const NAMES: &'static SourceNames = &NAMES;
 /// #     fn parse(_: Value) -> Result<Self::Event, BatchError> { unimplemented!() }
-/// #     fn ordering(&self, _: &Self::Event) -> Ordering { Ordering::Unordered }
 /// #     fn respond<T>(&self, _: &BatchReport<T>) -> Result<(), BatchError> { Ok(()) }
 /// # }
 /// /// What a handler of `Jobs` takes.

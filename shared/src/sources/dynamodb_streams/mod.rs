@@ -59,14 +59,11 @@ impl Source for DynamoDbStreams {
     type Raw = EventRecord;
     type Response = DynamoDbEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<DynamoDbStreamEvent, BatchError> {
         parse_dynamodb_event(payload)
-    }
-
-    fn ordering(&self, _: &DynamoDbStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, record: &EventRecord) -> Within {

@@ -103,14 +103,11 @@ impl Source for Kafka {
     type Raw = KafkaDelivery;
     type Response = KafkaEventResponse;
     type Error = KafkaError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &KAFKA;
 
     fn parse(payload: Value) -> Result<KafkaStreamEvent, BatchError> {
         parse_kafka_event(payload)
-    }
-
-    fn ordering(&self, _: &KafkaStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {

@@ -98,14 +98,11 @@ impl Source for Kinesis {
     type Raw = KinesisDelivery;
     type Response = KinesisEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<KinesisStreamEvent, BatchError> {
         parse_kinesis_event(payload)
-    }
-
-    fn ordering(&self, _: &KinesisStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     /// Each KPL aggregate split into its user records, unless

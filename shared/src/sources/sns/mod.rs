@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{Ordering, PayloadKind, Prepare, Prepared, Preparing, Reading};
+use crate::batch::{PayloadKind, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames};
 use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::key::IdempotencyKey;
@@ -69,10 +69,6 @@ impl Source for Sns {
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
-    }
-
-    fn ordering(&self, _: &SnsStreamEvent) -> Ordering {
-        Ordering::Unordered
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
