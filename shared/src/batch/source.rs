@@ -313,3 +313,6 @@ pub struct Keyed {
     /// The envelope [`Prepared::with_envelope`] named.
     pub envelope: Option<Envelope>,
 }
+
+#[cfg(test)]
+mod tests;
