@@ -12,10 +12,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
-use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
-use crate::sources::{check_size, prepare_json};
+use crate::batch::{BatchError, BatchReport, Delivery, Keyed, MalformedRecord};
+use crate::batch::{Ordering, Parks, PartialResponse, Prepare, Prepared, Preparing, Reading};
+use crate::batch::{Processor, Source, SourceNames, Within};
+use crate::sources::check_size;
 use crate::{batch::parking::Ticket, key::IdempotencyKey};
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
@@ -30,7 +30,6 @@ pub type KinesisProcessor = Processor<Kinesis>;
 pub struct Kinesis {
     order: KinesisOrder,
     max_data_bytes: Option<usize>,
-    payload: PayloadScope,
     /// KPL aggregates stay whole ([`KinesisProcessor::deaggregate`]).
     keep_aggregates: bool,
 }
@@ -53,8 +52,8 @@ pub enum KinesisOrder {
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "sequenceNumber",
-        id_field: IdField::SequenceNumber,
-        lane_field: LaneField::Shard,
+        id_field: "sequence_number",
+        lane_field: "shard",
         deduplication_id: "a deduplication id (Kinesis records have none)",
         no_lane: "Kinesis record without a shard (no eventID)",
     },
@@ -76,6 +75,18 @@ impl From<KinesisEvent> for KinesisStreamEvent {
     }
 }
 
+/// Each record one delivery, KPL aggregates whole ([`Kinesis`] splits them
+/// unless [`KinesisProcessor::deaggregate`] is off).
+impl From<KinesisStreamEvent> for StreamEvent<KinesisDelivery> {
+    fn from(event: KinesisStreamEvent) -> Self {
+        let mut records = Vec::with_capacity(event.records.len());
+        for record in event.records {
+            records.push(record.map(KinesisDelivery::plain));
+        }
+        Self::parsed(records)
+    }
+}
+
 /// Parses an invocation payload as a Kinesis Data Streams event: a `Records`
 /// array whose items all have `eventSource` `aws:kinesis`.
 pub fn parse_kinesis_event(value: Value) -> Result<KinesisStreamEvent, BatchError> {
@@ -87,14 +98,11 @@ impl Source for Kinesis {
     type Raw = KinesisDelivery;
     type Response = KinesisEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<KinesisStreamEvent, BatchError> {
         parse_kinesis_event(payload)
-    }
-
-    fn ordering(&self, _: &KinesisStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     /// Each KPL aggregate split into its user records, unless
@@ -125,8 +133,11 @@ impl Source for Kinesis {
     }
 
     fn ticket(&self, record: &KinesisDelivery) -> Option<Ticket> {
-        let arn = record.record.event_source_arn.as_deref();
-        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
+        Ticket::of(
+            SALVAGE.event_source,
+            record.record.event_source_arn.as_deref(),
+            record,
+        )
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
@@ -167,13 +178,6 @@ impl Processor<Kinesis> {
     /// [`KinesisOrder::PartitionKey`].
     pub fn order(mut self, order: KinesisOrder) -> Self {
         self.source.order = order;
-        self
-    }
-
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `data`).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 
@@ -255,20 +259,20 @@ impl<M> KinesisRecord<M> {
 }
 
 impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
-    fn prepare(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        delivery: KinesisDelivery,
-    ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
+    type Body = M;
+
+    fn prepare<'r>(&self, at: &Reading<'_>, delivery: &'r KinesisDelivery) -> Preparing<'r, M> {
+        let ident = at.ident();
         let data = delivery.record.kinesis.data.as_slice();
         check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
-        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &delivery, self.payload)?;
+        Prepared::from_payload(ident, "data", Some(data))
+    }
+
+    fn record(&self, delivery: KinesisDelivery, body: M, keyed: Keyed) -> KinesisRecord<M> {
         let (record, aggregated) = delivery.into_parts();
-        let mut record = KinesisRecord::new(p.record, record);
-        record.aggregated = aggregated;
-        record.key = p.key.clone();
-        Ok(Prepared::new(record, p.key, p.payload))
+        let mut record = KinesisRecord::new(body, record);
+        (record.aggregated, record.key) = (aggregated, keyed.key);
+        record
     }
 }
 
