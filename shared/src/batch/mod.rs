@@ -41,3 +41,6 @@ pub use settings::{
 };
 pub use slot::Prepared;
 pub use source::{Prepare, Source};
+
+#[cfg(test)]
+mod tests;

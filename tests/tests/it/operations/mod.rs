@@ -6,6 +6,7 @@
 mod bill;
 mod deploy_check;
 mod diagnostic;
+mod layout;
 mod links;
 mod local_run;
 mod moto_launcher;

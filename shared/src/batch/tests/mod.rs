@@ -1,0 +1,5 @@
+//! The core's tests, on a small source of its own ([`test_source`]):
+//! the pipeline, lanes, batch commits, in-batch duplicates, envelopes and
+//! parking, whatever the source.
+
+mod test_source;
