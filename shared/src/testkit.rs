@@ -1,6 +1,6 @@
 //! Helpers shared by the unit tests of the sources.
 
-use crate::sqs::{BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
+use crate::sqs::{MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
 use crate::{Config, Idempotency, MemoryStore, clock::ManualClock};
 use serde_json::Value;
 
@@ -40,14 +40,6 @@ pub(crate) fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
         .batch_item_failures
         .iter()
         .map(|f| f.item_identifier.clone())
-        .collect()
-}
-
-/// The message ids of a report's failed records.
-pub(crate) fn report_failed<T>(report: &BatchReport<T>) -> Vec<String> {
-    report
-        .failures()
-        .map(|r| r.message_id.clone().unwrap_or_default())
         .collect()
 }
 

@@ -2,4 +2,8 @@
 //! the pipeline, lanes, batch commits, in-batch duplicates, envelopes and
 //! parking, whatever the source.
 
+mod batch_commits;
+mod envelopes;
+mod isolation;
+mod pipeline;
 mod test_source;

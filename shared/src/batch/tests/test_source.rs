@@ -281,7 +281,7 @@ pub(crate) fn keyed(id: &str, lane: &str, key: Option<&str>, body: &str) -> Test
 }
 
 /// An event of `records`.
-pub(crate) fn event(records: Vec<TestMessage>) -> StreamEvent<TestMessage> {
+pub(crate) fn batch_of(records: Vec<TestMessage>) -> StreamEvent<TestMessage> {
     StreamEvent::new(records)
 }
 
@@ -290,7 +290,7 @@ pub(crate) fn event(records: Vec<TestMessage>) -> StreamEvent<TestMessage> {
 pub(crate) fn sample(name: &str) -> StreamEvent<TestMessage> {
     let file = crate::testkit::event_json(name);
     let records = file["Records"].as_array().expect("a Records array");
-    event(
+    batch_of(
         records
             .iter()
             .map(|r| TestMessage {

@@ -314,7 +314,4 @@ mod fifo {
 }
 
 #[cfg(test)]
-mod pipeline_tests;
-
-#[cfg(test)]
 mod tests;

@@ -91,9 +91,8 @@ fn non_test_sources() -> Vec<(PathBuf, Vec<(usize, String)>)> {
             }
         }
     }
-    let is_test = |path: &Path| {
-        is_test_by_name(path) || test_roots.iter().any(|root| path.starts_with(root))
-    };
+    let is_test =
+        |path: &Path| is_test_by_name(path) || test_roots.iter().any(|root| path.starts_with(root));
     files
         .into_iter()
         .filter(|f| !is_test(f))
@@ -302,7 +301,12 @@ fn module_graph() -> BTreeMap<String, BTreeMap<String, String>> {
     let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for (file, lines) in non_test_sources() {
         let rel = file.strip_prefix(src()).unwrap().to_path_buf();
-        let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
         let from = first.trim_end_matches(".rs").to_owned();
         if from == "lib" {
             continue;
@@ -408,8 +412,18 @@ fn the_cycle_finder_finds_a_circle_and_the_path_reader_reads_use_trees() {
         crate_paths("use crate::{a::X, b, c::{d, e}}; let x = crate::f::g(); pub(crate) use y;"),
         ["a", "b", "c", "f"]
     );
-    let edge = |a: &str, b: &str| (a.to_owned(), BTreeMap::from([(b.to_owned(), String::new())]));
-    let graph = BTreeMap::from([edge("a", "b"), edge("b", "c"), edge("c", "a"), edge("d", "a")]);
+    let edge = |a: &str, b: &str| {
+        (
+            a.to_owned(),
+            BTreeMap::from([(b.to_owned(), String::new())]),
+        )
+    };
+    let graph = BTreeMap::from([
+        edge("a", "b"),
+        edge("b", "c"),
+        edge("c", "a"),
+        edge("d", "a"),
+    ]);
     assert_eq!(cycles(&graph), [["a", "b", "c"]]);
     let graph = BTreeMap::from([edge("a", "b"), edge("b", "c"), edge("d", "a")]);
     assert!(cycles(&graph).is_empty());
@@ -421,7 +435,9 @@ fn the_cycle_finder_finds_a_circle_and_the_path_reader_reads_use_trees() {
 fn no_import_circle_between_top_level_modules() {
     let graph = module_graph();
     assert!(
-        graph.get("sources").is_some_and(|e| e.contains_key("batch")),
+        graph
+            .get("sources")
+            .is_some_and(|e| e.contains_key("batch")),
         "the graph was not read: {graph:?}"
     );
     let found = cycles(&graph);
@@ -544,8 +560,10 @@ fn the_repetition_finder_finds_a_run_in_two_groups_only() {
                 .collect(),
         )
     };
-    let body = "let a = 1;\n  let b = 2;\n}\nlet c = 3;\n// note\nlet d = 4;\nlet e = 5;\nlet f = 6;\n";
-    let other = "let a = 1;\nlet b  =  2;\nlet c = 3;\nlet d = 4;\nlet e = 5;\nlet f = 6;\nlet g = 7;\n";
+    let body =
+        "let a = 1;\n  let b = 2;\n}\nlet c = 3;\n// note\nlet d = 4;\nlet e = 5;\nlet f = 6;\n";
+    let other =
+        "let a = 1;\nlet b  =  2;\nlet c = 3;\nlet d = 4;\nlet e = 5;\nlet f = 6;\nlet g = 7;\n";
     let runs = repeated_runs(&[file("x", body), file("y", other)], 6);
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!((runs[0].0.2, runs[0].0.3), (1, 8));
@@ -581,7 +599,12 @@ fn no_run_of_six_lines_repeats_between_two_sources() {
     let runs = repeated_runs(&files, 6);
     let described: Vec<String> = runs
         .iter()
-        .map(|(a, b)| format!("sources/{}:{}-{} ~ sources/{}:{}-{}", a.1, a.2, a.3, b.1, b.2, b.3))
+        .map(|(a, b)| {
+            format!(
+                "sources/{}:{}-{} ~ sources/{}:{}-{}",
+                a.1, a.2, a.3, b.1, b.2, b.3
+            )
+        })
         .collect();
     assert!(
         runs.is_empty(),
