@@ -5,5 +5,6 @@
 mod batch_commits;
 mod envelopes;
 mod isolation;
+mod lanes;
 mod pipeline;
 mod test_source;

@@ -152,11 +152,15 @@ impl Source for TestSource {
     }
 
     fn within(&self, record: &TestMessage) -> Within {
-        self.within(record.key.as_deref())
+        self.within(Some(record.key.as_deref()))
     }
 
     fn within_malformed(&self, raw: &Value) -> Within {
-        self.within(raw.get("key").and_then(Value::as_str))
+        match raw.get("key") {
+            Some(Value::String(key)) => self.within(Some(Some(key))),
+            Some(Value::Null) => self.within(Some(None)),
+            _ => self.within(None),
+        }
     }
 
     fn ticket(&self, record: &TestMessage) -> Option<Ticket> {
@@ -169,11 +173,15 @@ impl Source for TestSource {
 }
 
 impl TestSource {
-    fn within(&self, key: Option<&str>) -> Within {
+    /// What a record of `key` keeps its order with: its key when the
+    /// lane is cut by key (the records without one keep their own order
+    /// together); the whole lane when its key could not be read (`None`).
+    fn within(&self, key: Option<Option<&str>>) -> Within {
         match (self.by_key, key) {
             (false, _) => Within::Lane,
-            (true, Some(key)) if !key.is_empty() => Within::Key(key.to_owned()),
-            (true, _) => Within::Unknown,
+            (true, Some(Some(key))) => Within::Key(format!("k{key}")),
+            (true, Some(None)) => Within::Key("-".to_owned()),
+            (true, None) => Within::Unknown,
         }
     }
 }
@@ -185,8 +193,7 @@ impl Processor<TestSource> {
         self
     }
 
-    /// Lanes are cut by each record's `key` (a record without one keeps its
-    /// whole lane in one order).
+    /// Lanes are cut by each record's `key`.
     pub(crate) fn by_key(mut self) -> Self {
         self.source.by_key = true;
         self
