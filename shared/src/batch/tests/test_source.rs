@@ -14,9 +14,8 @@ use crate::batch::envelope::{self, Envelope, EnvelopeMode};
 use crate::batch::malformed::{Salvage, parse_stream, text};
 use crate::batch::parking::Ticket;
 use crate::batch::{
-    Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, LaneField,
-    MalformedRecord, Ordering, PartialResponse, PayloadScope, Pipeline, Prepare, Prepared,
-    Processor, Source, SourceNames, StreamEvent, Within,
+    Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Ordering, PartialResponse,
+    Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, Within,
 };
 use crate::key::IdempotencyKey;
 
@@ -27,8 +26,8 @@ pub(crate) const EVENT_SOURCE: &str = "test:source";
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "id",
-        id_field: IdField::MessageId,
-        lane_field: LaneField::Group,
+        id_field: "record_id",
+        lane_field: "lane",
         deduplication_id: "the record's deduplication_id",
         no_lane: "ordered test record without a lane",
     },
@@ -114,7 +113,6 @@ pub(crate) struct TestSource {
     ordering: Ordering,
     by_key: bool,
     envelope: EnvelopeMode,
-    payload: PayloadScope,
 }
 
 /// A test processor.
@@ -145,10 +143,6 @@ impl Source for TestSource {
 
     fn ordering(&self, _event: &Self::Event) -> Ordering {
         self.ordering
-    }
-
-    fn records(&self, event: Self::Event) -> Vec<Result<TestMessage, MalformedRecord>> {
-        event.records
     }
 
     fn within(&self, record: &TestMessage) -> Within {
@@ -204,12 +198,6 @@ impl Processor<TestSource> {
         self.source.envelope = mode;
         self
     }
-
-    /// What payload validation hashes. Default [`PayloadScope::Body`].
-    pub(crate) fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
 }
 
 /// A record as the handler gets it.
@@ -233,32 +221,30 @@ impl<M> TestRecord<M> {
 }
 
 impl<M: DeserializeOwned> Prepare<TestRecord<M>> for TestSource {
-    fn prepare(
+    type Body = M;
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        message: TestMessage,
-    ) -> Result<Prepared<TestRecord<M>>, FailureReason> {
+        message: &'r TestMessage,
+    ) -> Result<Prepared<'r, M>, FailureReason> {
         let parse = FailureReason::Parse;
         let text = message.body.as_deref();
         let text = text.ok_or_else(|| parse(format!("record {ident} has no body")))?;
         let value: Value = serde_json::from_str(text)
             .map_err(|e| parse(format!("body of record {ident} is not JSON: {e}")))?;
         let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
-        let input =
-            KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());
-        let key = pipeline.key_of(ident, input)?;
-        let payload = match self.payload {
-            PayloadScope::None => None,
-            PayloadScope::Body => Some(opened.document),
-        };
-        let record = TestRecord {
-            body: opened.body,
+        Ok(Prepared::new(opened.body, opened.document).with_envelope(opened.envelope))
+    }
+
+    fn record(&self, message: TestMessage, body: M, keyed: Keyed) -> TestRecord<M> {
+        TestRecord {
+            body,
             message,
-            envelope: opened.envelope,
-            key: key.clone(),
-        };
-        Ok(Prepared::new(record, key, payload))
+            envelope: keyed.envelope,
+            key: keyed.key,
+        }
     }
 }
 
