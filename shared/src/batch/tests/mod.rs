@@ -6,5 +6,6 @@ mod batch_commits;
 mod envelopes;
 mod isolation;
 mod lanes;
+mod parking;
 mod pipeline;
 mod test_source;

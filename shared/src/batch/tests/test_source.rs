@@ -326,3 +326,5 @@ pub(crate) fn raw(message: &TestMessage) -> Value {
     value["eventSource"] = json!(EVENT_SOURCE);
     value
 }
+
+impl crate::batch::Parks for TestSource {}
