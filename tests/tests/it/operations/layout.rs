@@ -486,14 +486,15 @@ fn shape(line: &str) -> Option<String> {
     (!skipped).then_some(folded)
 }
 
-/// The runs of at least `min` compared lines that stand in the files of
-/// two different groups: `(group, file, first line, last line)` pairs.
+/// Where a run stands: `(group, file, first line, last line)`.
 type Place = (String, String, usize, usize);
 
-fn repeated_runs(
-    files: &[(String, String, Vec<(usize, String)>)],
-    min: usize,
-) -> Vec<(Place, Place)> {
+/// A file of a group: `(group, file, its numbered lines)`.
+type GroupFile = (String, String, Vec<(usize, String)>);
+
+/// The runs of at least `min` compared lines that stand in the files of
+/// two different groups, as pairs of places.
+fn repeated_runs(files: &[GroupFile], min: usize) -> Vec<(Place, Place)> {
     // Each file's compared lines, with their line numbers.
     let shaped: Vec<Vec<(usize, String)>> = files
         .iter()
@@ -550,7 +551,7 @@ fn repeated_runs(
 
 #[test]
 fn the_repetition_finder_finds_a_run_in_two_groups_only() {
-    let file = |group: &str, text: &str| -> (String, String, Vec<(usize, String)>) {
+    let file = |group: &str, text: &str| -> GroupFile {
         (
             group.to_owned(),
             format!("{group}.rs"),
@@ -580,7 +581,7 @@ fn the_repetition_finder_finds_a_run_in_two_groups_only() {
 #[test]
 fn no_run_of_six_lines_repeats_between_two_sources() {
     let sources = src().join("sources");
-    let files: Vec<(String, String, Vec<(usize, String)>)> = non_test_sources()
+    let files: Vec<GroupFile> = non_test_sources()
         .into_iter()
         .filter_map(|(path, lines)| {
             let rel = path.strip_prefix(&sources).ok()?;
