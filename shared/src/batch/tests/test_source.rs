@@ -15,7 +15,7 @@ use crate::batch::malformed::{Salvage, parse_stream, text};
 use crate::batch::parking::Ticket;
 use crate::batch::{
     Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Ordering, PartialResponse,
-    Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, Within,
+    Prepare, Prepared, Preparing, Processor, Reading, Source, SourceNames, StreamEvent, Within,
 };
 use crate::key::IdempotencyKey;
 
@@ -223,12 +223,8 @@ impl<M> TestRecord<M> {
 impl<M: DeserializeOwned> Prepare<TestRecord<M>> for TestSource {
     type Body = M;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        message: &'r TestMessage,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, message: &'r TestMessage) -> Preparing<'r, M> {
+        let ident = at.ident();
         let parse = FailureReason::Parse;
         let text = message.body.as_deref();
         let text = text.ok_or_else(|| parse(format!("record {ident} has no body")))?;
