@@ -1,7 +1,7 @@
 //! Helpers shared by the unit tests of the sources, beside the public test
 //! kit (`crate::testing`, feature `testing`, on in the crate's own tests).
 
-use crate::sqs::{BatchReport, MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
+use crate::sqs::{MESSAGE_GROUP_ID, SqsBatchResponse, SqsEvent, SqsMessage};
 use crate::{Config, Idempotency, MemoryStore, clock::ManualClock};
 use serde_json::Value;
 
@@ -38,14 +38,6 @@ pub(crate) fn memory_engine() -> (Idempotency, MemoryStore, ManualClock) {
 /// The ids in a batch response (the test kit's [`FailedIds`](crate::testing::FailedIds)).
 pub(crate) fn failed_ids(response: &SqsBatchResponse) -> Vec<String> {
     crate::testing::FailedIds::failed_ids(response)
-}
-
-/// The message ids of a report's failed records.
-pub(crate) fn report_failed<T>(report: &BatchReport<T>) -> Vec<String> {
-    report
-        .failures()
-        .map(|r| r.message_id.clone().unwrap_or_default())
-        .collect()
 }
 
 /// The message ids of an event, in order.

@@ -43,3 +43,6 @@ pub use settings::{
     DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
 };
 pub use source::{Keyed, Prepare, Prepared, Preparing, Reading, Source};
+
+#[cfg(test)]
+mod tests;

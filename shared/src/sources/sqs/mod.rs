@@ -301,7 +301,4 @@ mod fifo {
 }
 
 #[cfg(test)]
-mod pipeline_tests;
-
-#[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod bodies;
+mod envelopes;
+
 const SQS_FILES: [&str; 6] = [
     "orders-standard.json",
     "orders-missing-key.json",

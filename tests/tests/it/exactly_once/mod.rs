@@ -7,7 +7,7 @@
 //!
 //! FIFO skipping (a failed record holds back the rest of its group, other
 //! groups go on) is tested at three layers: the pipeline on the memory store
-//! (`lambda-idempotency`, `adapter::sqs::fifo::tests::skip_group_holds_back_only_the_failed_group`),
+//! (`lambda-idempotency`, `batch::tests::lanes::skip_lane_holds_back_only_the_failed_lane`),
 //! the adapter on DynamoDB ([`batch`]`::fifo_groups_on_dynamodb_keep_order_and_skip_after_failure`)
 //! and the `payments` function on its sample poison event
 //! ([`payments`]`::sample_poison_event_fails_only_its_group`).

@@ -492,8 +492,8 @@ fn a_stale_name_in_the_readme_is_caught() {
         ]
     );
     let miscounted = readme.replace(
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 4 |",
-        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: sources::sqs::pipeline_tests::kill_switch_runs_every_record` | 5 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: batch::tests::pipeline::kill_switch_runs_every_record` | 4 |",
+        "`contract::kill_switch_runs_unprotected`, `contract::get_many_and_kill_switch`, `contract::messages_commit_with_the_record`, `lambda-idempotency: batch::tests::pipeline::kill_switch_runs_every_record` | 5 |",
     );
     assert_ne!(miscounted, readme);
     let wrong = check_guarantee_table(&miscounted);

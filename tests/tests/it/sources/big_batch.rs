@@ -6,7 +6,7 @@
 //! other request but the table check), and the same event delivered again
 //! is answered from a pre-read of one `BatchGetItem` per 100 keys, with no
 //! write. The bound on records in flight is the pipeline's own tests'
-//! (`lambda-idempotency: adapter::sqs::pipeline_tests::concurrency_is_bounded`); here
+//! (`lambda-idempotency: batch::tests::pipeline::concurrency_is_bounded`); here
 //! the open-file limit is what it keeps.
 //!
 //! Two sizes, one helper: 7,000 records of SQS's real size (receipt handles

@@ -1,5 +1,6 @@
-//! Lanes by record key (`KafkaOrder::RecordKey`): a failure holds back only
-//! its key.
+//! Lanes by record key (`KafkaOrder::RecordKey`): the record key is what a
+//! record keeps its order with, so a failure holds back only its key (lanes
+//! cut by key in general: `batch::tests::lanes`).
 
 use super::*;
 
@@ -73,54 +74,5 @@ async fn with_record_key_order_a_failure_holds_back_only_its_key() {
         .process(keyed_event(), None, |m| sink.handle(m))
         .await;
     assert_eq!(sink.seen.lock().unwrap().len(), 1, "the partition stopped");
-    assert_eq!(named(&report).len(), 6);
-}
-
-/// With record-key lanes, a record without an idempotency key (run
-/// unprotected, so nothing answers its redelivery) waits behind every
-/// earlier record of its partition and does not run behind a failure of
-/// any of them, nor do the later records of its record key; protected
-/// records of other keys go on. Before, `orders-0@11` ran while
-/// `orders-0@10` failed, and ran again on every retry.
-#[tokio::test]
-async fn a_record_without_an_idempotency_key_waits_behind_any_earlier_failure_of_its_partition() {
-    let selector = KeySelector::custom(|input| match input.value["event_id"].as_str() {
-        Some("e11") | None => Err(crate::KeyError::Missing("/event_id".to_owned())),
-        Some(id) => Ok(json!(id)),
-    });
-    let (engine, _, _) = memory_engine();
-    let p = KafkaProcessor::new(engine, selector)
-        .order(KafkaOrder::RecordKey)
-        .missing_key(MissingKey::RunUnprotected);
-    let sink = Sink::failing(vec!["e10"]);
-    let report = p.process(keyed_event(), None, |m| sink.handle(m)).await;
-    // 14, of record key b, is behind 11 in its key.
-    for (skipped, after) in [(11, 10), (13, 10), (14, 11)] {
-        assert_eq!(
-            outcome(&report, &format!("orders-0@{skipped}")),
-            &Err(FailureReason::Skipped {
-                after: format!("orders-0@{after}")
-            }),
-            "{skipped}"
-        );
-    }
-    for done in ["orders-0@12", "orders-0@15"] {
-        assert!(
-            matches!(outcome(&report, done), Ok(Outcome::Executed(_))),
-            "{done}"
-        );
-    }
-    assert_eq!(sink.ran(), ["orders-0@10", "orders-0@12", "orders-0@15"]);
-
-    // The kill switch runs every record unprotected: nothing after the
-    // failure runs.
-    let config = crate::Config::with_prefix("test.kafka").disabled(true);
-    let engine = crate::Idempotency::new(crate::MemoryStore::new(), config);
-    let sink = Sink::failing(vec!["e10"]);
-    let report = KafkaProcessor::new(engine, KeySelector::pointer("/event_id"))
-        .order(KafkaOrder::RecordKey)
-        .process(keyed_event(), None, |m| sink.handle(m))
-        .await;
-    assert_eq!(sink.ran(), ["orders-0@10"]);
     assert_eq!(named(&report).len(), 6);
 }

@@ -1,48 +1,43 @@
-//! The SQS pipeline on the memory store: duplicates, replays, keys,
-//! outcomes, concurrency and leases; `isolation` holds the records that
-//! fail alone.
+//! The pipeline on the memory store: duplicates, replays, keys, outcomes,
+//! concurrency, the deadline margin and leases.
 
+use super::test_source::*;
 use crate::Outcome;
+use crate::batch::FailureReason;
 use crate::error::{ErrorKind, HandlerError, KeyError};
 use crate::record::{Record, Status};
-use crate::sqs::{FailureReason, SqsProcessor, SqsRecord};
-use crate::testkit::*;
+use crate::testkit::{T0, engine_with, memory_engine};
 use crate::{Config, config::TerminalErrors};
-use crate::{KeyInput, KeySelector, MissingKey, PayloadScope};
-use aws_lambda_events::sqs::SqsMessageAttribute;
+use crate::{KeySelector, MissingKey, PayloadScope};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-mod batch_commits;
-mod envelopes;
-mod isolation;
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-struct Order {
-    event_id: String,
-    order_id: String,
-    customer_id: String,
-    amount_cents: i64,
-    status: String,
+pub(super) struct Order {
+    pub(super) event_id: String,
+    pub(super) order_id: String,
+    pub(super) customer_id: String,
+    pub(super) amount_cents: i64,
+    pub(super) status: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-struct OrderPlaced {
-    order_id: String,
-    sku: String,
-    quantity: u32,
+pub(super) struct OrderPlaced {
+    pub(super) order_id: String,
+    pub(super) sku: String,
+    pub(super) quantity: u32,
 }
 
 /// orders-standard.json: the first copy of evt-5c1e0a11 (the second is
 /// record 2) and the poison record.
-const DUP_1: &str = "501cc020-d7c0-4637-92f7-93db59ef56fe";
-const POISON: &str = "314f2ff7-4946-4521-bf63-49e2da8159d2";
+pub(super) const DUP_1: &str = "501cc020-d7c0-4637-92f7-93db59ef56fe";
+pub(super) const POISON: &str = "314f2ff7-4946-4521-bf63-49e2da8159d2";
 
-fn orders(engine: crate::Idempotency) -> SqsProcessor {
-    SqsProcessor::new(engine, KeySelector::pointer("/event_id"))
+pub(super) fn orders(engine: crate::Idempotency) -> TestProcessor {
+    TestProcessor::new(engine, KeySelector::pointer("/event_id"))
 }
 
 #[tokio::test]
@@ -51,9 +46,9 @@ async fn in_batch_duplicates_run_once_and_poison_fails_alone() {
     let seen = Mutex::new(Vec::new());
     let report = orders(engine)
         .process(
-            sqs_event("orders-standard.json"),
+            sample("orders-standard.json"),
             None,
-            |r: SqsRecord<Order>| {
+            |r: TestRecord<Order>| {
                 let seen = &seen;
                 async move {
                     seen.lock().unwrap().push(r.body.order_id.clone());
@@ -86,14 +81,7 @@ async fn in_batch_duplicates_run_once_and_poison_fails_alone() {
     assert!(
         matches!(&outcomes[3], Err(FailureReason::Parse(m)) if m.contains(POISON) && m.contains("not JSON"))
     );
-    assert_eq!(
-        failed_ids(
-            &report
-                .response_as::<crate::sqs::SqsBatchResponse>()
-                .unwrap()
-        ),
-        [POISON]
-    );
+    assert_eq!(failed(&report), [POISON]);
     assert_eq!(store.len(), 3);
 }
 
@@ -102,7 +90,7 @@ async fn a_redelivered_batch_replays() {
     let (engine, _, _) = memory_engine();
     let processor = orders(engine);
     let runs = AtomicUsize::new(0);
-    let handler = |r: SqsRecord<Order>| {
+    let handler = |r: TestRecord<Order>| {
         let runs = &runs;
         async move {
             runs.fetch_add(1, SeqCst);
@@ -110,11 +98,11 @@ async fn a_redelivered_batch_replays() {
         }
     };
     let first = processor
-        .process(sqs_event("orders-standard.json"), None, handler)
+        .process(sample("orders-standard.json"), None, handler)
         .await;
     assert_eq!(runs.load(SeqCst), 3);
     let second = processor
-        .process(sqs_event("orders-standard.json"), None, handler)
+        .process(sample("orders-standard.json"), None, handler)
         .await;
     assert_eq!(runs.load(SeqCst), 3, "no handler run on redelivery");
     for (a, b) in first.records.iter().zip(&second.records) {
@@ -129,17 +117,17 @@ async fn a_redelivered_batch_replays() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(report_failed(&second), [POISON]);
+    assert_eq!(failed(&second), [POISON]);
 }
 
 #[tokio::test]
 async fn missing_keys_fail_or_run_unprotected() {
     // Record 1 has no event_id; record 2's event_id is a number.
-    let event = || sqs_event("orders-missing-key.json");
+    let event = || sample("orders-missing-key.json");
     let ids = ids(&event());
     let (engine, _, _) = memory_engine();
     let report = orders(engine.clone())
-        .process(event(), None, |r: SqsRecord<Value>| async move {
+        .process(event(), None, |r: TestRecord<Value>| async move {
             Ok::<_, HandlerError>(r.body["order_id"].clone())
         })
         .await;
@@ -156,17 +144,10 @@ async fn missing_keys_fail_or_run_unprotected() {
         report.records[2].outcome,
         Ok(Outcome::Executed(json!("ord-1103")))
     );
-    assert_eq!(
-        failed_ids(
-            &report
-                .response_as::<crate::sqs::SqsBatchResponse>()
-                .unwrap()
-        ),
-        [ids[1].clone()]
-    );
+    assert_eq!(failed(&report), [ids[1].clone()]);
 
     let typed = orders(engine.clone())
-        .process(event(), None, |r: SqsRecord<Order>| async move {
+        .process(event(), None, |r: TestRecord<Order>| async move {
             Ok::<_, HandlerError>(r.body.order_id)
         })
         .await;
@@ -178,7 +159,7 @@ async fn missing_keys_fail_or_run_unprotected() {
     let runs = AtomicUsize::new(0);
     let unprotected = orders(engine)
         .missing_key(MissingKey::RunUnprotected)
-        .process(event(), None, |r: SqsRecord<Value>| {
+        .process(event(), None, |r: TestRecord<Value>| {
             let runs = &runs;
             async move {
                 runs.fetch_add(1, SeqCst);
@@ -215,9 +196,9 @@ async fn in_progress_elsewhere_fails_the_record_until_the_lease_lapses() {
         crate::store::Claim::Acquired
     );
     let processor = orders(engine);
-    let handler = |r: SqsRecord<Order>| async move { Ok::<_, HandlerError>(r.body.order_id) };
+    let handler = |r: TestRecord<Order>| async move { Ok::<_, HandlerError>(r.body.order_id) };
     let report = processor
-        .process(sqs_event("orders-standard.json"), None, handler)
+        .process(sample("orders-standard.json"), None, handler)
         .await;
     let blocked = "8fddbce1-6d84-41a7-a2df-34e4678e1fbb";
     assert_eq!(
@@ -226,31 +207,17 @@ async fn in_progress_elsewhere_fails_the_record_until_the_lease_lapses() {
             lease_expires_at_ms: Some(T0 + 30_000)
         })
     );
-    assert_eq!(
-        failed_ids(
-            &report
-                .response_as::<crate::sqs::SqsBatchResponse>()
-                .unwrap()
-        ),
-        [blocked, POISON]
-    );
+    assert_eq!(failed(&report), [blocked, POISON]);
     // The holder died; after its lease the redelivery runs.
     clock.advance(Duration::from_secs(31));
     let report = processor
-        .process(sqs_event("orders-standard.json"), None, handler)
+        .process(sample("orders-standard.json"), None, handler)
         .await;
     assert_eq!(
         report.records[1].outcome,
         Ok(Outcome::Executed("ord-1002".to_owned()))
     );
-    assert_eq!(
-        failed_ids(
-            &report
-                .response_as::<crate::sqs::SqsBatchResponse>()
-                .unwrap()
-        ),
-        [POISON]
-    );
+    assert_eq!(failed(&report), [POISON]);
     assert_eq!(store.len(), 3);
 }
 
@@ -259,7 +226,7 @@ async fn retryable_errors_run_again_on_redelivery() {
     let (engine, _, _) = memory_engine();
     let processor = orders(engine);
     let runs = AtomicUsize::new(0);
-    let handler = |r: SqsRecord<Order>| {
+    let handler = |r: TestRecord<Order>| {
         let runs = &runs;
         async move {
             if runs.fetch_add(1, SeqCst) == 0 {
@@ -268,7 +235,7 @@ async fn retryable_errors_run_again_on_redelivery() {
             Ok(r.body.order_id)
         }
     };
-    let one = batch(vec![sqs_event("orders-standard.json").records[1].clone()]);
+    let one = batch_of(vec![messages(&sample("orders-standard.json"))[1].clone()]);
     let first = processor.process(one.clone(), None, handler).await;
     assert!(
         matches!(&first.records[0].outcome, Err(FailureReason::Handler { message, kind: ErrorKind::Retryable }) if message == "flaky")
@@ -287,7 +254,7 @@ async fn terminal_errors_recorded_are_done() {
         engine_with(Config::with_prefix("test.batch").on_terminal_error(TerminalErrors::Record));
     let processor = orders(engine);
     let runs = AtomicUsize::new(0);
-    let handler = |r: SqsRecord<Order>| {
+    let handler = |r: TestRecord<Order>| {
         let runs = &runs;
         async move {
             runs.fetch_add(1, SeqCst);
@@ -299,7 +266,7 @@ async fn terminal_errors_recorded_are_done() {
     };
     for replayed in [false, true] {
         let report = processor
-            .process(sqs_event("orders-standard.json"), None, handler)
+            .process(sample("orders-standard.json"), None, handler)
             .await;
         assert_eq!(
             report.records[1].outcome,
@@ -308,14 +275,7 @@ async fn terminal_errors_recorded_are_done() {
                 replayed
             })
         );
-        assert_eq!(
-            failed_ids(
-                &report
-                    .response_as::<crate::sqs::SqsBatchResponse>()
-                    .unwrap()
-            ),
-            [POISON]
-        );
+        assert_eq!(failed(&report), [POISON]);
     }
     assert_eq!(runs.load(SeqCst), 3);
 }
@@ -323,13 +283,13 @@ async fn terminal_errors_recorded_are_done() {
 #[tokio::test]
 async fn in_batch_copy_with_another_payload_is_a_mismatch() {
     let (engine, _, _) = memory_engine();
-    let event = batch(vec![
-        message(Some("a"), r#"{"id":"k","amount":1}"#),
-        message(Some("b"), r#"{"amount":1,"id":"k"}"#),
-        message(Some("c"), r#"{"id":"k","amount":2}"#),
+    let event = batch_of(vec![
+        rec(Some("a"), r#"{"id":"k","amount":1}"#),
+        rec(Some("b"), r#"{"amount":1,"id":"k"}"#),
+        rec(Some("c"), r#"{"id":"k","amount":2}"#),
     ]);
-    let report = SqsProcessor::new(engine.clone(), KeySelector::pointer("/id"))
-        .process(event.clone(), None, |_r: SqsRecord<Value>| async {
+    let report = TestProcessor::new(engine.clone(), KeySelector::pointer("/id"))
+        .process(event.clone(), None, |_r: TestRecord<Value>| async {
             Ok::<_, HandlerError>(1)
         })
         .await;
@@ -345,9 +305,9 @@ async fn in_batch_copy_with_another_payload_is_a_mismatch() {
     );
     // Without payload validation the third copy is a plain duplicate.
     let (engine, _, _) = memory_engine();
-    let report = SqsProcessor::new(engine, KeySelector::pointer("/id"))
+    let report = TestProcessor::new(engine, KeySelector::pointer("/id"))
         .payload(PayloadScope::None)
-        .process(event, None, |_r: SqsRecord<Value>| async {
+        .process(event, None, |_r: TestRecord<Value>| async {
             Ok::<_, HandlerError>(1)
         })
         .await;
@@ -366,16 +326,16 @@ async fn concurrency_is_bounded() {
     ] {
         let (engine, _, _) = memory_engine();
         let records = (0..size)
-            .map(|i| message(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
+            .map(|i| rec(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
             .collect();
-        let mut processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
+        let mut processor = TestProcessor::new(engine, KeySelector::pointer("/id"));
         if let Some(n) = limit {
             processor = processor.concurrency(n);
         }
         let in_flight = AtomicUsize::new(0);
         let max = AtomicUsize::new(0);
         let report = processor
-            .process(batch(records), None, |_r: SqsRecord<Value>| {
+            .process(batch_of(records), None, |_r: TestRecord<Value>| {
                 let (in_flight, max) = (&in_flight, &max);
                 async move {
                     let now = in_flight.fetch_add(1, SeqCst) + 1;
@@ -399,25 +359,26 @@ async fn concurrency_is_bounded() {
 #[tokio::test]
 async fn attribute_and_message_id_keys() {
     let (engine, _, _) = memory_engine();
-    let mut a = message(Some("m-1"), "{}");
-    let mut b = message(Some("m-2"), "{}");
+    let mut a = rec(Some("m-1"), "{}");
+    let mut b = rec(Some("m-2"), "{}");
     for m in [&mut a, &mut b] {
-        let mut attr = SqsMessageAttribute::default();
-        attr.string_value = Some("req-42".into());
-        attr.data_type = Some("String".into());
-        m.message_attributes.insert("request_id".into(), attr);
+        m.attributes.insert("request_id".into(), "req-42".into());
     }
-    let c = message(Some("m-3"), "{}");
+    let c = rec(Some("m-3"), "{}");
     let runs = AtomicUsize::new(0);
-    let handler = |_r: SqsRecord<Value>| {
+    let handler = |_r: TestRecord<Value>| {
         let runs = &runs;
         async move {
             runs.fetch_add(1, SeqCst);
             Ok::<_, HandlerError>(())
         }
     };
-    let report = SqsProcessor::new(engine.clone(), KeySelector::attribute("request_id"))
-        .process(batch(vec![a.clone(), b.clone(), c.clone()]), None, handler)
+    let report = TestProcessor::new(engine.clone(), KeySelector::attribute("request_id"))
+        .process(
+            batch_of(vec![a.clone(), b.clone(), c.clone()]),
+            None,
+            handler,
+        )
         .await;
     assert_eq!(runs.load(SeqCst), 1);
     assert_eq!(report.records[1].outcome, Ok(Outcome::Replayed(Some(()))));
@@ -427,16 +388,16 @@ async fn attribute_and_message_id_keys() {
             "message attribute request_id".into()
         )))
     );
-    let report = SqsProcessor::new(engine, KeySelector::Id)
-        .process(batch(vec![a, b, c]), None, handler)
+    let report = TestProcessor::new(engine, KeySelector::Id)
+        .process(batch_of(vec![a, b, c]), None, handler)
         .await;
     assert_eq!(runs.load(SeqCst), 4, "each messageId is its own key");
     assert!(report.is_success());
-    let dedup = SqsProcessor::new(memory_engine().0, KeySelector::DeduplicationId)
-        .process(sqs_event("orders-missing-key.json"), None, handler)
+    let dedup = TestProcessor::new(memory_engine().0, KeySelector::DeduplicationId)
+        .process(sample("orders-missing-key.json"), None, handler)
         .await;
     assert!(
-        matches!(&dedup.records[0].outcome, Err(FailureReason::Key(KeyError::Missing(m))) if m.contains("MessageDeduplicationId"))
+        matches!(&dedup.records[0].outcome, Err(FailureReason::Key(KeyError::Missing(m))) if m.contains("deduplication_id"))
     );
 }
 
@@ -450,9 +411,9 @@ async fn kill_switch_runs_every_record() {
     let runs = AtomicUsize::new(0);
     let report = orders(disabled)
         .process(
-            sqs_event("orders-standard.json"),
+            sample("orders-standard.json"),
             None,
-            |_r: SqsRecord<Order>| {
+            |_r: TestRecord<Order>| {
                 let runs = &runs;
                 async move {
                     runs.fetch_add(1, SeqCst);
@@ -477,20 +438,20 @@ async fn in_batch_copies_past_the_admission_window_take_the_first_outcome() {
     let mut records = Vec::new();
     for round in 0..4 {
         for i in 0..5 {
-            records.push(message(
+            records.push(rec(
                 Some(&format!("m-{round}-{i}")),
                 &format!(r#"{{"id":"k-{i}"}}"#),
             ));
-            records.push(message(
+            records.push(rec(
                 Some(&format!("n-{round}-{i}")),
                 &format!(r#"{{"id":"new-{round}-{i}"}}"#),
             ));
         }
     }
     let runs = AtomicUsize::new(0);
-    let report = SqsProcessor::new(engine, KeySelector::pointer("/id"))
+    let report = TestProcessor::new(engine, KeySelector::pointer("/id"))
         .concurrency(2)
-        .process(batch(records), None, |_r: SqsRecord<Value>| {
+        .process(batch_of(records), None, |_r: TestRecord<Value>| {
             let runs = &runs;
             async move {
                 runs.fetch_add(1, SeqCst);
@@ -517,32 +478,36 @@ async fn in_batch_copies_past_the_admission_window_take_the_first_outcome() {
 async fn records_past_the_deadline_margin_fail_without_starting() {
     let (engine, store, _) = memory_engine();
     let records = (0..20)
-        .map(|i| message(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
+        .map(|i| rec(Some(&format!("m-{i}")), &format!(r#"{{"id":"k-{i}"}}"#)))
         .collect();
     let remaining = Duration::from_millis(600);
     let margin = Duration::from_millis(300);
-    let processor = SqsProcessor::new(engine.clone(), KeySelector::pointer("/id"))
+    let processor = TestProcessor::new(engine.clone(), KeySelector::pointer("/id"))
         .concurrency(2)
         .deadline_margin(margin);
     let started = std::time::Instant::now();
     let ran = Mutex::new(Vec::new());
     let report = processor
-        .process(batch(records), Some(remaining), |r: SqsRecord<Value>| {
-            let ran = &ran;
-            async move {
-                // `started` is a little before the pipeline's start.
-                let left = remaining.saturating_sub(started.elapsed());
-                assert!(
-                    left + Duration::from_millis(20) >= margin,
-                    "started with {left:?} left"
-                );
-                ran.lock()
-                    .unwrap()
-                    .push(r.body["id"].as_str().unwrap().to_owned());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                Ok::<_, HandlerError>(())
-            }
-        })
+        .process(
+            batch_of(records),
+            Some(remaining),
+            |r: TestRecord<Value>| {
+                let ran = &ran;
+                async move {
+                    // `started` is a little before the pipeline's start.
+                    let left = remaining.saturating_sub(started.elapsed());
+                    assert!(
+                        left + Duration::from_millis(20) >= margin,
+                        "started with {left:?} left"
+                    );
+                    ran.lock()
+                        .unwrap()
+                        .push(r.body["id"].as_str().unwrap().to_owned());
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok::<_, HandlerError>(())
+                }
+            },
+        )
         .await;
     assert!(
         started.elapsed() < remaining,
@@ -578,14 +543,7 @@ async fn records_past_the_deadline_margin_fail_without_starting() {
                 .is_none()
         );
     }
-    assert_eq!(
-        report
-            .response_as::<crate::sqs::SqsBatchResponse>()
-            .unwrap()
-            .batch_item_failures
-            .len(),
-        20 - done
-    );
+    assert_eq!(failed(&report).len(), 20 - done);
 }
 
 /// A function whose whole invocation is shorter than the default margin
@@ -594,12 +552,12 @@ async fn records_past_the_deadline_margin_fail_without_starting() {
 #[tokio::test]
 async fn a_short_invocation_still_runs_its_records() {
     let (engine, _, _) = memory_engine();
-    let one = batch(vec![message(Some("m-1"), r#"{"id":"k"}"#)]);
-    let report = SqsProcessor::new(engine, KeySelector::pointer("/id"))
+    let one = batch_of(vec![rec(Some("m-1"), r#"{"id":"k"}"#)]);
+    let report = TestProcessor::new(engine, KeySelector::pointer("/id"))
         .process(
             one,
             Some(Duration::from_millis(400)),
-            |_r: SqsRecord<Value>| async { Ok::<_, HandlerError>(()) },
+            |_r: TestRecord<Value>| async { Ok::<_, HandlerError>(()) },
         )
         .await;
     assert!(report.is_success(), "{:?}", report.records[0].outcome);
@@ -608,23 +566,27 @@ async fn a_short_invocation_still_runs_its_records() {
 #[tokio::test]
 async fn leases_are_capped_by_the_remaining_time() {
     let (engine, store, _) = memory_engine();
-    let one = batch(vec![message(Some("m-1"), r#"{"id":"k"}"#)]);
-    let processor = SqsProcessor::new(engine.clone(), KeySelector::pointer("/id"));
+    let one = batch_of(vec![rec(Some("m-1"), r#"{"id":"k"}"#)]);
+    let processor = TestProcessor::new(engine.clone(), KeySelector::pointer("/id"));
     let key = engine.key(&json!("k")).unwrap();
     let report = processor
-        .process(one, Some(Duration::from_secs(5)), |_r: SqsRecord<Value>| {
-            let store = store.clone();
-            let key = key.clone();
-            async move {
-                let held = crate::Store::get(&store, key.as_str())
-                    .await
-                    .unwrap()
-                    .unwrap();
-                let lease = held.in_progress_expiration.unwrap() - T0;
-                assert!(lease <= 5_000 && lease > 4_000, "{lease}");
-                Ok::<_, HandlerError>(())
-            }
-        })
+        .process(
+            one,
+            Some(Duration::from_secs(5)),
+            |_r: TestRecord<Value>| {
+                let store = store.clone();
+                let key = key.clone();
+                async move {
+                    let held = crate::Store::get(&store, key.as_str())
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    let lease = held.in_progress_expiration.unwrap() - T0;
+                    assert!(lease <= 5_000 && lease > 4_000, "{lease}");
+                    Ok::<_, HandlerError>(())
+                }
+            },
+        )
         .await;
     assert!(report.is_success());
 }
@@ -635,15 +597,15 @@ async fn leases_are_capped_by_the_remaining_time() {
 #[tokio::test]
 async fn numeric_keys_keep_their_exact_text() {
     let (engine, store, _) = memory_engine();
-    let processor = SqsProcessor::new(engine, KeySelector::pointer("/id"));
-    let event = batch(vec![
-        message(Some("m-1"), r#"{"id":18446744073709551616,"x":1}"#),
-        message(Some("m-2"), r#"{"id":18446744073709551617,"x":1}"#),
-        message(Some("m-3"), r#"{"id":18446744073709551616,"x":1}"#),
+    let processor = TestProcessor::new(engine, KeySelector::pointer("/id"));
+    let event = batch_of(vec![
+        rec(Some("m-1"), r#"{"id":18446744073709551616,"x":1}"#),
+        rec(Some("m-2"), r#"{"id":18446744073709551617,"x":1}"#),
+        rec(Some("m-3"), r#"{"id":18446744073709551616,"x":1}"#),
     ]);
     let runs = AtomicUsize::new(0);
     let report = processor
-        .process(event, None, |_r: SqsRecord<Value>| {
+        .process(event, None, |_r: TestRecord<Value>| {
             let runs = &runs;
             async move {
                 runs.fetch_add(1, SeqCst);

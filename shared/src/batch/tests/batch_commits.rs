@@ -1,12 +1,12 @@
-//! Batch commits through the SQS pipeline on the memory store: how many
+//! Batch commits through the pipeline on the memory store: how many
 //! transactions a batch takes, what each holds, and that every record is
 //! applied once whatever the store answers.
 
+use super::test_source::*;
+use crate::batch::{FailureReason, Ordering};
 use crate::error::{HandlerError, StoreError};
 use crate::record::Record;
-use crate::sqs::{FailureReason, SqsProcessor, SqsRecord};
 use crate::store::{Claim, Commit, CommitsError, MemoryStore, RecordWrite, Store, TransactError};
-use crate::testkit::*;
 use crate::value::AttrValue;
 use crate::write::{Cond, Item, Staged, Write};
 use crate::{CommitMode, Config, Idempotency, KeySelector, Outcome, config::TerminalErrors};
@@ -117,7 +117,7 @@ fn account_key(account: &str) -> Item {
 }
 
 /// Credits the account; a negative amount is a debit that needs the funds.
-async fn pay(r: SqsRecord<Payment>) -> Result<Staged<String>, HandlerError> {
+async fn pay(r: TestRecord<Payment>) -> Result<Staged<String>, HandlerError> {
     let p = r.body;
     let mut write =
         Write::update("accounts", account_key(&p.account_id)).add("balance", p.amount_cents);
@@ -129,13 +129,13 @@ async fn pay(r: SqsRecord<Payment>) -> Result<Staged<String>, HandlerError> {
     Ok(Staged::new(p.payment_id).write(write))
 }
 
-fn processor(store: &Arc<Logged>, config: Config) -> SqsProcessor {
+fn processor(store: &Arc<Logged>, config: Config) -> TestProcessor {
     let config = config
         .commit_mode(CommitMode::Optimistic)
         .on_terminal_error(TerminalErrors::Record)
         .disabled(false);
     let engine = Idempotency::new(store.clone(), config);
-    SqsProcessor::new(engine, KeySelector::pointer("/payment_id"))
+    TestProcessor::new(engine, KeySelector::pointer("/payment_id"))
 }
 
 fn config() -> Config {
@@ -146,24 +146,22 @@ fn body(id: &str, account: &str, amount: i64) -> String {
     serde_json::json!({"payment_id": id, "account_id": account, "amount_cents": amount}).to_string()
 }
 
-/// A standard-queue batch of `(payment, account, amount)`.
-fn standard(payments: &[(&str, &str, i64)]) -> crate::sqs::SqsEvent {
-    batch(
+/// An unordered batch of `(payment, account, amount)`.
+fn standard(payments: &[(&str, &str, i64)]) -> crate::batch::StreamEvent<TestMessage> {
+    batch_of(
         payments
             .iter()
-            .map(|(id, account, amount)| message(Some(id), &body(id, account, *amount)))
+            .map(|(id, account, amount)| rec(Some(id), &body(id, account, *amount)))
             .collect(),
     )
 }
 
-/// A FIFO batch, each payment in its account's group.
-fn fifo(payments: &[(&str, &str, i64)]) -> crate::sqs::SqsEvent {
-    batch(
+/// An ordered batch, each payment in its account's lane.
+fn fifo(payments: &[(&str, &str, i64)]) -> crate::batch::StreamEvent<TestMessage> {
+    batch_of(
         payments
             .iter()
-            .map(|(id, account, amount)| {
-                fifo_message(id, Some(account), &body(id, account, *amount))
-            })
+            .map(|(id, account, amount)| laned(id, Some(account), &body(id, account, *amount)))
             .collect(),
     )
 }
@@ -308,6 +306,7 @@ async fn fifo_lanes_commit_in_order_and_share_transactions() {
         ("b2", "b", 20),
     ];
     let report = processor(&store, config())
+        .ordering(Ordering::SkipLane)
         .process(fifo(&payments), None, pay)
         .await;
     assert_eq!(executed(&report), 6);
@@ -328,7 +327,9 @@ async fn more_lanes_than_permits_do_not_deadlock() {
     let payments: Vec<(String, String, i64)> = (0..40)
         .map(|i| (format!("p{i}"), format!("g{}", i % 20), 1))
         .collect();
-    let app = processor(&store, config()).concurrency(4);
+    let app = processor(&store, config())
+        .ordering(Ordering::SkipLane)
+        .concurrency(4);
     let report = tokio::time::timeout(
         Duration::from_secs(10),
         app.process(fifo(&refs(&payments)), None, pay),
@@ -422,21 +423,18 @@ async fn in_batch_copies_across_lanes_wait_for_their_first_copy_without_deadlock
         ("p1", "b", "a", 100),
         ("p1", "c", "a", 100),
     ];
-    let event = batch(
+    let event = batch_of(
         payments
             .iter()
             .enumerate()
             .map(|(i, (id, group, account, n))| {
-                fifo_message(&format!("m{i}"), Some(group), &body(id, account, *n))
+                laned(&format!("m{i}"), Some(group), &body(id, account, *n))
             })
             .collect(),
     );
-    for mode in [
-        crate::sqs::FifoFailureMode::SkipGroup,
-        crate::sqs::FifoFailureMode::StopBatch,
-    ] {
+    for mode in [Ordering::SkipLane, Ordering::StopBatch] {
         let store = Arc::new(Logged::default());
-        let app = processor(&store, config()).fifo_failure_mode(mode);
+        let app = processor(&store, config()).ordering(mode);
         let report = tokio::time::timeout(
             Duration::from_secs(10),
             app.process(event.clone(), None, pay),
