@@ -8,7 +8,6 @@
 
 pub(crate) mod delivery;
 pub mod envelope;
-mod event;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;
@@ -24,8 +23,6 @@ mod source;
 pub mod whole;
 
 pub use delivery::{AsAny, Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
-pub use event::EventError;
-pub(crate) use event::EventKeys;
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, StreamEvent};

@@ -11,12 +11,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::batch::whole;
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
 use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
 use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
-use crate::batch::whole;
 use crate::{batch::parking::Ticket, key::IdempotencyKey, sources::prepare_json};
 
 /// The `eventSource`, `eventSourceArn` and `bootstrapServers` of a Kafka
