@@ -184,6 +184,8 @@ impl KeySelector {
                 None => input.value.get("id").and_then(Value::as_str),
                 // An SNS notification invoking the function: its `MessageId`.
                 Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                // The same event as the one record of its source.
+                Some(d) if d.as_any().is::<crate::eventbridge::EventRecord>() => d.id(),
                 Some(_) => None,
             }),
             Self::DeduplicationId => delivery.and_then(|d| d.deduplication_id()),
@@ -256,12 +258,14 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
-            let [message_id, event_id, sequence_number, offset] = unit.ids();
+            let f = unit.fields();
             tracing::warn!(
-                message_id,
-                event_id,
-                sequence_number,
-                offset,
+                message_id = f.message_id,
+                event_id = f.event_id,
+                sequence_number = f.sequence_number,
+                offset = f.offset,
+                id_field = f.id_field,
+                id = f.id,
                 error = %e,
                 "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
                 unit.noun

@@ -174,14 +174,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::delivery::{IdField, LaneField, Ordering, SourceNames};
+    use crate::batch::delivery::{Ordering, SourceNames};
     use crate::batch::report::RecordResult;
     use crate::error::ErrorKind;
 
     static NAMES: SourceNames = SourceNames {
         id: "offset",
-        id_field: IdField::Offset,
-        lane_field: LaneField::Partition,
+        id_field: "offset",
+        lane_field: "partition",
         deduplication_id: "none",
         no_lane: "no lane",
     };

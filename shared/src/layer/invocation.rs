@@ -11,11 +11,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::whole::{self, Unfinished};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput};
-use crate::batch::{LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline, Prepare};
-use crate::batch::{Prepared, Processor, Source, SourceNames};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
+use crate::batch::{Ordering, PayloadScope, Pipeline, Prepare, Prepared, Processor, Source};
+use crate::batch::{SourceNames, StreamEvent};
 use crate::sns::{Notification, SnsStreamEvent};
-use crate::sources::hashed;
 
 pub use crate::eventbridge::EventBridge;
 pub use crate::sns::Sns;
@@ -61,8 +60,8 @@ pub struct JsonInvocation {
 
 static JSON: SourceNames = SourceNames {
     id: "request id",
-    id_field: IdField::MessageId,
-    lane_field: LaneField::Group,
+    id_field: "message_id",
+    lane_field: "group",
     deduplication_id: "a deduplication id (a JSON invocation has none)",
     no_lane: "JSON invocation without a lane",
 };
@@ -100,7 +99,15 @@ impl Source for Json {
         Ordering::Unordered
     }
 
-    fn records(&self, event: JsonInvocation) -> Vec<Result<JsonInvocation, MalformedRecord>> {
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
+        whole::answer(report)
+    }
+}
+
+/// The one record of a JSON invocation (a payload that is not JSON fails
+/// alone, [`FailureReason::Parse`]).
+impl From<JsonInvocation> for StreamEvent<JsonInvocation> {
+    fn from(event: JsonInvocation) -> Self {
         let record = match &event.value {
             Ok(_) => Ok(event),
             Err(error) => {
@@ -110,25 +117,26 @@ impl Source for Json {
                 Err(record)
             }
         };
-        vec![record]
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
+        StreamEvent::parsed(vec![record])
     }
 }
 
+/// Keyed on the payload as JSON, all of it hashed.
 impl Prepare<Value> for Json {
-    fn prepare(
+    type Body = Value;
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        record: JsonInvocation,
-    ) -> Result<Prepared<Value>, FailureReason> {
-        let value = record.value.map_err(FailureReason::Parse)?;
-        let key = pipeline.key_of(ident, KeyInput::new(&value, None))?;
-        let payload = hashed(self.payload, value.clone());
-        Ok(Prepared::new(value, key, payload))
+        _: &Pipeline<'_>,
+        _: &str,
+        record: &'r JsonInvocation,
+    ) -> Result<Prepared<'r, Value>, FailureReason> {
+        let value = record.value.clone().map_err(FailureReason::Parse)?;
+        Ok(Prepared::new(value.clone(), value).hashing(self.payload))
+    }
+
+    fn record(&self, _: JsonInvocation, value: Value, _: Keyed) -> Value {
+        value
     }
 }
 

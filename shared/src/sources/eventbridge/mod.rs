@@ -16,13 +16,11 @@ use serde_json::value::RawValue;
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::json_type;
 use crate::batch::whole::{self, Unfinished};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput};
-use crate::batch::{KeySelector, LaneField, MalformedRecord, MissingKey, Ordering, PayloadKind};
-use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
+use crate::batch::{MalformedRecord, MissingKey, Ordering, PayloadKind, PayloadScope, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, json_type};
 use crate::engine::{Idempotency, Outcome};
-use crate::sources::hashed;
 use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
 
 /// The `source` of a record that is not an EventBridge event, for its
@@ -167,8 +165,8 @@ impl<'de> Deserialize<'de> for EventPayload {
 /// The names of an EventBridge event, for logs and messages.
 static NAMES: SourceNames = SourceNames {
     id: "id",
-    id_field: IdField::EventId,
-    lane_field: LaneField::Group,
+    id_field: "event_id",
+    lane_field: "group",
     deduplication_id: "a deduplication id (EventBridge events have none)",
     no_lane: "EventBridge event without a lane",
 };
@@ -222,7 +220,15 @@ impl Source for EventBridge {
         Ordering::Unordered
     }
 
-    fn records(&self, payload: EventPayload) -> Vec<Result<EventRecord, MalformedRecord>> {
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
+        whole::answer(report)
+    }
+}
+
+/// The one record of an invocation: the event, or a payload that is not
+/// an EventBridge event (it fails alone, [`FailureReason::Parse`]).
+impl From<EventPayload> for StreamEvent<EventRecord> {
+    fn from(payload: EventPayload) -> Self {
         let record = match payload.parse() {
             Ok((event, material)) => Ok(EventRecord {
                 payload,
@@ -237,21 +243,21 @@ impl Source for EventBridge {
                 Err(record)
             }
         };
-        vec![record]
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
+        StreamEvent::parsed(vec![record])
     }
 }
 
+/// Keyed on the envelope as received ([`KeySelector::Id`]: its `id`), the
+/// `detail` hashed.
 impl<D: Serialize + DeserializeOwned> Prepare<EventBridgeEvent<D>> for EventBridge {
-    fn prepare(
+    type Body = EventBridgeEvent<D>;
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        record: EventRecord,
-    ) -> Result<Prepared<EventBridgeEvent<D>>, FailureReason> {
+        record: &'r EventRecord,
+    ) -> Result<Prepared<'r, EventBridgeEvent<D>>, FailureReason> {
         let event = &record.event;
         if let Some((source, detail_type)) = &self.accept
             && (event.source != *source || event.detail_type != *detail_type)
@@ -268,11 +274,15 @@ impl<D: Serialize + DeserializeOwned> Prepare<EventBridgeEvent<D>> for EventBrid
                 std::any::type_name::<D>()
             ))
         })?;
-        // Keyed on the envelope, as received: `KeySelector::Id` reads its `id`.
-        let key = pipeline.key_of(ident, KeyInput::new(&record.material, None))?;
         let detail = record.material.get("detail").cloned();
-        let payload = hashed(self.payload, detail.unwrap_or(Value::Null));
-        Ok(Prepared::new(typed, key, payload))
+        let prepared = Prepared::new(typed, record.material.clone());
+        Ok(prepared
+            .hashed(detail.unwrap_or(Value::Null))
+            .hashing(self.payload))
+    }
+
+    fn record(&self, _: EventRecord, event: EventBridgeEvent<D>, _: Keyed) -> EventBridgeEvent<D> {
+        event
     }
 }
 
