@@ -149,7 +149,7 @@ pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
 impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
     type Body = M;
 
-    /// Keyed on the notification with its `Message` parsed ([`material`]);
+    /// Keyed on the notification with its `Message` parsed (`material`);
     /// the `Message` is hashed.
     fn prepare<'r>(&self, at: &Reading<'_>, record: &'r SnsRecord) -> Preparing<'r, M> {
         let ident = at.ident();
