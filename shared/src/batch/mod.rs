@@ -10,7 +10,6 @@
 
 pub(crate) mod delivery;
 pub mod envelope;
-mod event;
 mod from_env;
 pub(crate) mod key;
 pub(crate) mod lanes;
@@ -24,10 +23,9 @@ pub(crate) mod report;
 pub(crate) mod settings;
 mod slot;
 mod source;
+pub mod whole;
 
 pub use delivery::{AsAny, Attribute, Delivery, IdField, Ordering, SourceNames, Within};
-pub use event::EventError;
-pub(crate) use event::EventKeys;
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, Salvage, StreamEvent, parse_stream};
@@ -43,6 +41,7 @@ pub use settings::{
     DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
 };
 pub use source::{Keyed, Prepare, Prepared, Preparing, Reading, Source};
+pub use whole::Unfinished;
 
 #[cfg(test)]
 mod tests;

@@ -4,9 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::batch::{BatchError, EventError};
-use crate::kafka::KafkaError;
-use crate::sns::SnsError;
+use crate::batch::{BatchError, Unfinished};
 
 /// The id [`FailedIds`] names when the whole event failed and no record is
 /// named (a batch that does not parse, an event of the wrong shape, an
@@ -19,9 +17,10 @@ pub const WHOLE_EVENT: &str = "*";
 /// - A partial batch response (SQS, Kinesis, DynamoDB Streams, Kafka, as
 ///   its type or its JSON): each `batchItemFailures` entry's
 ///   `itemIdentifier`; a Kafka one as `<topic-partition>@<offset>`.
-/// - An error: [`SnsError`] its notification's `MessageId`, [`EventError`]
-///   its event's `id`, [`KafkaError`] each record not done; any other
-///   error [`WHOLE_EVENT`].
+/// - An error: [`Unfinished`] (SNS, EventBridge, Kafka's fail-batch mode,
+///   the layer) each record not done (an SNS `MessageId`, an EventBridge
+///   event's `id`, a Kafka `<topic-partition>@<offset>`); any other error
+///   [`WHOLE_EVENT`].
 /// - A `Result`: its response's, or its error's. Any other response (an
 ///   EventBridge or SNS handler's `Ok`, an HTTP response) names none.
 pub trait FailedIds {
@@ -68,30 +67,18 @@ responses!(
 
 /// The ids an error names, when it is one of the crate's.
 fn error_ids(err: &(dyn std::error::Error + 'static)) -> Vec<String> {
-    if let Some(SnsError::Failed { message_id, .. }) = err.downcast_ref::<SnsError>() {
-        return vec![message_id.clone()];
-    }
-    if let Some(KafkaError::BatchFailed { records, .. }) = err.downcast_ref::<KafkaError>() {
+    if let Some(Unfinished::Failed {
+        message_id,
+        records,
+        ..
+    }) = err.downcast_ref::<Unfinished>()
+    {
+        if records.is_empty() {
+            return vec![message_id.clone()];
+        }
         return records.clone();
     }
-    if let Some(id) = err.downcast_ref::<EventError>().and_then(event_id) {
-        return vec![id.to_owned()];
-    }
     vec![WHOLE_EVENT.to_owned()]
-}
-
-fn event_id(e: &EventError) -> Option<&str> {
-    match e {
-        EventError::WrongEvent { event_id, .. }
-        | EventError::BadDetail { event_id, .. }
-        | EventError::Key { event_id, .. }
-        | EventError::KeyPanicked { event_id, .. }
-        | EventError::InProgress { event_id, .. }
-        | EventError::PayloadMismatch { event_id }
-        | EventError::Handler { event_id, .. }
-        | EventError::Idempotency { event_id, .. } => Some(event_id),
-        _ => None,
-    }
 }
 
 macro_rules! errors {
@@ -104,7 +91,7 @@ macro_rules! errors {
     )*};
 }
 
-errors!(SnsError, KafkaError, EventError, BatchError);
+errors!(Unfinished, BatchError);
 
 impl FailedIds for Box<dyn std::error::Error + Send + Sync> {
     fn failed_ids(&self) -> Vec<String> {

@@ -423,11 +423,15 @@ fn failed_ids_of_every_response_and_error() {
         message_id: "n-1".into(),
         reason: crate::batch::FailureReason::Panic("boom".into()),
         failed: 1,
+        records: vec!["n-1".into()],
     };
     let answer: Result<(), _> = Err(sns);
     assert_eq!(answer.failed_ids(), ["n-1"]);
-    let event = crate::batch::EventError::PayloadMismatch {
-        event_id: "e-1".into(),
+    let event = crate::batch::Unfinished::Failed {
+        message_id: "e-1".into(),
+        reason: crate::batch::FailureReason::PayloadMismatch,
+        failed: 1,
+        records: vec!["e-1".into()],
     };
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(event);
     assert_eq!(boxed.failed_ids(), ["e-1"]);
