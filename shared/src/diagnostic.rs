@@ -32,8 +32,7 @@ pub use crate::error::{ErrorType, UNCLASSIFIED};
 static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
     classify::<crate::batch::BatchError>,
     classify::<crate::batch::EventError>,
-    classify::<crate::sources::sns::SnsError>,
-    classify::<crate::sources::kafka::KafkaError>,
+    classify::<crate::batch::Unfinished>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
     classify::<InvalidEvent>,

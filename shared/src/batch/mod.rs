@@ -21,6 +21,7 @@ pub(crate) mod report;
 pub(crate) mod settings;
 mod slot;
 mod source;
+pub mod whole;
 
 pub use delivery::{AsAny, Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
 pub use event::EventError;
@@ -41,3 +42,4 @@ pub use settings::{
 };
 pub use slot::Prepared;
 pub use source::{Prepare, Source};
+pub use whole::Unfinished;

@@ -19,6 +19,11 @@ pub enum FailureReason {
     /// broken envelope. The message says which and why.
     #[error("unparseable record: {0}")]
     Parse(String),
+    /// Not an event the processor accepts (an EventBridge `source` and
+    /// `detail-type` other than [`EventBridgeProcessor::accept`](crate::eventbridge::EventBridgeProcessor::accept)'s);
+    /// it was not claimed (permanent).
+    #[error("not accepted: {0} (permanent)")]
+    NotAccepted(String),
     /// No usable idempotency key (with [`MissingKey::Fail`](crate::MissingKey::Fail), or a wrong type).
     #[error("no usable idempotency key: {0}")]
     Key(KeyError),
@@ -122,6 +127,7 @@ impl FailureReason {
     pub fn is_terminal(&self) -> bool {
         match self {
             Self::Parse(_)
+            | Self::NotAccepted(_)
             | Self::Key(_)
             | Self::BodyTooLarge { .. }
             | Self::BadSignature(_)
@@ -239,6 +245,11 @@ impl<T> BatchReport<T> {
             ordering,
             names,
         }
+    }
+
+    /// What a record's id is called (`MessageId`, `offset`), for messages.
+    pub(crate) fn id_name(&self) -> &'static str {
+        self.names.id
     }
 
     /// How the batch was processed.

@@ -16,7 +16,8 @@ use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse,
 use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
-use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
+use crate::batch::whole;
+use crate::{batch::parking::Ticket, key::IdempotencyKey, sources::prepare_json};
 
 /// The `eventSource`, `eventSourceArn` and `bootstrapServers` of a Kafka
 /// event, shared by its records.
@@ -150,25 +151,17 @@ impl Source for Kafka {
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
-        let mut response = KafkaEventResponse::default();
-        let (mut records, mut reasons) = (Vec::new(), Vec::new());
-        for r in report.failures() {
-            let id = r.message_id.clone().filter(|id| !id.is_empty());
-            let id = id.unwrap_or_else(|| format!("record #{} (no offset)", r.position));
-            response.add_item_failure(&id);
-            records.push(id);
-            reasons.extend(r.outcome.as_ref().err());
+        if self.item_failures == KafkaItemFailures::Reported {
+            let mut response = KafkaEventResponse::default();
+            let failures: Vec<_> = report.failures().collect();
+            for r in &failures {
+                response.add_item_failure(r.message_id.as_deref().unwrap_or_default());
+            }
+            if response.batch_item_failures.len() == failures.len() {
+                return Ok(response);
+            }
         }
-        let reported = self.item_failures == KafkaItemFailures::Reported;
-        if reported && response.batch_item_failures.len() == records.len() {
-            return Ok(response);
-        }
-        let run = (reasons.iter()).find(|r| !matches!(r, FailureReason::Skipped { .. }));
-        let Some(&reason) = run.or(reasons.first()) else {
-            return Ok(response);
-        };
-        let reason = reason.clone();
-        Err(KafkaError::BatchFailed { records, reason })
+        whole::answer(report).map(|()| KafkaEventResponse::default())
     }
 }
 
@@ -435,40 +428,11 @@ impl<M> KafkaMessage<M> {
     }
 }
 
-/// A Kafka batch had records not done under [`KafkaItemFailures::FailBatch`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum KafkaError {
-    /// These records failed or were skipped behind a failure.
-    #[error(
-        "{} of the batch's Kafka records not done ({}), the first because {reason}; failing \
-         the invocation so that Lambda retries the batch (the mapping is not declared to act on \
-         batchItemFailures, provisioned mode with ReportBatchItemFailures, and would commit \
-         them); the records that were done replay",
-        .records.len(),
-        shown(.records)
-    )]
-    BatchFailed {
-        /// Every record not done, `<topic-partition>@<offset>`, in batch order.
-        records: Vec<String>,
-        /// Why the first of them that failed (not skipped) failed.
-        reason: FailureReason,
-    },
-}
-
-fn shown(records: &[String]) -> String {
-    let text = records[..records.len().min(20)].join(", ");
-    match records.len().saturating_sub(20) {
-        0 => text,
-        more => format!("{text} and {more} more"),
-    }
-}
-
-impl ErrorType for KafkaError {
-    fn error_type(&self) -> &'static str {
-        "KafkaRecordsFailed"
-    }
-}
+/// A Kafka batch had records not done under [`KafkaItemFailures::FailBatch`]
+/// (or a failed record `Reported` cannot name): the whole-batch answer,
+/// [`Unfinished`](crate::batch::Unfinished), its records named
+/// `<topic-partition>@<offset>`.
+pub type KafkaError = crate::batch::Unfinished;
 
 /// The partial batch response under [`KafkaItemFailures::Reported`].
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,8 +12,7 @@ use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
 use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
-use crate::batch::{PayloadKind, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::error::{ErrorType, UNCLASSIFIED};
+use crate::batch::{PayloadKind, Prepare, Prepared, Processor, Source, SourceNames, Unfinished};
 use crate::{key::IdempotencyKey, sources::hashed};
 
 /// The `EventSource` of the records of an SNS event.
@@ -66,7 +65,7 @@ impl Source for Sns {
     type Event = SnsStreamEvent;
     type Raw = SnsRecord;
     type Response = ();
-    type Error = SnsError;
+    type Error = Unfinished;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
@@ -81,7 +80,7 @@ impl Source for Sns {
         event.records
     }
 
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
         answer(report)
     }
 }
@@ -97,68 +96,11 @@ impl Processor<Sns> {
 }
 
 /// A notification was not done: the invocation fails so that Lambda's
-/// asynchronous retry delivers it again.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SnsError {
-    /// A notification failed (the first one in the event; SNS sends one per
-    /// invocation).
-    #[error(
-        "SNS notification {message_id} failed: {reason}; failing the invocation so that \
-         Lambda's asynchronous retry delivers it again"
-    )]
-    Failed {
-        /// Its `MessageId` (or a description of a notification without one).
-        message_id: String,
-        /// Why it failed.
-        reason: FailureReason,
-        /// How many of the event's notifications failed.
-        failed: usize,
-    },
-}
+/// asynchronous retry delivers it again (the whole-batch answer,
+/// [`Unfinished`]).
+pub type SnsError = Unfinished;
 
-/// The `errorType` of a notification's failure.
-fn reason_type(reason: &FailureReason) -> &'static str {
-    match reason {
-        FailureReason::Parse(_)
-        | FailureReason::BodyTooLarge { .. }
-        | FailureReason::BadSignature(_) => "InvalidEvent",
-        FailureReason::Key(_) => "InvalidKey",
-        FailureReason::InProgress { .. } => "InProgress",
-        FailureReason::PayloadMismatch => "PayloadMismatch",
-        FailureReason::Handler { .. } if reason.is_terminal() => "HandlerRejected",
-        FailureReason::Handler { .. } => "HandlerFailed",
-        FailureReason::Store(_) => "StoreUnavailable",
-        FailureReason::DuplicateOf { reason, .. } => reason_type(reason),
-        _ => UNCLASSIFIED,
-    }
-}
-
-impl ErrorType for SnsError {
-    fn error_type(&self) -> &'static str {
-        let Self::Failed { reason, .. } = self;
-        reason_type(reason)
-    }
-}
-
-/// The invocation's answer for `report`: `Ok` when every notification is
-/// done, else the first failure ([`SnsError::Failed`]).
-pub fn answer<T>(report: &BatchReport<T>) -> Result<(), SnsError> {
-    let mut failures = report.failures();
-    let Some(first) = failures.next() else {
-        return Ok(());
-    };
-    let reason = first.outcome.as_ref().err().cloned();
-    let reason = reason.unwrap_or(FailureReason::Idempotency("no outcome".to_owned()));
-    let id = first.message_id.clone();
-    let message_id = id.unwrap_or_else(|| format!("#{} (no MessageId)", first.position));
-    let failed = 1 + failures.count();
-    Err(SnsError::Failed {
-        message_id,
-        reason,
-        failed,
-    })
-}
+pub use crate::batch::whole::answer;
 
 impl Delivery for SnsRecord {
     fn id(&self) -> Option<&str> {

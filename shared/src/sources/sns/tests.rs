@@ -129,7 +129,7 @@ async fn a_failed_notification_fails_the_invocation_for_lambdas_async_retry() {
     let report = processor.process(direct(), None, |n| counter.ship(n)).await;
     let err = answer(&report).unwrap_err();
     assert!(
-        matches!(&err, SnsError::Failed { message_id, failed: 1, reason: FailureReason::Handler { .. } } if message_id == DIRECT_ID),
+        matches!(&err, SnsError::Failed { message_id, failed: 1, reason: FailureReason::Handler { .. }, .. } if message_id == DIRECT_ID),
         "{err}"
     );
     assert_eq!(crate::diagnostic::error_type(&err), "HandlerFailed");

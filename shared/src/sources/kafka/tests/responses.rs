@@ -75,10 +75,11 @@ async fn by_default_one_failed_record_fails_the_invocation() {
         )
         .await
         .unwrap_err();
-    assert_eq!(crate::diagnostic::error_type(&*err), "KafkaRecordsFailed");
+    // The whole-batch answer's errorType is its first failure's.
+    assert_eq!(crate::diagnostic::error_type(&*err), "HandlerFailed");
     let text = err.to_string();
     assert!(
-        text.starts_with("2 of the batch's Kafka records not done (orders-0@13, orders-0@14)"),
+        text.starts_with("2 records not done (orders-0@13, orders-0@14)"),
         "{text}"
     );
     assert!(
@@ -88,7 +89,7 @@ async fn by_default_one_failed_record_fails_the_invocation() {
     let failed = err.downcast_ref::<KafkaError>().unwrap();
     assert!(matches!(
         failed,
-        KafkaError::BatchFailed { records, reason: FailureReason::Handler { .. } }
+        KafkaError::Failed { records, reason: FailureReason::Handler { .. }, failed: 2, .. }
             if records == &["orders-0@13", "orders-0@14"]
     ));
     // The retry: what was done replays, the rest runs, the invocation succeeds.
