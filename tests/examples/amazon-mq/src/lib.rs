@@ -20,7 +20,7 @@
 //! message can be processed more than once.
 //!
 //! Hence this source: a batch with a message not done fails the invocation
-//! ([`MqError`]); on the redelivery, the messages already done replay from
+//! ([`Unfinished`], the library's whole-batch answer); on the redelivery, the messages already done replay from
 //! the idempotency store and only the others run. Each message runs whatever
 //! the others do ([`Ordering::Unordered`]).
 //!
@@ -46,7 +46,7 @@
 //! A handler typed `String` takes the message's data as text (not JSON);
 //! any other type takes it parsed as JSON.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_lambda_events::activemq::{ActiveMqEvent, ActiveMqMessage};
 use aws_lambda_events::rabbitmq::{RabbitMqEvent, RabbitMqMessage};
@@ -55,9 +55,10 @@ use base64::engine::general_purpose::STANDARD;
 use lambda_idempotency::batch::{
     Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, LaneField,
     MalformedRecord, Ordering, Pipeline, Prepare, Prepared, Processor, Source, SourceNames,
-    StreamEvent,
+    StreamEvent, Unfinished, whole,
 };
 use lambda_idempotency::{IdempotencyKey, PayloadKind};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -77,13 +78,25 @@ static NAMES: SourceNames = SourceNames {
     no_lane: "Amazon MQ message without a queue",
 };
 
+/// An Amazon MQ event, told by its `eventSource`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "eventSource")]
+pub enum MqEvent {
+    /// An ActiveMQ broker's.
+    #[serde(rename = "aws:mq")]
+    ActiveMq(ActiveMqEvent),
+    /// A RabbitMQ broker's.
+    #[serde(rename = "aws:rmq")]
+    RabbitMq(RabbitMqEvent),
+}
+
 /// An Amazon MQ message as delivered.
 #[derive(Debug, Clone)]
 pub enum MqMessage {
     /// An ActiveMQ broker's.
     ActiveMq(ActiveMqMessage),
-    /// A RabbitMQ broker's.
-    RabbitMq(RabbitMqMessage),
+    /// A RabbitMQ broker's, with its queue (`<queue>::<virtual host>`).
+    RabbitMq(String, RabbitMqMessage),
 }
 
 /// One message of a batch, as the source reads it.
@@ -92,9 +105,6 @@ pub enum MqMessage {
 pub struct MqRecord {
     /// The message as delivered.
     pub message: MqMessage,
-    /// Its queue (ActiveMQ: the destination's name; RabbitMQ:
-    /// `<queue>::<virtual host>`).
-    pub queue: Option<String>,
     /// Its `data` decoded from base64, or why it does not decode.
     pub data: Result<Vec<u8>, String>,
     /// Its text properties (ActiveMQ) or headers (RabbitMQ: a header of
@@ -102,40 +112,28 @@ pub struct MqRecord {
     pub attributes: HashMap<String, String>,
 }
 
-impl MqRecord {
-    fn activemq(m: ActiveMqMessage) -> Self {
-        let (queue, attributes) = (m.destination.physical_name.clone(), m.properties.clone());
-        let data = decode(m.data.as_deref());
-        let message = MqMessage::ActiveMq(m);
+impl From<MqMessage> for MqRecord {
+    fn from(message: MqMessage) -> Self {
+        let (data, attributes) = match &message {
+            MqMessage::ActiveMq(m) => (&m.data, m.properties.clone()),
+            MqMessage::RabbitMq(_, m) => {
+                let headers = m.basic_properties.headers.iter();
+                (
+                    &m.data,
+                    headers
+                        .filter_map(|(k, v)| Some((k.clone(), text(v)?)))
+                        .collect(),
+                )
+            }
+        };
+        let data = STANDARD.decode(data.as_deref().unwrap_or_default());
+        let data = data.map_err(|e| e.to_string());
         Self {
             message,
-            queue,
             data,
             attributes,
         }
     }
-
-    fn rabbitmq(queue: &str, m: RabbitMqMessage) -> Self {
-        let headers = m.basic_properties.headers.iter();
-        let attributes = headers
-            .filter_map(|(k, v)| Some((k.clone(), text(v)?)))
-            .collect();
-        let (queue, data) = (Some(queue.to_owned()), decode(m.data.as_deref()));
-        let message = MqMessage::RabbitMq(m);
-        Self {
-            message,
-            queue,
-            data,
-            attributes,
-        }
-    }
-}
-
-/// A message's `data` decoded from base64 (none: empty).
-fn decode(data: Option<&str>) -> Result<Vec<u8>, String> {
-    STANDARD
-        .decode(data.unwrap_or_default())
-        .map_err(|e| e.to_string())
 }
 
 /// A RabbitMQ header's text: a string, a number, or bytes that are UTF-8.
@@ -151,35 +149,29 @@ impl Source for AmazonMq {
     type Event = StreamEvent<MqRecord>;
     type Raw = MqRecord;
     type Response = ();
-    type Error = MqError;
+    type Error = Unfinished;
     const NAMES: &'static SourceNames = &NAMES;
 
     fn parse(payload: Value) -> Result<StreamEvent<MqRecord>, BatchError> {
-        let wrong = |message: String| BatchError::WrongEvent {
+        let event = serde_json::from_value(payload).map_err(|e| BatchError::WrongEvent {
             expected: "an Amazon MQ",
-            message,
-        };
-        let records = match payload.get("eventSource").and_then(Value::as_str) {
-            Some("aws:mq") => serde_json::from_value(payload)
-                .map(|e: ActiveMqEvent| e.messages.into_iter().map(MqRecord::activemq).collect()),
-            // Queues in name order, each queue's messages in its order.
-            Some("aws:rmq") => serde_json::from_value(payload).map(|e: RabbitMqEvent| {
-                let mut queues: Vec<_> = e.messages_by_queue.into_iter().collect();
-                queues.sort_by(|a, b| a.0.cmp(&b.0));
+            message: e.to_string(),
+        })?;
+        let messages: Vec<MqMessage> = match event {
+            MqEvent::ActiveMq(e) => e.messages.into_iter().map(MqMessage::ActiveMq).collect(),
+            MqEvent::RabbitMq(e) => {
                 let each = |(q, ms): (String, Vec<_>)| {
-                    ms.into_iter().map(move |m| MqRecord::rabbitmq(&q, m))
+                    ms.into_iter()
+                        .map(move |m| MqMessage::RabbitMq(q.clone(), m))
                 };
+                // Queues in name order, each queue's messages in its order.
+                let queues = e.messages_by_queue.into_iter().collect::<BTreeMap<_, _>>();
                 queues.into_iter().flat_map(each).collect()
-            }),
-            other => {
-                return Err(wrong(format!(
-                    "eventSource {other:?}, not aws:mq or aws:rmq"
-                )));
             }
         };
-        records
-            .map(StreamEvent::new)
-            .map_err(|e| wrong(e.to_string()))
+        Ok(StreamEvent::new(
+            messages.into_iter().map(MqRecord::from).collect(),
+        ))
     }
 
     fn ordering(&self, _: &StreamEvent<MqRecord>) -> Ordering {
@@ -190,52 +182,25 @@ impl Source for AmazonMq {
         event.records
     }
 
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), MqError> {
-        let mut failed = report
-            .records
-            .iter()
-            .filter_map(|r| Some((r, r.outcome.as_ref().err()?)));
-        let Some((first, reason)) = failed.next() else {
-            return Ok(());
-        };
-        let message = first.message_id.clone();
-        let message = message.unwrap_or_else(|| format!("#{} (no messageId)", first.position));
-        let (reason, failed) = (reason.clone(), 1 + failed.count());
-        Err(MqError {
-            message,
-            reason,
-            failed,
-        })
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
+        whole::answer(report)
     }
-}
-
-/// A message of the batch was not done: the invocation fails, so that the
-/// broker delivers the whole batch again (its done messages then replay).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "Amazon MQ message {message} failed: {reason} ({failed} of the batch not done); failing \
-     the invocation so that the broker delivers the batch again"
-)]
-pub struct MqError {
-    /// The first failed message's `messageId` (or its position).
-    pub message: String,
-    /// Why it failed.
-    pub reason: FailureReason,
-    /// How many messages of the batch failed.
-    pub failed: usize,
 }
 
 impl Delivery for MqRecord {
     fn id(&self) -> Option<&str> {
         let id = match &self.message {
-            MqMessage::ActiveMq(m) => m.message_id.as_deref(),
-            MqMessage::RabbitMq(m) => m.basic_properties.message_id.as_deref(),
+            MqMessage::ActiveMq(m) => &m.message_id,
+            MqMessage::RabbitMq(_, m) => &m.basic_properties.message_id,
         };
-        id.filter(|id| !id.is_empty())
+        id.as_deref().filter(|id| !id.is_empty())
     }
 
     fn lane(&self) -> Option<&str> {
-        self.queue.as_deref()
+        match &self.message {
+            MqMessage::ActiveMq(m) => m.destination.physical_name.as_deref(),
+            MqMessage::RabbitMq(queue, _) => Some(queue),
+        }
     }
 
     fn body(&self) -> Option<&[u8]> {
@@ -250,7 +215,7 @@ impl Delivery for MqRecord {
     fn receive_count(&self) -> Option<u32> {
         let redelivered = match &self.message {
             MqMessage::ActiveMq(m) => m.redelivered,
-            MqMessage::RabbitMq(m) => m.redelivered,
+            MqMessage::RabbitMq(_, m) => m.redelivered,
         };
         Some(1 + u32::from(redelivered))
     }

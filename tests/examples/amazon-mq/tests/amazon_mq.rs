@@ -8,10 +8,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use amazon_mq_source::{AmazonMq, AmazonMqProcessor, MqDelivery, MqError, MqMessage};
+use amazon_mq_source::{AmazonMq, AmazonMqProcessor, MqDelivery, MqMessage};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use lambda_idempotency::batch::{BatchError, BatchReport, FailureReason, Source};
+use lambda_idempotency::batch::{BatchError, BatchReport, FailureReason, Source, Unfinished};
 use lambda_idempotency::{Config, HandlerError, Idempotency, KeySelector, MemoryStore, Outcome};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
@@ -126,15 +126,19 @@ async fn a_failed_message_fails_the_batch_and_only_it_runs_again(
         outcomes(&report),
         ["executed", "executed", "replayed", "failed"]
     );
-    let Err(MqError {
-        message,
+    let Err(Unfinished::Failed {
+        message_id,
         reason,
-        failed,
+        records,
+        ..
     }) = processor.response(&report)
     else {
         panic!("a batch with a failed message must fail the invocation");
     };
-    assert_eq!((message.as_str(), failed), (failed_id, 1));
+    assert_eq!(
+        (message_id.as_str(), &records[..]),
+        (failed_id, &[failed_id.to_owned()][..])
+    );
     assert!(
         reason.to_string().contains("the warehouse is down"),
         "{reason}"
@@ -185,7 +189,8 @@ async fn invoke(
 }
 
 /// The fixtures as they are, through the Lambda entry point, twice: the
-/// message runs once, then replays.
+/// message runs once, then replays (the ActiveMQ one also as its variant
+/// with null properties).
 #[tokio::test]
 async fn the_fixtures_run_once_then_replay_through_handle() {
     let runs = Mutex::new(Vec::new());
@@ -198,6 +203,14 @@ async fn the_fixtures_run_once_then_replay_through_handle() {
     invoke(&active, "example-activemq-event.json", &runs)
         .await
         .expect("replayed");
+    // The same message with `"properties": null`: read, and replayed.
+    invoke(
+        &active,
+        "example-activemq-event-null-properties.json",
+        &runs,
+    )
+    .await
+    .expect("replayed");
     // RabbitMQ: the fixture's message has no messageId; keyed by its data,
     // taken as text.
     let rabbit = processor(KeySelector::custom(|input| Ok(input.value.clone())));
@@ -226,15 +239,13 @@ async fn a_key_comes_from_a_rabbitmq_header_of_bytes() {
     let seen = Mutex::new(Vec::new());
     let report = processor
         .process(event, None, |m: MqDelivery<Value>| {
-            let seen = &seen;
+            let seen_by_handler = &seen;
             async move {
-                let MqMessage::RabbitMq(message) = &m.record.message else {
+                let MqMessage::RabbitMq(queue, message) = &m.record.message else {
                     panic!("a RabbitMQ message");
                 };
-                let queue = m.record.queue.clone();
-                seen.lock()
-                    .expect("seen")
-                    .push((queue, message.redelivered));
+                let seen = (queue.clone(), message.redelivered);
+                seen_by_handler.lock().expect("seen").push(seen);
                 Ok::<_, HandlerError>(json!(m.record.attributes))
             }
         })
@@ -249,10 +260,7 @@ async fn a_key_comes_from_a_rabbitmq_header_of_bytes() {
     let recorded = recorded.expect("a response");
     assert_eq!(recorded["header1"], "value1");
     assert_eq!(recorded["numberInHeader"], "10");
-    assert_eq!(
-        *seen.lock().expect("seen"),
-        [(Some("test::/".to_owned()), false)]
-    );
+    assert_eq!(*seen.lock().expect("seen"), [("test::/".to_owned(), false)]);
 }
 
 /// Another source's event is refused as a whole; a message whose data is
@@ -260,10 +268,16 @@ async fn a_key_comes_from_a_rabbitmq_header_of_bytes() {
 #[tokio::test]
 async fn wrong_events_are_refused_and_bad_messages_fail_alone() {
     let sqs = json!({"Records": [{"eventSource": "aws:sqs", "body": "{}"}]});
-    let Err(BatchError::WrongEvent { message, .. }) = AmazonMq::parse(sqs) else {
-        panic!("an SQS event is no Amazon MQ event");
-    };
-    assert!(message.contains("not aws:mq or aws:rmq"), "{message}");
+    let msk = json!({"eventSource": "aws:kafka", "records": {}});
+    for (event, why) in [
+        (sqs, "missing field `eventSource`"),
+        (msk, "`aws:mq` or `aws:rmq`"),
+    ] {
+        let Err(BatchError::WrongEvent { message, .. }) = AmazonMq::parse(event) else {
+            panic!("another source's event is no Amazon MQ event");
+        };
+        assert!(message.contains(why), "{message}");
+    }
 
     let mut event = activemq(&["o-1", "o-2", "o-3"], false);
     event["messages"][1]["data"] = json!("not base64 !");
@@ -281,8 +295,8 @@ async fn wrong_events_are_refused_and_bad_messages_fail_alone() {
         .collect();
     assert!(reasons[0].contains("data is not base64"), "{reasons:?}");
     assert!(reasons[1].contains("data is not JSON"), "{reasons:?}");
-    let Err(error) = processor.response(&report) else {
+    let Err(Unfinished::Failed { failed, .. }) = processor.response(&report) else {
         panic!("bad messages fail the invocation");
     };
-    assert_eq!(error.failed, 2);
+    assert_eq!(failed, 2);
 }
