@@ -44,9 +44,14 @@
 //! ```
 //!
 //! A handler typed `String` takes the message's data as text (not JSON);
-//! any other type takes it parsed as JSON.
+//! any other type takes it parsed as JSON. A key can come from the body
+//! (`KeySelector::pointer`), from an ActiveMQ property or a RabbitMQ header
+//! (`KeySelector::attribute`: RabbitMQ delivers a text header as bytes,
+//! which this source gives as a string), or from the `messageId`
+//! (`KeySelector::Id`: ActiveMQ's JMS id stays the same when the broker
+//! redelivers; RabbitMQ's is the publisher's, when it sets one).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use aws_lambda_events::activemq::{ActiveMqEvent, ActiveMqMessage};
 use aws_lambda_events::rabbitmq::{RabbitMqEvent, RabbitMqMessage};
@@ -90,7 +95,8 @@ pub enum MqEvent {
     RabbitMq(RabbitMqEvent),
 }
 
-/// An Amazon MQ message as delivered.
+/// One Amazon MQ message as delivered (a RabbitMQ header of UTF-8 bytes
+/// given as a string).
 #[derive(Debug, Clone)]
 pub enum MqMessage {
     /// An ActiveMQ broker's.
@@ -99,86 +105,49 @@ pub enum MqMessage {
     RabbitMq(String, RabbitMqMessage),
 }
 
-/// One message of a batch, as the source reads it.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct MqRecord {
-    /// The message as delivered.
-    pub message: MqMessage,
-    /// Its `data` decoded from base64, or why it does not decode.
-    pub data: Result<Vec<u8>, String>,
-    /// Its text properties (ActiveMQ) or headers (RabbitMQ: a header of
-    /// bytes read as UTF-8), what `KeySelector::MessageAttribute` reads.
-    pub attributes: HashMap<String, String>,
-}
-
-impl From<MqMessage> for MqRecord {
-    fn from(message: MqMessage) -> Self {
-        let (data, attributes) = match &message {
-            MqMessage::ActiveMq(m) => (&m.data, m.properties.clone()),
-            MqMessage::RabbitMq(_, m) => {
-                let headers = m.basic_properties.headers.iter();
-                (
-                    &m.data,
-                    headers
-                        .filter_map(|(k, v)| Some((k.clone(), text(v)?)))
-                        .collect(),
-                )
-            }
-        };
-        let data = STANDARD.decode(data.as_deref().unwrap_or_default());
-        let data = data.map_err(|e| e.to_string());
-        Self {
-            message,
-            data,
-            attributes,
+/// `m` with its headers of UTF-8 bytes (`{"bytes": [..]}`) as strings.
+fn readable(mut m: RabbitMqMessage) -> RabbitMqMessage {
+    for value in m.basic_properties.headers.values_mut() {
+        let bytes = serde_json::from_value(value["bytes"].clone()).map(String::from_utf8);
+        if let Ok(Ok(text)) = bytes {
+            *value = Value::String(text);
         }
     }
-}
-
-/// A RabbitMQ header's text: a string, a number, or bytes that are UTF-8.
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => String::from_utf8(serde_json::from_value(value.get("bytes")?.clone()).ok()?).ok(),
-    }
+    m
 }
 
 impl Source for AmazonMq {
-    type Event = StreamEvent<MqRecord>;
-    type Raw = MqRecord;
+    type Event = StreamEvent<MqMessage>;
+    type Raw = MqMessage;
     type Response = ();
     type Error = Unfinished;
     const NAMES: &'static SourceNames = &NAMES;
 
-    fn parse(payload: Value) -> Result<StreamEvent<MqRecord>, BatchError> {
+    fn parse(payload: Value) -> Result<StreamEvent<MqMessage>, BatchError> {
         let event = serde_json::from_value(payload).map_err(|e| BatchError::WrongEvent {
             expected: "an Amazon MQ",
             message: e.to_string(),
         })?;
-        let messages: Vec<MqMessage> = match event {
+        let messages = match event {
             MqEvent::ActiveMq(e) => e.messages.into_iter().map(MqMessage::ActiveMq).collect(),
             MqEvent::RabbitMq(e) => {
                 let each = |(q, ms): (String, Vec<_>)| {
                     ms.into_iter()
-                        .map(move |m| MqMessage::RabbitMq(q.clone(), m))
+                        .map(move |m| MqMessage::RabbitMq(q.clone(), readable(m)))
                 };
                 // Queues in name order, each queue's messages in its order.
                 let queues = e.messages_by_queue.into_iter().collect::<BTreeMap<_, _>>();
                 queues.into_iter().flat_map(each).collect()
             }
         };
-        Ok(StreamEvent::new(
-            messages.into_iter().map(MqRecord::from).collect(),
-        ))
+        Ok(StreamEvent::new(messages))
     }
 
-    fn ordering(&self, _: &StreamEvent<MqRecord>) -> Ordering {
+    fn ordering(&self, _: &StreamEvent<MqMessage>) -> Ordering {
         Ordering::Unordered
     }
 
-    fn records(&self, event: StreamEvent<MqRecord>) -> Vec<Result<MqRecord, MalformedRecord>> {
+    fn records(&self, event: StreamEvent<MqMessage>) -> Vec<Result<MqMessage, MalformedRecord>> {
         event.records
     }
 
@@ -187,35 +156,36 @@ impl Source for AmazonMq {
     }
 }
 
-impl Delivery for MqRecord {
+impl Delivery for MqMessage {
     fn id(&self) -> Option<&str> {
-        let id = match &self.message {
-            MqMessage::ActiveMq(m) => &m.message_id,
-            MqMessage::RabbitMq(_, m) => &m.basic_properties.message_id,
+        let id = match self {
+            Self::ActiveMq(m) => &m.message_id,
+            Self::RabbitMq(_, m) => &m.basic_properties.message_id,
         };
         id.as_deref().filter(|id| !id.is_empty())
     }
 
     fn lane(&self) -> Option<&str> {
-        match &self.message {
-            MqMessage::ActiveMq(m) => m.destination.physical_name.as_deref(),
-            MqMessage::RabbitMq(queue, _) => Some(queue),
+        match self {
+            Self::ActiveMq(m) => m.destination.physical_name.as_deref(),
+            Self::RabbitMq(queue, _) => Some(queue),
         }
     }
 
-    fn body(&self) -> Option<&[u8]> {
-        self.data.as_deref().ok()
-    }
-
+    /// An ActiveMQ property, a RabbitMQ header that is text.
     fn attribute(&self, name: &str) -> Option<Attribute<'_>> {
-        self.attributes.get(name).map(|v| Attribute::Text(v))
+        let text = match self {
+            Self::ActiveMq(m) => m.properties.get(name).map(String::as_str),
+            Self::RabbitMq(_, m) => m.basic_properties.headers.get(name).and_then(Value::as_str),
+        };
+        text.map(Attribute::Text)
     }
 
     /// 2 for a message the broker marked `redelivered`, else 1.
     fn receive_count(&self) -> Option<u32> {
-        let redelivered = match &self.message {
-            MqMessage::ActiveMq(m) => m.redelivered,
-            MqMessage::RabbitMq(_, m) => m.redelivered,
+        let redelivered = match self {
+            Self::ActiveMq(m) => m.redelivered,
+            Self::RabbitMq(_, m) => m.redelivered,
         };
         Some(1 + u32::from(redelivered))
     }
@@ -232,7 +202,7 @@ pub struct MqDelivery<M> {
     /// Its `data`: text for a `String`, else parsed as JSON.
     pub body: M,
     /// The message as delivered.
-    pub record: MqRecord,
+    pub message: MqMessage,
     /// Its idempotency key (`None`: it runs unprotected).
     pub key: Option<IdempotencyKey>,
 }
@@ -242,29 +212,29 @@ impl<M: DeserializeOwned> Prepare<MqDelivery<M>> for AmazonMq {
         &self,
         pipeline: &Pipeline<'_>,
         ident: &str,
-        record: MqRecord,
+        message: MqMessage,
     ) -> Result<Prepared<MqDelivery<M>>, FailureReason> {
         let parse = |what: String| FailureReason::Parse(format!("message {ident}: {what}"));
-        let bytes = record
-            .data
-            .as_deref()
-            .map_err(|e| parse(format!("data is not base64: {e}")))?;
+        let (MqMessage::ActiveMq(ActiveMqMessage { data, .. })
+        | MqMessage::RabbitMq(_, RabbitMqMessage { data, .. })) = &message;
+        let bytes = STANDARD.decode(data.as_deref().unwrap_or_default());
+        let bytes = bytes.map_err(|e| parse(format!("data is not base64: {e}")))?;
         let document = match PayloadKind::of::<M>() {
-            PayloadKind::Text => String::from_utf8(bytes.to_vec())
+            PayloadKind::Text => String::from_utf8(bytes)
                 .map(Value::String)
                 .map_err(|e| parse(format!("data is not UTF-8: {e}")))?,
-            _ => serde_json::from_slice(bytes)
+            _ => serde_json::from_slice(&bytes)
                 .map_err(|e| parse(format!("data is not JSON: {e}")))?,
         };
         let type_name = std::any::type_name::<M>();
         let body =
             M::deserialize(&document).map_err(|e| parse(format!("data is no {type_name}: {e}")))?;
-        let key = pipeline.key_of(ident, KeyInput::new(&document, Some(&record)))?;
-        let message = MqDelivery {
+        let key = pipeline.key_of(ident, KeyInput::new(&document, Some(&message)))?;
+        let delivery = MqDelivery {
             body,
-            record,
+            message,
             key: key.clone(),
         };
-        Ok(Prepared::new(message, key, Some(document)))
+        Ok(Prepared::new(delivery, key, Some(document)))
     }
 }

@@ -230,37 +230,48 @@ async fn the_fixtures_run_once_then_replay_through_handle() {
     );
 }
 
-/// What the source reads of a message: its id, queue, redelivery and its
-/// RabbitMQ headers of bytes as text (a key can come from a header).
+/// What the source reads of a RabbitMQ message: its queue, and its headers
+/// of bytes as text, which a key can come from: a message with the same
+/// `header1` replays, one with another `header1` runs.
 #[tokio::test]
 async fn a_key_comes_from_a_rabbitmq_header_of_bytes() {
-    let event = AmazonMq::parse(fixture("example-rabbitmq-event.json")).expect("an event");
     let processor = processor(KeySelector::attribute("header1"));
     let seen = Mutex::new(Vec::new());
-    let report = processor
-        .process(event, None, |m: MqDelivery<Value>| {
-            let seen_by_handler = &seen;
-            async move {
-                let MqMessage::RabbitMq(queue, message) = &m.record.message else {
-                    panic!("a RabbitMQ message");
-                };
-                let seen = (queue.clone(), message.redelivered);
-                seen_by_handler.lock().expect("seen").push(seen);
-                Ok::<_, HandlerError>(json!(m.record.attributes))
-            }
-        })
-        .await;
-    assert_eq!(outcomes(&report), ["executed"]);
-    assert_eq!(report.records[0].lane.as_deref(), Some("test::/"));
-    let recorded = report.records[0]
-        .outcome
-        .as_ref()
-        .ok()
-        .and_then(Outcome::response);
-    let recorded = recorded.expect("a response");
-    assert_eq!(recorded["header1"], "value1");
-    assert_eq!(recorded["numberInHeader"], "10");
-    assert_eq!(*seen.lock().expect("seen"), [("test::/".to_owned(), false)]);
+    let handler = |m: MqDelivery<Value>| {
+        let seen = &seen;
+        async move {
+            let MqMessage::RabbitMq(queue, message) = &m.message else {
+                panic!("a RabbitMQ message");
+            };
+            seen.lock().expect("seen").push(queue.clone());
+            Ok::<_, HandlerError>(json!(message.basic_properties.headers))
+        }
+    };
+    let mut event = fixture("example-rabbitmq-event.json");
+    let mut outcomes_of = Vec::new();
+    // The same data each time (payload validation would refuse another with
+    // the same key), `header2` changing, then `header1`.
+    for (header1, header2) in [
+        (b"value1", b"value2"),
+        (b"value1", b"other2"),
+        (b"value9", b"value2"),
+    ] {
+        let message = &mut event["rmqMessagesByQueue"]["test::/"][0];
+        message["basicProperties"]["headers"]["header1"] = json!({"bytes": header1});
+        message["basicProperties"]["headers"]["header2"] = json!({"bytes": header2});
+        let parsed = AmazonMq::parse(event.clone()).expect("a RabbitMQ event");
+        let report = processor.process(parsed, None, handler).await;
+        assert_eq!(report.records[0].lane.as_deref(), Some("test::/"));
+        outcomes_of.extend(outcomes(&report));
+        if outcomes_of.len() == 1 {
+            let recorded = report.records[0].outcome.as_ref().ok();
+            let headers = recorded.and_then(Outcome::response).expect("a response");
+            let expected = json!({"header1": "value1", "header2": "value2", "numberInHeader": 10});
+            assert_eq!(headers, &expected);
+        }
+    }
+    assert_eq!(outcomes_of, ["executed", "replayed", "executed"]);
+    assert_eq!(*seen.lock().expect("seen"), ["test::/", "test::/"]);
 }
 
 /// Another source's event is refused as a whole; a message whose data is
