@@ -194,7 +194,7 @@ impl<S: Source> Processor<S> {
                     .flatten();
                 let ids = Ids::of(&record, self.source.within(&record));
                 let ident = ids.ident(index, S::NAMES.id);
-                let prepared = guard(|| self.source.prepare(&pipeline, &ident, record))
+                let prepared = guard(|| pipeline.prepare(&self.source, &ident, record))
                     .unwrap_or_else(|panic| {
                         Err(FailureReason::Panic(format!(
                             "preparing record {ident} panicked: {panic}"

@@ -43,8 +43,9 @@
 //! # }
 //! ```
 //!
-//! A handler typed `String` takes the message's data as text (not JSON);
-//! any other type takes it parsed as JSON. A key can come from the body
+//! A handler's type says what it takes of the message's data, as for every
+//! source: text (`String`), bytes (`lambda_idempotency::Bytes`), or else
+//! JSON parsed into it. A key can come from the body
 //! (`KeySelector::pointer`), from an ActiveMQ property or a RabbitMQ header
 //! (`KeySelector::attribute`: RabbitMQ delivers a text header as bytes,
 //! which this source gives as a string), or from the `messageId`
@@ -57,12 +58,11 @@ use aws_lambda_events::activemq::{ActiveMqEvent, ActiveMqMessage};
 use aws_lambda_events::rabbitmq::{RabbitMqEvent, RabbitMqMessage};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use lambda_idempotency::IdempotencyKey;
 use lambda_idempotency::batch::{
-    Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, LaneField,
-    MalformedRecord, Ordering, Pipeline, Prepare, Prepared, Processor, Source, SourceNames,
-    StreamEvent, Unfinished, whole,
+    Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Ordering, Pipeline,
+    Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, Unfinished, whole,
 };
-use lambda_idempotency::{IdempotencyKey, PayloadKind};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -77,8 +77,8 @@ pub struct AmazonMq;
 /// What a message's notions are called, in failures and log lines.
 static NAMES: SourceNames = SourceNames {
     id: "messageId",
-    id_field: IdField::MessageId,
-    lane_field: LaneField::Group,
+    id_field: "message_id",
+    lane_field: "queue",
     deduplication_id: "a deduplication id (Amazon MQ messages have none)",
     no_lane: "Amazon MQ message without a queue",
 };
@@ -147,10 +147,6 @@ impl Source for AmazonMq {
         Ordering::Unordered
     }
 
-    fn records(&self, event: StreamEvent<MqMessage>) -> Vec<Result<MqMessage, MalformedRecord>> {
-        event.records
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
         whole::answer(report)
     }
@@ -199,7 +195,8 @@ impl Delivery for MqMessage {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MqDelivery<M> {
-    /// Its `data`: text for a `String`, else parsed as JSON.
+    /// Its `data`, read by its type: JSON, text (`String`) or bytes
+    /// (`lambda_idempotency::Bytes`).
     pub body: M,
     /// The message as delivered.
     pub message: MqMessage,
@@ -208,33 +205,27 @@ pub struct MqDelivery<M> {
 }
 
 impl<M: DeserializeOwned> Prepare<MqDelivery<M>> for AmazonMq {
-    fn prepare(
+    type Body = M;
+
+    /// The `data`, base64-decoded, read by the handler's type.
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        message: MqMessage,
-    ) -> Result<Prepared<MqDelivery<M>>, FailureReason> {
-        let parse = |what: String| FailureReason::Parse(format!("message {ident}: {what}"));
+        message: &'r MqMessage,
+    ) -> Result<Prepared<'r, M>, FailureReason> {
         let (MqMessage::ActiveMq(ActiveMqMessage { data, .. })
-        | MqMessage::RabbitMq(_, RabbitMqMessage { data, .. })) = &message;
-        let bytes = STANDARD.decode(data.as_deref().unwrap_or_default());
-        let bytes = bytes.map_err(|e| parse(format!("data is not base64: {e}")))?;
-        let document = match PayloadKind::of::<M>() {
-            PayloadKind::Text => String::from_utf8(bytes)
-                .map(Value::String)
-                .map_err(|e| parse(format!("data is not UTF-8: {e}")))?,
-            _ => serde_json::from_slice(&bytes)
-                .map_err(|e| parse(format!("data is not JSON: {e}")))?,
-        };
-        let type_name = std::any::type_name::<M>();
-        let body =
-            M::deserialize(&document).map_err(|e| parse(format!("data is no {type_name}: {e}")))?;
-        let key = pipeline.key_of(ident, KeyInput::new(&document, Some(&message)))?;
-        let delivery = MqDelivery {
-            body,
-            message,
-            key: key.clone(),
-        };
-        Ok(Prepared::new(delivery, key, Some(document)))
+        | MqMessage::RabbitMq(_, RabbitMqMessage { data, .. })) = message;
+        let bytes = STANDARD
+            .decode(data.as_deref().unwrap_or_default())
+            .map_err(|e| {
+                FailureReason::Parse(format!("data of message {ident} is not base64: {e}"))
+            })?;
+        Prepared::from_payload(ident, "data", Some(bytes))
+    }
+
+    fn record(&self, message: MqMessage, body: M, keyed: Keyed) -> MqDelivery<M> {
+        let key = keyed.key;
+        MqDelivery { body, message, key }
     }
 }

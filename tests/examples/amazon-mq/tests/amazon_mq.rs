@@ -304,8 +304,8 @@ async fn wrong_events_are_refused_and_bad_messages_fail_alone() {
     let reasons: Vec<String> = (report.failures())
         .filter_map(|r| r.outcome.as_ref().err().map(ToString::to_string))
         .collect();
-    assert!(reasons[0].contains("data is not base64"), "{reasons:?}");
-    assert!(reasons[1].contains("data is not JSON"), "{reasons:?}");
+    assert!(reasons[0].contains("is not base64"), "{reasons:?}");
+    assert!(reasons[1].contains("is not JSON"), "{reasons:?}");
     let Err(Unfinished::Failed { failed, .. }) = processor.response(&report) else {
         panic!("bad messages fail the invocation");
     };
