@@ -20,9 +20,14 @@
 //! message can be processed more than once.
 //!
 //! Hence this source: a batch with a message not done fails the invocation
-//! ([`Unfinished`], the library's whole-batch answer); on the redelivery, the messages already done replay from
-//! the idempotency store and only the others run. Each message runs whatever
-//! the others do ([`Ordering::Unordered`]).
+//! ([`Unfinished`], the library's whole-batch answer, names the first failed
+//! message and every one not done); on the redelivery, the messages already
+//! done replay from the idempotency store and only the others run. Each
+//! message runs whatever the others do ([`Ordering::Unordered`]): the batch
+//! comes back whole anyway. A message whose data does not read (not base64,
+//! not what the handler's type takes) fails alone, with its reason; a
+//! payload that is not an Amazon MQ event (or a message Lambda would never
+//! write) fails the invocation as `BatchError::WrongEvent`.
 //!
 //! # Using it
 //!
@@ -83,14 +88,13 @@ static NAMES: SourceNames = SourceNames {
     no_lane: "Amazon MQ message without a queue",
 };
 
-/// An Amazon MQ event, told by its `eventSource`.
-#[derive(Debug, Clone, Deserialize)]
+/// An Amazon MQ event, told by its `eventSource`: an ActiveMQ or a RabbitMQ
+/// broker's.
+#[derive(Deserialize)]
 #[serde(tag = "eventSource")]
-pub enum MqEvent {
-    /// An ActiveMQ broker's.
+enum MqEvent {
     #[serde(rename = "aws:mq")]
     ActiveMq(ActiveMqEvent),
-    /// A RabbitMQ broker's.
     #[serde(rename = "aws:rmq")]
     RabbitMq(RabbitMqEvent),
 }
@@ -207,7 +211,8 @@ pub struct MqDelivery<M> {
 impl<M: DeserializeOwned> Prepare<MqDelivery<M>> for AmazonMq {
     type Body = M;
 
-    /// The `data`, base64-decoded, read by the handler's type.
+    /// The `data`, base64-decoded, read by the handler's type (no `data`:
+    /// JSON `null`).
     fn prepare<'r>(
         &self,
         _: &Pipeline<'_>,
@@ -216,12 +221,14 @@ impl<M: DeserializeOwned> Prepare<MqDelivery<M>> for AmazonMq {
     ) -> Result<Prepared<'r, M>, FailureReason> {
         let (MqMessage::ActiveMq(ActiveMqMessage { data, .. })
         | MqMessage::RabbitMq(_, RabbitMqMessage { data, .. })) = message;
-        let bytes = STANDARD
-            .decode(data.as_deref().unwrap_or_default())
-            .map_err(|e| {
-                FailureReason::Parse(format!("data of message {ident} is not base64: {e}"))
-            })?;
-        Prepared::from_payload(ident, "data", Some(bytes))
+        let bytes = data
+            .as_deref()
+            .map(|data| STANDARD.decode(data))
+            .transpose();
+        let bytes = bytes.map_err(|e| {
+            FailureReason::Parse(format!("data of message {ident} is not base64: {e}"))
+        })?;
+        Prepared::from_payload(ident, "data", bytes)
     }
 
     fn record(&self, message: MqMessage, body: M, keyed: Keyed) -> MqDelivery<M> {
