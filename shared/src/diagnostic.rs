@@ -31,7 +31,6 @@ pub use crate::error::{ErrorType, UNCLASSIFIED};
 /// names them all.
 static ERROR_TYPES: &[fn(&(dyn StdError + 'static)) -> Option<&'static str>] = &[
     classify::<crate::batch::BatchError>,
-    classify::<crate::batch::EventError>,
     classify::<crate::batch::Unfinished>,
     classify::<crate::error::Error>,
     classify::<crate::error::StoreError>,
@@ -78,9 +77,9 @@ pub fn diagnostic(err: &(dyn StdError + 'static)) -> lambda_runtime::Diagnostic 
 mod tests {
     use super::*;
     use crate::KeyError;
-    use crate::batch::BatchError;
+    use crate::batch::report::record_outcome;
+    use crate::batch::{BatchError, FailureReason, Unfinished};
     use crate::error::{Error, HandlerError, StoreError};
-    use crate::eventbridge::EventError;
 
     type Boxed = Box<dyn StdError + Send + Sync + 'static>;
 
@@ -96,6 +95,17 @@ mod tests {
         }
     }
 
+    /// A one-record event's failure (EventBridge, SNS, the layer), named by
+    /// its reason.
+    fn failed(reason: FailureReason) -> Unfinished {
+        Unfinished::Failed {
+            message_id: "e".into(),
+            reason,
+            failed: 1,
+            records: vec!["e".into()],
+        }
+    }
+
     #[test]
     fn wrong_events_are_invalid_events() {
         assert_eq!(
@@ -106,44 +116,28 @@ mod tests {
             "InvalidEvent"
         );
         assert_eq!(
-            of(EventError::InvalidEvent {
-                expected: "an EventBridge",
-                message: "a Records array".into()
-            }),
+            of(failed(FailureReason::Parse(
+                "not an EventBridge event".into()
+            ))),
             "InvalidEvent"
         );
         assert_eq!(
-            of(EventError::BadDetail {
-                event_id: "e".into(),
-                expected: "Order",
-                error: "missing field".into(),
-            }),
+            of(failed(FailureReason::NotAccepted("another source".into()))),
             "InvalidEvent"
         );
         assert_eq!(
             of(InvalidEvent("not a stream event".into())),
             "InvalidEvent"
         );
-        assert_eq!(
-            of(EventError::Key {
-                event_id: "e".into(),
-                error: KeyError::Null,
-            }),
-            "InvalidKey"
-        );
+        assert_eq!(of(failed(FailureReason::Key(KeyError::Null))), "InvalidKey");
     }
 
     #[test]
     fn store_failures_say_so_through_every_wrapper() {
         assert_eq!(of(backend()), "StoreUnavailable");
         assert_eq!(of(Error::Store(backend())), "StoreUnavailable");
-        assert_eq!(
-            of(EventError::Idempotency {
-                event_id: "e".into(),
-                error: Error::Store(backend()),
-            }),
-            "StoreUnavailable"
-        );
+        let reason = record_outcome::<()>(Err(Error::Store(backend()))).unwrap_err();
+        assert_eq!(of(failed(reason)), "StoreUnavailable");
         assert_eq!(
             of(Error::Store(StoreError::LeaseLost { id: "k".into() })),
             "LeaseLost"
@@ -152,29 +146,24 @@ mod tests {
 
     #[test]
     fn handler_errors_by_kind_and_conflicts() {
-        let failed = |error| EventError::Handler {
-            event_id: "e".into(),
-            error,
+        let handler = |error| {
+            let reason = record_outcome::<()>(Err(Error::Handler(error)));
+            failed(reason.unwrap_err())
         };
         assert_eq!(
-            of(failed(HandlerError::retryable("timeout"))),
+            of(handler(HandlerError::retryable("timeout"))),
             "HandlerFailed"
         );
         assert_eq!(
-            of(failed(HandlerError::terminal("no stock"))),
+            of(handler(HandlerError::terminal("no stock"))),
             "HandlerRejected"
         );
+        let in_progress = FailureReason::InProgress {
+            lease_expires_at_ms: None,
+        };
+        assert_eq!(of(failed(in_progress)), "InProgress");
         assert_eq!(
-            of(EventError::InProgress {
-                event_id: "e".into(),
-                lease_expires_at_ms: None,
-            }),
-            "InProgress"
-        );
-        assert_eq!(
-            of(EventError::PayloadMismatch {
-                event_id: "e".into()
-            }),
+            of(failed(FailureReason::PayloadMismatch)),
             "PayloadMismatch"
         );
     }

@@ -246,7 +246,8 @@ impl App {
     /// replayed, or a recorded refusal); `Err` to have Lambda deliver it
     /// again (a retryable failure, an event in progress elsewhere) or, for
     /// a malformed event, to send it to the on-failure destination after the
-    /// retries. The error is a [`lambda_idempotency::eventbridge::EventError`].
+    /// retries. The error is a [`lambda_idempotency::batch::Unfinished`]
+    /// naming the event and its [`lambda_idempotency::batch::FailureReason`].
     ///
     /// The payload is the invocation's text ([`EventPayload`]), so a number
     /// in the `detail` is hashed for payload validation as written.
@@ -268,7 +269,7 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use lambda_idempotency::MemoryStore;
-    use lambda_idempotency::eventbridge::EventError;
+    use lambda_idempotency::batch::{FailureReason, Unfinished};
     use lambda_idempotency::{
         ErrorKind, Store, StoreError, Write, store::Claim, store::Record, store::RecordWrite,
         store::Status, store::TransactError,
@@ -446,9 +447,9 @@ mod tests {
             let mut event = order_placed();
             event[field] = json!(value);
             let err = invoke(&app, event).await.unwrap_err();
-            let wrong = err.downcast_ref::<EventError>().expect("an EventError");
+            let wrong = err.downcast_ref::<Unfinished>().expect("an Unfinished");
             assert!(
-                matches!(wrong, EventError::WrongEvent { .. }) && !wrong.is_retryable(),
+                matches!(wrong.reason(), FailureReason::NotAccepted(_)) && !wrong.is_retryable(),
                 "{wrong:?}"
             );
             let message = wrong.to_string();
@@ -463,8 +464,8 @@ mod tests {
         let err = invoke(&app, sqs).await.unwrap_err();
         assert!(
             matches!(
-                err.downcast_ref::<EventError>(),
-                Some(EventError::InvalidEvent { .. })
+                err.downcast_ref::<Unfinished>().map(Unfinished::reason),
+                Some(FailureReason::Parse(_))
             ),
             "{err}"
         );
@@ -484,8 +485,10 @@ mod tests {
             let mut event = order_placed();
             event["detail"][field] = value.clone();
             let err = invoke(&app, event).await.unwrap_err();
-            match err.downcast_ref::<EventError>() {
-                Some(e @ EventError::BadDetail { .. }) => assert!(!e.is_retryable()),
+            match err.downcast_ref::<Unfinished>() {
+                Some(e) if matches!(e.reason(), FailureReason::Parse(_)) => {
+                    assert!(!e.is_retryable())
+                }
                 other => panic!("{field}={value}: {other:?}"),
             }
             assert!(err.to_string().contains(expected), "{field}={value}: {err}");
@@ -501,8 +504,10 @@ mod tests {
             let mut event = order_placed();
             event["id"] = id.clone();
             let err = invoke(&app, event).await.unwrap_err();
-            match err.downcast_ref::<EventError>() {
-                Some(e @ EventError::Key { .. }) => assert!(!e.is_retryable()),
+            match err.downcast_ref::<Unfinished>() {
+                Some(e) if matches!(e.reason(), FailureReason::Key(_)) => {
+                    assert!(!e.is_retryable())
+                }
                 other => panic!("id {id}: {other:?}: {err}"),
             }
         }
@@ -578,10 +583,15 @@ mod tests {
         }
         assert_eq!(level(&app, "SKU-RED-MUG").await, Some(96));
         let err = invoke(&app, insufficient()).await.unwrap_err();
-        match err.downcast_ref::<EventError>() {
-            Some(e @ EventError::Handler { error, .. }) => {
+        match err.downcast_ref::<Unfinished>() {
+            Some(
+                e @ Unfinished::Failed {
+                    reason: FailureReason::Handler { kind, .. },
+                    ..
+                },
+            ) => {
                 assert!(!e.is_retryable());
-                assert_eq!(error.kind(), ErrorKind::Terminal);
+                assert_eq!(*kind, ErrorKind::Terminal);
             }
             other => panic!("{other:?}: {err}"),
         }
@@ -674,8 +684,13 @@ mod tests {
                 }
                 _ => {
                     let err = second.unwrap_err();
-                    match err.downcast_ref::<EventError>() {
-                        Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
+                    match err.downcast_ref::<Unfinished>() {
+                        Some(
+                            e @ Unfinished::Failed {
+                                reason: FailureReason::InProgress { .. },
+                                ..
+                            },
+                        ) => assert!(e.is_retryable()),
                         other => panic!("{other:?}"),
                     }
                     assert_eq!(gate.transactions.load(SeqCst), 1);
@@ -696,8 +711,13 @@ mod tests {
             let (app, gate) = gated(mode, true);
             gate.release.notify_one(); // the permit is stored: no waiting
             let err = invoke(&app, order_placed()).await.unwrap_err();
-            match err.downcast_ref::<EventError>() {
-                Some(e @ EventError::Idempotency { .. }) => assert!(e.is_retryable()),
+            match err.downcast_ref::<Unfinished>() {
+                Some(
+                    e @ Unfinished::Failed {
+                        reason: FailureReason::Store(_) | FailureReason::Idempotency(_),
+                        ..
+                    },
+                ) => assert!(e.is_retryable()),
                 other => panic!("{mode:?}: {other:?}"),
             }
             assert!(

@@ -184,6 +184,8 @@ impl KeySelector {
                 None => input.value.get("id").and_then(Value::as_str),
                 // An SNS notification invoking the function: its `MessageId`.
                 Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
+                // The same event as the one record of its source.
+                Some(d) if d.as_any().is::<crate::eventbridge::EventRecord>() => d.id(),
                 Some(_) => None,
             }),
             Self::DeduplicationId => delivery.and_then(|d| d.deduplication_id()),

@@ -10,7 +10,6 @@
 
 pub(crate) mod delivery;
 pub mod envelope;
-mod event;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;
@@ -26,8 +25,6 @@ mod source;
 pub mod whole;
 
 pub use delivery::{AsAny, Attribute, Delivery, IdField, Ordering, SourceNames, Within};
-pub use event::EventError;
-pub(crate) use event::EventKeys;
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, Salvage, StreamEvent, parse_stream};

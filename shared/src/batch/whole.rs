@@ -170,3 +170,86 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::delivery::{Ordering, SourceNames};
+    use crate::batch::report::RecordResult;
+    use crate::error::ErrorKind;
+
+    static NAMES: SourceNames = SourceNames {
+        id: "offset",
+        id_field: "offset",
+        lane_field: "partition",
+        deduplication_id: "none",
+        no_lane: "no lane",
+    };
+
+    fn record(
+        position: usize,
+        id: Option<&str>,
+        outcome: Result<Outcome<()>, FailureReason>,
+    ) -> RecordResult<()> {
+        RecordResult {
+            position,
+            message_id: id.map(str::to_owned),
+            lane: None,
+            key_hash: None,
+            outcome,
+        }
+    }
+
+    /// The answer names the first record that failed, not one skipped
+    /// behind it, and every record not done, in batch order.
+    #[test]
+    fn the_first_failure_not_skipped_is_named() {
+        let handler = FailureReason::Handler {
+            message: "down".into(),
+            kind: ErrorKind::Retryable,
+        };
+        let skipped = FailureReason::Skipped {
+            after: "p@1".into(),
+        };
+        let report = BatchReport::new(
+            vec![
+                record(0, Some("p@0"), Ok(Outcome::Executed(()))),
+                record(1, Some("p@2"), Err(skipped)),
+                record(2, None, Err(handler.clone())),
+            ],
+            Ordering::StopLane,
+            &NAMES,
+        );
+        let err = answer(&report).unwrap_err();
+        assert_eq!(
+            err,
+            Unfinished::Failed {
+                message_id: "record #2 (no offset)".into(),
+                reason: handler,
+                failed: 2,
+                records: vec!["p@2".into(), "record #2 (no offset)".into()],
+            }
+        );
+        assert!(err.is_retryable());
+        assert_eq!(crate::diagnostic::error_type(&err), "HandlerFailed");
+        assert!(
+            err.to_string()
+                .starts_with("2 records not done (p@2, record #2 (no offset))")
+        );
+        let done = BatchReport::new(
+            vec![record(0, Some("p@0"), Ok(Outcome::Executed(())))],
+            Ordering::StopLane,
+            &NAMES,
+        );
+        assert_eq!(answer(&done), Ok(()));
+        assert_eq!(single(done), Ok(Outcome::Executed(())));
+    }
+
+    /// A one-record event's handler runs once; a second call fails.
+    #[tokio::test]
+    async fn once_runs_the_handler_once() {
+        let handler = once(|n: u32| async move { Ok::<_, HandlerError>(n + 1) });
+        assert_eq!(handler(1).await.unwrap(), 2);
+        assert!(handler(1).await.is_err());
+    }
+}

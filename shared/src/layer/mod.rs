@@ -11,9 +11,10 @@
 //!   kept;
 //! * a duplicate is answered from the kept response, and the handler is
 //!   not called;
-//! * the same key with another payload fails ([`EventError::PayloadMismatch`],
-//!   permanent), and a key held by a running invocation fails
-//!   ([`EventError::InProgress`]) so that it is delivered again;
+//! * the same key with another payload fails ([`Unfinished`] with
+//!   [`FailureReason::PayloadMismatch`], permanent), and a key held by a
+//!   running invocation fails ([`FailureReason::InProgress`]) so that it is
+//!   delivered again;
 //! * a handler error or panic releases the claim: the retry runs it again.
 //!   The handler's own error comes back unchanged.
 //!
@@ -25,18 +26,21 @@
 //! Every invocation logs one line and emits its metric counts, as the
 //! processors do.
 //!
-//! How the key and the payload are read from the invocation is its
-//! [`Shape`], with the rules of the source's processor: [`Json`] (a plain
+//! An invocation runs as the one record of a one-record source on the one
+//! [`Processor`](crate::batch::Processor), the path every source takes: its
+//! key and payload are read by the source's own rules, its failure is a
+//! [`FailureReason`], answered whole ([`Unfinished`]): [`Json`] (a plain
 //! JSON invocation: [`IdempotencyLayer::new`]), [`EventBridge`] (an
 //! EventBridge event invoking the function: [`IdempotencyLayer::eventbridge`])
-//! and [`Sns`] (an SNS event invoking the function: [`IdempotencyLayer::sns`]).
+//! and [`Sns`] (an SNS event invoking the function: [`IdempotencyLayer::sns`]);
+//! a payload of your own: a one-record source implementing [`Invocation`].
 //! Batches (SQS, Kinesis, DynamoDB Streams, Kafka) need per-record results:
 //! use their processors. For HTTP APIs, [`crate::http`] answers with HTTP
 //! semantics (`409`, `422`, the `Idempotency-Key` header).
 //!
 //! Under Lambda, the layer goes inside the runtime's own layers. The
 //! layer's failures reach the runtime as the inner service's error type
-//! (`S::Error: From<EventError>`; `lambda_runtime::Error` is); mapped with
+//! (`S::Error: From<Unfinished>`; `lambda_runtime::Error` is); mapped with
 //! [`diagnostic`](crate::diagnostic::diagnostic), a failed invocation's
 //! `errorType` says what failed (`PayloadMismatch`, `InProgress`,
 //! `InvalidKey`, `HandlerFailed`), as [`runtime::run`](crate::runtime::run)
@@ -149,7 +153,7 @@
 //! use lambda_runtime::tower::{Service, ServiceBuilder, ServiceExt};
 //! use lambda_runtime::{Context, LambdaEvent, service_fn};
 //! use serde_json::json;
-//! use lambda_idempotency::batch::EventError;
+//! use lambda_idempotency::batch::{FailureReason, Unfinished};
 //! use lambda_idempotency::layer::IdempotencyLayer;
 //! use lambda_idempotency::sns::SnsEvent;
 //! use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, Outcome};
@@ -188,18 +192,19 @@
 //! // Another message under the same order id: a mismatch, not a replay.
 //! let other = service.ready().await?.call(notification("m-2", r#"{"order_id":"ord-1","total":99}"#)).await;
 //! let error = other.expect_err("a payload mismatch");
-//! assert!(matches!(error.downcast_ref::<EventError>(), Some(EventError::PayloadMismatch { .. })));
+//! let failure = error.downcast_ref::<Unfinished>().expect("the layer's failure");
+//! assert_eq!(failure.reason(), &FailureReason::PayloadMismatch);
 //! # Ok(())
 //! # }
 //! ```
 
+mod invocation;
 mod service;
-mod shape;
 
 #[cfg(doc)]
-use crate::batch::EventError;
+use crate::batch::{FailureReason, Unfinished};
+pub use invocation::{EventBridge, Invocation, Json, JsonInvocation, OneRecord, Sns};
 pub use service::{IdempotencyLayer, IdempotencyService, Idempotent};
-pub use shape::{EventBridge, Json, Reading, Shape, Sns};
 
 #[cfg(test)]
 mod tests;

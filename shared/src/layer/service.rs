@@ -1,28 +1,27 @@
 //! The layer (its settings) and the service it wraps around a handler.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
-use std::time::Instant;
 
 use lambda_runtime::tower::{Layer, Service};
 use lambda_runtime::{BoxFuture, LambdaEvent};
 use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 
-use crate::batch::{
-    EventError, EventKeys, IdField, KeySelector, MissingKey, PayloadScope, remaining_now,
-};
+use crate::batch::whole::{self, Unfinished};
+use crate::batch::{FailureReason, KeySelector, MissingKey, PayloadScope, Prepare, Processor};
+use crate::batch::{Source, remaining_now};
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
 
-use super::shape::{EventBridge, Json, Reading, Shape, Sns};
+use super::invocation::{EventBridge, Invocation, Json, OneRecord, Sns};
 
-/// What a layer and its services share.
+/// What a layer and its services share: the one processor over the
+/// layer's one-record source.
 #[derive(Debug, Clone)]
 struct Settings<V> {
-    keys: EventKeys,
-    shape: V,
+    processor: Processor<V>,
 }
 
 /// A [`tower::Layer`](lambda_runtime::tower::Layer) that makes a Lambda
@@ -32,11 +31,11 @@ struct Settings<V> {
 /// clone) and add it to a `ServiceBuilder`, inside `lambda_runtime`'s own
 /// layers.
 #[derive(Debug)]
-pub struct IdempotencyLayer<V = Json> {
+pub struct IdempotencyLayer<V: Source = Json> {
     settings: Arc<Settings<V>>,
 }
 
-impl<V> Clone for IdempotencyLayer<V> {
+impl<V: Source> Clone for IdempotencyLayer<V> {
     fn clone(&self) -> Self {
         Self {
             settings: Arc::clone(&self.settings),
@@ -48,7 +47,7 @@ impl IdempotencyLayer<Json> {
     /// A layer for a plain JSON invocation ([`Json`]): `key` reads the
     /// payload as JSON (`KeySelector::pointer("/order_id")`).
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
-        Self::with_shape(engine, key, Json)
+        Self::with_source(engine, key, Json::default())
     }
 }
 
@@ -57,7 +56,7 @@ impl IdempotencyLayer<EventBridge> {
     /// ([`EventBridge`]): `key` reads the envelope ([`KeySelector::Id`]:
     /// the event `id`; `pointer("/detail/order_id")`).
     pub fn eventbridge(engine: Idempotency, key: KeySelector) -> Self {
-        Self::with_shape(engine, key, EventBridge)
+        Self::with_source(engine, key, EventBridge::default())
     }
 }
 
@@ -67,59 +66,57 @@ impl IdempotencyLayer<Sns> {
     /// (`pointer("/Message/order_id")`; [`KeySelector::Id`]: the
     /// `MessageId`).
     pub fn sns(engine: Idempotency, key: KeySelector) -> Self {
-        Self::with_shape(engine, key, Sns)
+        Self::with_source(engine, key, Sns::default())
     }
 }
 
-impl<V> IdempotencyLayer<V> {
-    /// A layer reading invocations with `shape` (one of the crate's, or a
-    /// [`Shape`] of your own).
-    pub fn with_shape(engine: Idempotency, key: KeySelector, shape: V) -> Self {
+impl<V: Source> IdempotencyLayer<V> {
+    /// A layer running invocations as the one record of `source` (one of
+    /// the crate's, or a one-record [`Source`] of your own implementing
+    /// [`Invocation`]).
+    pub fn with_source(engine: Idempotency, key: KeySelector, source: V) -> Self {
+        let processor = Processor::with_source(engine, key, source);
         Self {
-            settings: Arc::new(Settings {
-                keys: EventKeys::new(engine, key),
-                shape,
-            }),
+            settings: Arc::new(Settings { processor }),
         }
     }
 
-    fn edit(self, f: impl FnOnce(&mut Settings<V>)) -> Self
-    where
-        V: Clone,
-    {
-        let mut settings = Arc::unwrap_or_clone(self.settings);
-        f(&mut settings);
+    fn edit(self, f: impl FnOnce(Processor<V>) -> Processor<V>) -> Self {
+        let settings = Arc::unwrap_or_clone(self.settings);
+        let processor = f(settings.processor);
         Self {
-            settings: Arc::new(settings),
+            settings: Arc::new(Settings { processor }),
         }
     }
 
     /// What to do without a key. Default [`MissingKey::Fail`]
-    /// ([`EventError::Key`]).
-    pub fn missing_key(self, policy: MissingKey) -> Self
-    where
-        V: Clone,
-    {
-        self.edit(|s| s.keys.missing_key = policy)
+    /// ([`FailureReason::Key`]).
+    pub fn missing_key(self, policy: MissingKey) -> Self {
+        self.edit(|p| p.missing_key(policy))
     }
 
     /// What payload validation hashes. Default [`PayloadScope::Body`]
-    /// (the shape's body: the whole JSON, the EventBridge `detail`, the
+    /// (the source's body: the whole JSON, the EventBridge `detail`, the
     /// parsed SNS `Message`).
     pub fn payload(self, scope: PayloadScope) -> Self
     where
-        V: Clone,
+        V: OneRecord,
     {
-        self.edit(|s| s.keys.payload = scope)
+        self.edit(|p| V::payload(p, scope))
     }
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.settings.keys.engine
+        self.settings.processor.engine()
+    }
+
+    /// The processor it runs on.
+    pub fn processor(&self) -> &Processor<V> {
+        &self.settings.processor
     }
 }
 
-impl<S, V> Layer<S> for IdempotencyLayer<V> {
+impl<S, V: Source> Layer<S> for IdempotencyLayer<V> {
     type Service = IdempotencyService<S, V>;
 
     fn layer(&self, inner: S) -> Self::Service {
@@ -132,12 +129,12 @@ impl<S, V> Layer<S> for IdempotencyLayer<V> {
 
 /// The service [`IdempotencyLayer`] wraps around `S`.
 #[derive(Debug)]
-pub struct IdempotencyService<S, V = Json> {
+pub struct IdempotencyService<S, V: Source = Json> {
     inner: S,
     settings: Arc<Settings<V>>,
 }
 
-impl<S: Clone, V> Clone for IdempotencyService<S, V> {
+impl<S: Clone, V: Source> Clone for IdempotencyService<S, V> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -217,10 +214,12 @@ impl<S, V, P> Service<LambdaEvent<P>> for IdempotencyService<S, V>
 where
     S: Service<LambdaEvent<P>> + Clone + Send + 'static,
     S::Response: Serialize + DeserializeOwned + Send,
-    S::Error: From<EventError> + fmt::Display + Send,
+    S::Error: From<Unfinished> + fmt::Display + Send,
     S::Future: Send,
     P: Send + 'static,
-    V: Shape<P>,
+    V: Invocation<P> + Prepare<<V as Invocation<P>>::Record>,
+    V::Event: Send,
+    <V as Invocation<P>>::Record: Send + Sync,
 {
     type Response = Idempotent<S::Response>;
     type Error = S::Error;
@@ -239,9 +238,10 @@ where
     }
 }
 
-impl<V> Settings<V> {
-    /// One invocation: read, key, run `inner` through the engine, log and
-    /// count; the inner service's own error comes back unchanged.
+impl<V: Source> Settings<V> {
+    /// One invocation, the one record of its event: prepared by the
+    /// source, run through the one processor (`inner` its handler), logged
+    /// and counted; the inner service's own error comes back unchanged.
     async fn call<S, P>(
         &self,
         mut inner: S,
@@ -250,43 +250,31 @@ impl<V> Settings<V> {
     where
         S: Service<LambdaEvent<P>>,
         S::Response: Serialize + DeserializeOwned,
-        S::Error: From<EventError> + fmt::Display,
-        V: Shape<P>,
+        S::Error: From<Unfinished> + fmt::Display,
+        V: Invocation<P> + Prepare<<V as Invocation<P>>::Record>,
     {
-        let start = Instant::now();
-        let mut inner_error = None;
-        let reading = self.shape.read(&event.payload);
-        let (id, id_field) = match &reading {
-            Ok(Reading {
-                id: Some(id),
-                id_field,
-                ..
-            }) if !id.is_empty() => (id.clone(), *id_field),
-            _ => (event.context.request_id.clone(), IdField::default()),
-        };
         let remaining = remaining_now(&event.context);
-        let keys = crate::tenant::scoped(&self.keys, event.context.tenant_id.as_deref(), |k, t| {
-            k.for_tenant(Some(t))
-        });
-        let own_error = &mut inner_error;
-        let handler = || async move {
+        let processor = crate::tenant::scoped(
+            &self.processor,
+            event.context.tenant_id.as_deref(),
+            |p, t| p.for_tenant(Some(t)),
+        );
+        let source = processor.source();
+        let one = source.event(&event.payload, &event.context.request_id);
+        let inner_error = Mutex::new(None);
+        let own_error = &inner_error;
+        let handler = whole::once(move |_: <V as Invocation<P>>::Record| async move {
             inner.call(event).await.map_err(|e| {
                 let error = HandlerError::retryable(e.to_string());
-                *own_error = Some(e);
+                *own_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 error
             })
-        };
-        let checked = match reading {
-            Ok(ref r) => {
-                let delivery = r.delivery.as_deref().map(|d| d as _);
-                Ok((&r.document, delivery, &r.body, handler))
-            }
-            Err(e) => Err(e),
-        };
-        let result = keys.run((&id, id_field), start, remaining, checked).await;
-        match (result, inner_error) {
+        });
+        let report = processor.process(one, remaining, handler).await;
+        let own = inner_error.into_inner().unwrap_or_else(|p| p.into_inner());
+        match (whole::single(report), own) {
             (Ok(outcome), _) => Ok(Idempotent { outcome }),
-            (Err(EventError::Handler { .. }), Some(own)) => Err(own),
+            (Err(e), Some(own)) if matches!(e.reason(), FailureReason::Handler { .. }) => Err(own),
             (Err(e), _) => Err(e.into()),
         }
     }

@@ -9,7 +9,7 @@ use lambda_runtime::{Context, LambdaEvent, service_fn};
 use serde_json::{Value, json};
 
 use super::{IdempotencyLayer, Idempotent};
-use crate::batch::EventError;
+use crate::batch::{FailureReason, Unfinished};
 use crate::eventbridge::EventPayload;
 use crate::{Config, Idempotency, KeySelector, MemoryStore, MissingKey, Outcome};
 
@@ -57,10 +57,12 @@ where
         .await
 }
 
-fn layer_error(error: &BoxError) -> &EventError {
+/// Why the layer failed the invocation.
+fn layer_error(error: &BoxError) -> &FailureReason {
     error
-        .downcast_ref::<EventError>()
-        .unwrap_or_else(|| panic!("not a EventError: {error}"))
+        .downcast_ref::<Unfinished>()
+        .unwrap_or_else(|| panic!("not the layer's failure: {error}"))
+        .reason()
 }
 
 #[tokio::test]
@@ -106,10 +108,10 @@ async fn the_same_key_with_another_payload_is_a_mismatch() {
         .await
         .expect_err("a mismatch");
     assert!(
-        matches!(layer_error(&error), EventError::PayloadMismatch { .. }),
+        matches!(layer_error(&error), FailureReason::PayloadMismatch),
         "{error}"
     );
-    assert!(!layer_error(&error).is_retryable());
+    assert!(layer_error(&error).is_terminal());
     assert_eq!(crate::diagnostic::error_type(&*error), "PayloadMismatch");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
@@ -124,7 +126,7 @@ async fn a_handler_error_comes_back_unchanged_and_releases_the_claim() {
         .await
         .expect_err("the handler's error");
     assert!(
-        error.downcast_ref::<EventError>().is_none(),
+        error.downcast_ref::<Unfinished>().is_none(),
         "not wrapped: {error:?}"
     );
     assert_eq!(error.to_string(), "the handler failed on purpose");
@@ -142,7 +144,7 @@ async fn a_panic_releases_the_claim() {
         .await
         .expect_err("the panic");
     assert!(
-        matches!(layer_error(&error), EventError::Handler { .. }),
+        matches!(layer_error(&error), FailureReason::Handler { .. }),
         "{error}"
     );
     assert!(error.to_string().contains("panicked on purpose"), "{error}");
@@ -164,7 +166,7 @@ async fn a_missing_key_fails_or_runs_unprotected() {
         .await
         .expect_err("no key");
     assert!(
-        matches!(layer_error(&error), EventError::Key { .. }),
+        matches!(layer_error(&error), FailureReason::Key(_)),
         "{error}"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -226,7 +228,7 @@ async fn eventbridge_keys_exact_numbers_and_validates_the_detail() {
         .await
         .expect_err("not an EventBridge event");
     assert!(
-        matches!(layer_error(&error), EventError::InvalidEvent { .. }),
+        matches!(layer_error(&error), FailureReason::Parse(_)),
         "{error}"
     );
     assert_eq!(crate::diagnostic::error_type(&*error), "InvalidEvent");
@@ -274,7 +276,7 @@ async fn sns_keys_on_the_message_id() {
     assert!(send(event("m-2", 1)).await.unwrap().executed());
     let error = send(event("m-3", 2)).await.expect_err("two notifications");
     assert!(
-        matches!(layer_error(&error), EventError::InvalidEvent { .. }),
+        matches!(layer_error(&error), FailureReason::Parse(_)),
         "{error}"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);

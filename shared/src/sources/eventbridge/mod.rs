@@ -2,7 +2,7 @@
 //! invocation): [`EventBridgeProcessor`]. The guide: the repository's `docs/sources/eventbridge.md`.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[cfg(feature = "lambda")]
 use crate::batch::remaining_now;
@@ -15,12 +15,17 @@ use serde_json::value::RawValue;
 
 pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
-pub use crate::batch::EventError;
 use crate::batch::envelope::looks_like_eventbridge;
-use crate::batch::json_type;
-use crate::batch::{EventKeys, IdField, KeySelector, MissingKey, PayloadKind, PayloadScope};
+use crate::batch::whole::{self, Unfinished};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
+use crate::batch::{MalformedRecord, MissingKey, Ordering, PayloadKind, PayloadScope, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, json_type};
 use crate::engine::{Idempotency, Outcome};
 use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
+
+/// The `source` of a record that is not an EventBridge event, for its
+/// parking ticket.
+const EVENT_SOURCE: &str = "aws.events";
 
 /// What [`EventBridgeProcessor::handle`] returns for an event that is done
 /// (Lambda ignores it; a local run prints it).
@@ -43,8 +48,9 @@ pub enum EventResponse<T> {
 }
 
 /// Parses an invocation payload as an EventBridge event, rejecting other
-/// shapes (an SQS batch, garbage) with a clear error.
-pub fn parse_event(value: &Value) -> Result<EventBridgeEvent<Value>, EventError> {
+/// shapes (an SQS batch, garbage) with a clear error
+/// ([`BatchError::WrongEvent`], `errorType` `InvalidEvent`).
+pub fn parse_event(value: &Value) -> Result<EventBridgeEvent<Value>, BatchError> {
     let wrong = |m: String| Err(not_eventbridge(m));
     let Some(object) = value.as_object() else {
         return wrong(format!("expected a JSON object, got {}", json_type(value)));
@@ -92,7 +98,7 @@ impl EventPayload {
     /// The event, checked ([`parse_event`]'s errors), and the key material:
     /// the envelope as received, numbers that `f64` cannot hold as their
     /// exact text.
-    pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), EventError> {
+    pub(crate) fn parse(&self) -> Result<(EventBridgeEvent<Value>, Value), BatchError> {
         let event = parse_event(&self.value)?;
         let exact = (self.text.as_ref()).and_then(|t| exact_material(t.get(), &self.value));
         Ok((event, exact.unwrap_or_else(|| self.value.clone())))
@@ -156,59 +162,190 @@ impl<'de> Deserialize<'de> for EventPayload {
     }
 }
 
-/// Runs EventBridge events through the engine.
+/// The names of an EventBridge event, for logs and messages.
+static NAMES: SourceNames = SourceNames {
+    id: "id",
+    id_field: "event_id",
+    lane_field: "group",
+    deduplication_id: "a deduplication id (EventBridge events have none)",
+    no_lane: "EventBridge event without a lane",
+};
+
+/// EventBridge invoking the function, a one-record source of the batch
+/// core: one event per invocation, answered whole ([`Unfinished`]).
+#[derive(Debug, Clone, Default)]
+pub struct EventBridge {
+    accept: Option<(String, String)>,
+    pub(crate) payload: PayloadScope,
+}
+
+/// One EventBridge event on its way through the pipeline: checked, with its
+/// key material (the envelope as received, numbers that `f64` cannot hold
+/// as their exact text).
+#[derive(Debug)]
+pub struct EventRecord {
+    payload: EventPayload,
+    material: Value,
+    event: EventBridgeEvent<Value>,
+}
+
+impl Delivery for EventRecord {
+    fn id(&self) -> Option<&str> {
+        self.event.id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    fn position(&self) -> Option<&str> {
+        None
+    }
+
+    fn source(&self) -> &'static SourceNames {
+        &NAMES
+    }
+}
+
+impl Source for EventBridge {
+    type Event = EventPayload;
+    type Raw = EventRecord;
+    type Response = ();
+    type Error = Unfinished;
+    const NAMES: &'static SourceNames = &NAMES;
+
+    /// Any JSON: a payload that is not an EventBridge event fails as its
+    /// one record ([`FailureReason::Parse`]).
+    fn parse(payload: Value) -> Result<EventPayload, BatchError> {
+        Ok(EventPayload::from(payload))
+    }
+
+    fn ordering(&self, _: &EventPayload) -> Ordering {
+        Ordering::Unordered
+    }
+
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
+        whole::answer(report)
+    }
+}
+
+/// The one record of an invocation: the event, or a payload that is not
+/// an EventBridge event (it fails alone, [`FailureReason::Parse`]).
+impl From<EventPayload> for StreamEvent<EventRecord> {
+    fn from(payload: EventPayload) -> Self {
+        let record = match payload.parse() {
+            Ok((event, material)) => Ok(EventRecord {
+                payload,
+                material,
+                event,
+            }),
+            Err(error) => {
+                let id = payload.value.get("id").and_then(Value::as_str);
+                let id = id.map(str::to_owned);
+                let mut record = MalformedRecord::new(0, payload.value, &NAMES, EVENT_SOURCE);
+                (record.id, record.error) = (id, error.to_string());
+                Err(record)
+            }
+        };
+        StreamEvent::parsed(vec![record])
+    }
+}
+
+/// Keyed on the envelope as received ([`KeySelector::Id`]: its `id`), the
+/// `detail` hashed.
+impl<D: Serialize + DeserializeOwned> Prepare<EventBridgeEvent<D>> for EventBridge {
+    type Body = EventBridgeEvent<D>;
+
+    fn prepare<'r>(
+        &self,
+        _: &Pipeline<'_>,
+        ident: &str,
+        record: &'r EventRecord,
+    ) -> Result<Prepared<'r, EventBridgeEvent<D>>, FailureReason> {
+        let event = &record.event;
+        if let Some((source, detail_type)) = &self.accept
+            && (event.source != *source || event.detail_type != *detail_type)
+        {
+            return Err(FailureReason::NotAccepted(format!(
+                "event {ident}: expected detail-type {detail_type:?} from source {source:?}, got \
+                 detail-type {:?} from source {:?}: is the EventBridge rule's pattern right?",
+                event.detail_type, event.source
+            )));
+        }
+        let typed = record.payload.typed::<D>(&record.material).map_err(|e| {
+            FailureReason::Parse(format!(
+                "event {ident}: detail does not parse as {}: {e}",
+                std::any::type_name::<D>()
+            ))
+        })?;
+        let detail = record.material.get("detail").cloned();
+        let prepared = Prepared::new(typed, record.material.clone());
+        Ok(prepared
+            .hashed(detail.unwrap_or(Value::Null))
+            .hashing(self.payload))
+    }
+
+    fn record(&self, _: EventRecord, event: EventBridgeEvent<D>, _: Keyed) -> EventBridgeEvent<D> {
+        event
+    }
+}
+
+/// Runs EventBridge events through the engine: the one [`Processor`] over
+/// the one-record source [`EventBridge`], its answer the event's
+/// [`Outcome`] or [`Unfinished`].
 #[derive(Debug, Clone)]
 pub struct EventBridgeProcessor {
-    keys: EventKeys,
-    accept: Option<(String, String)>,
+    processor: Processor<EventBridge>,
 }
 
 impl EventBridgeProcessor {
     /// A processor keyed by the event id ([`KeySelector::Id`]).
     pub fn new(engine: Idempotency) -> Self {
-        let keys = EventKeys::new(engine, KeySelector::Id);
-        Self { keys, accept: None }
+        let source = EventBridge::default();
+        let processor = Processor::with_source(engine, KeySelector::Id, source);
+        Self { processor }
     }
 
     /// Where the key comes from. Default [`KeySelector::Id`] (the event
     /// `id`); a pointer resolves against the envelope (`/detail/order_id`).
     pub fn key(mut self, key: KeySelector) -> Self {
-        self.keys.key = key;
+        self.processor.settings.key = key;
         self
     }
 
     /// What to do without a key. Default [`MissingKey::Fail`].
     pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.keys.missing_key = policy;
+        self.processor = self.processor.missing_key(policy);
         self
     }
 
     /// What payload validation hashes ([`PayloadScope::Body`]: the `detail`).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.keys.payload = scope;
+        self.processor.source.payload = scope;
         self
     }
 
     /// Accepts only events with this `source` and `detail-type`; any other
-    /// fails with [`EventError::WrongEvent`] (permanent) before its key is
-    /// claimed. Default: every event.
+    /// fails with [`FailureReason::NotAccepted`] (permanent) before its key
+    /// is claimed. Default: every event.
     pub fn accept(mut self, source: impl Into<String>, detail_type: impl Into<String>) -> Self {
-        self.accept = Some((source.into(), detail_type.into()));
+        self.processor.source.accept = Some((source.into(), detail_type.into()));
         self
     }
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.keys.engine
+        self.processor.engine()
+    }
+
+    /// The processor it runs on (its other builders: the deadline margin,
+    /// record logs).
+    pub fn processor(&self) -> &Processor<EventBridge> {
+        &self.processor
     }
 
     /// This processor for an invocation of `tenant` (its engine's
     /// [`Idempotency::for_tenant`]): what [`handle`](Self::handle) does
     /// with the invocation's `Context::tenant_id`.
     pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
-        let mut this = self.clone();
-        this.keys = this.keys.for_tenant(tenant);
-        this
+        let processor = self.processor.for_tenant(tenant);
+        Self { processor }
     }
 
     /// Handles one invocation ([`process`](Self::process) with its remaining
@@ -241,16 +378,18 @@ impl EventBridgeProcessor {
         })
     }
 
-    /// Handles one event, an [`EventPayload`] or an event already parsed:
-    /// checks it ([`parse_event`]'s errors), parses `detail` into `D`,
-    /// selects the key and runs `handler` through the engine, logged and
-    /// counted. An engine `InProgress` or `PayloadMismatch` is an `Err`.
+    /// Handles one event, an [`EventPayload`] or an event already parsed,
+    /// as the one record of a batch: checks it ([`parse_event`]'s errors),
+    /// parses `detail` into `D`, selects the key and runs `handler` through
+    /// the engine, logged and counted. A failure (an engine `InProgress` or
+    /// `PayloadMismatch` too) is an [`Unfinished`] naming its
+    /// [`FailureReason`].
     pub async fn process<D, T, R, H, Fut>(
         &self,
         payload: impl Into<EventPayload>,
         remaining: Option<Duration>,
         handler: H,
-    ) -> Result<Outcome<T>, EventError>
+    ) -> Result<Outcome<T>, Unfinished>
     where
         D: Serialize + DeserializeOwned,
         T: Serialize + DeserializeOwned,
@@ -258,41 +397,16 @@ impl EventBridgeProcessor {
         H: FnOnce(EventBridgeEvent<D>) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let payload = payload.into();
-        let (event, material) = payload.parse()?;
-        let start = Instant::now();
-        let event_id = (event.id.filter(|id| !id.is_empty())).unwrap_or("(no id)".into());
-        let checked = match &self.accept {
-            Some((source, detail_type))
-                if event.source != *source || event.detail_type != *detail_type =>
-            {
-                Err(EventError::WrongEvent {
-                    event_id: event_id.clone(),
-                    found_source: event.source,
-                    found_detail_type: event.detail_type,
-                    expected_source: source.clone(),
-                    expected_detail_type: detail_type.clone(),
-                })
-            }
-            _ => payload
-                .typed::<D>(&material)
-                .map_err(|e| EventError::BadDetail {
-                    event_id: event_id.clone(),
-                    expected: std::any::type_name::<D>(),
-                    error: e.to_string(),
-                }),
-        };
-        let body = &material["detail"];
-        let checked = checked.map(|typed| (&material, None, body, || handler(typed)));
-        let unit = (event_id.as_str(), IdField::EventId);
-        self.keys.run(unit, start, remaining, checked).await
+        let handler = whole::once(handler);
+        let report = (self.processor).process(payload.into(), remaining, handler);
+        whole::single(report.await)
     }
 }
 
 /// A payload that is not an EventBridge event.
-fn not_eventbridge(message: impl ToString) -> EventError {
+fn not_eventbridge(message: impl ToString) -> BatchError {
     let (expected, message) = ("an EventBridge", message.to_string());
-    EventError::InvalidEvent { expected, message }
+    BatchError::WrongEvent { expected, message }
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
 use super::*;
+use crate::batch::FailureReason;
+use crate::error::ErrorKind;
 use crate::error::KeyError;
 use crate::record::{Record, Status};
 use crate::testkit::{T0, engine_with, event_json, memory_engine};
@@ -87,7 +89,10 @@ async fn business_key_from_detail() {
         .process(changed, None, |e| reserve(&runs, e))
         .await
         .unwrap_err();
-    assert!(matches!(err, EventError::PayloadMismatch { .. }), "{err}");
+    assert!(
+        matches!(err.reason(), FailureReason::PayloadMismatch),
+        "{err}"
+    );
     assert!(!err.is_retryable());
 }
 
@@ -116,9 +121,12 @@ async fn in_progress_is_an_error_to_retry() {
         .await
         .unwrap_err();
     match &err {
-        EventError::InProgress {
-            event_id,
-            lease_expires_at_ms,
+        Unfinished::Failed {
+            message_id: event_id,
+            reason: FailureReason::InProgress {
+                lease_expires_at_ms,
+            },
+            ..
         } => {
             assert_eq!(event_id, "4197b62e-be24-4f92-8058-adf067913c93");
             assert_eq!(*lease_expires_at_ms, Some(T0 + 10_000));
@@ -166,7 +174,13 @@ async fn terminal_errors_are_recorded() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, EventError::Handler { .. }) && !err.is_retryable(),
+        matches!(
+            err.reason(),
+            FailureReason::Handler {
+                kind: ErrorKind::Terminal,
+                ..
+            }
+        ) && !err.is_retryable(),
         "{err}"
     );
     assert!(
@@ -229,7 +243,10 @@ async fn bad_detail_is_a_permanent_error() {
         .await
         .unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, EventError::BadDetail { .. }), "{message}");
+    assert!(
+        matches!(err.reason(), FailureReason::Parse(m) if m.contains("detail does not parse")),
+        "{message}"
+    );
     assert!(!err.is_retryable());
     assert!(
         message.contains("4197b62e-be24-4f92-8058-adf067913c93"),
@@ -255,7 +272,7 @@ async fn missing_keys() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, EventError::Key { error: KeyError::Missing(p), .. } if p == "/detail/customer_id"),
+        matches!(err.reason(), FailureReason::Key(KeyError::Missing(p)) if p == "/detail/customer_id"),
         "{err}"
     );
     assert!(!err.is_retryable());
@@ -281,7 +298,10 @@ async fn missing_keys() {
         .process(order_placed(), None, |e| reserve(&runs, e))
         .await
         .unwrap_err();
-    assert!(matches!(&err, EventError::KeyPanicked { message, .. } if message == "key bug"));
+    assert!(
+        matches!(err.reason(), FailureReason::Panic(m) if m.contains("key selector panicked") && m.contains("key bug")),
+        "{err}"
+    );
     assert_eq!(runs.load(SeqCst), 1);
 }
 
@@ -307,8 +327,8 @@ fn wrong_shapes_are_not_eventbridge_events() {
     ];
     for (value, expected) in cases {
         let err = parse_event(&value).unwrap_err();
-        assert!(matches!(err, EventError::InvalidEvent { .. }), "{value}");
-        assert!(!err.is_retryable());
+        assert!(matches!(err, BatchError::WrongEvent { .. }), "{value}");
+        assert_eq!(crate::diagnostic::error_type(&err), "InvalidEvent");
         assert!(err.to_string().contains(expected), "{value}: {err}");
     }
     assert!(parse_event(&event_json("inventory-insufficient-stock.json")).is_ok());
@@ -432,7 +452,7 @@ mod invocations {
             )
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("different detail"), "{err}");
+        assert!(err.to_string().contains("different payload"), "{err}");
         assert_eq!(runs.load(SeqCst), 1);
     }
 

@@ -23,10 +23,11 @@ use serde_json::json;
 
 #[cfg(feature = "lambda")]
 use crate::batch::remaining_now;
-use crate::batch::{Failure, MissingKey, Unit, millis};
+use crate::batch::report::record_outcome;
+use crate::batch::{Failure, FailureReason, MissingKey, Unit, millis};
 use crate::config::Config;
 use crate::engine::{Idempotency, Outcome};
-use crate::error::{Error, ErrorKind, HandlerError, report};
+use crate::error::{ErrorKind, HandlerError};
 use crate::key::{IdempotencyKey, sha256_hex};
 use crate::write::{IntoStaged, Staged};
 
@@ -430,52 +431,52 @@ impl HttpProcessor {
                 })
             })
             .await;
-        self.respond(result, first, unkept)
+        self.respond(record_outcome(result), first, unkept)
     }
 
-    /// The answer for the engine's result (`first` and `unkept` as the
-    /// handler gave them).
+    /// The answer for the engine's result in the one failure vocabulary
+    /// (`first` and `unkept` as the handler gave them): a failure is
+    /// answered with its problem ([`Problem::of`]).
     fn respond(
         &self,
-        result: Result<Outcome<HttpResponse>, Error>,
+        result: Result<Outcome<HttpResponse>, FailureReason>,
         first: Option<HttpResponse>,
         unkept: Option<HttpResponse>,
     ) -> Answer {
-        let failed = || {
-            Problem::new(500, Problem::HANDLER_FAILED, "Request failed")
-                .detail("the request failed and nothing was kept; retry it with the same key")
-        };
         let retry_after = self.retry_after.as_secs().max(1).to_string();
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(Error::Handler(e)) => {
-                return match unkept {
-                    Some(response) => {
-                        let (status, error) = (response.status, e.to_string());
-                        let refused = Refused {
-                            status,
-                            error,
-                            released: true,
-                        };
-                        (response, Err(refused))
-                    }
-                    None if e.kind() == ErrorKind::Terminal => {
-                        refuse(rejected(e.to_string()), Some(e.to_string()))
-                    }
-                    None => refuse(failed(), Some(e.to_string())),
+            // The handler's own answer, not kept: the key is released.
+            Err(FailureReason::Handler { message, .. }) if unkept.is_some() => {
+                let response = unkept.unwrap_or_else(|| Problem::of_handler().into());
+                let (status, error) = (response.status, message);
+                let refused = Refused {
+                    status,
+                    error,
+                    released: true,
                 };
+                return (response, Err(refused));
             }
-            Err(e) if e.is_retryable() => {
-                let (response, refused) = refuse(
-                    Problem::new(503, Problem::UNAVAILABLE, "Service unavailable")
-                        .detail("retry the request with the same key"),
-                    Some(report(&e)),
-                );
-                return (response.header("retry-after", retry_after), refused);
-            }
-            Err(e) => {
-                let problem = Problem::new(500, Problem::HANDLER_FAILED, "Request failed");
-                return refuse(problem, Some(report(&e)));
+            Err(reason) => {
+                let problem = Problem::of(&reason);
+                let retry = problem.status == 409 || problem.status == 503;
+                // A key in use or reused is the engine's outcome in the
+                // log line and the counts, as in every source.
+                let logged = match &reason {
+                    FailureReason::InProgress {
+                        lease_expires_at_ms,
+                    } => Ok(Outcome::InProgress {
+                        lease_expires_at_ms: *lease_expires_at_ms,
+                    }),
+                    FailureReason::PayloadMismatch => Ok(Outcome::PayloadMismatch),
+                    _ => refuse(problem.clone(), Some(reason.to_string())).1,
+                };
+                let response = HttpResponse::from(problem);
+                let response = match retry {
+                    true => response.header("retry-after", retry_after),
+                    false => response,
+                };
+                return (response, logged);
             }
         };
         let response = match &outcome {
@@ -489,23 +490,12 @@ impl HttpProcessor {
                     .into()
             }
             Outcome::Rejected { error, .. } => rejected(error.clone()).into(),
-            Outcome::InProgress { .. } => HttpResponse::from(
-                Problem::new(409, Problem::IN_PROGRESS, "Request in progress").detail(
-                    "a request with this key is being processed; retry after the \
-                     Retry-After delay with the same key",
-                ),
-            )
-            .header("retry-after", retry_after),
-            Outcome::PayloadMismatch => {
-                Problem::new(422, Problem::KEY_REUSED, "Idempotency-Key reused")
-                    .detail(
-                        "this key was used with another request (method, path or body); use a \
-                         new key for a new request",
-                    )
-                    .into()
+            // Never: the engine's `InProgress` and `PayloadMismatch` are
+            // failures ([`record_outcome`]), and HTTP parks nothing.
+            other => {
+                let reason = format!("unexpected outcome {}", other.label());
+                return refuse(Problem::of_handler(), Some(reason));
             }
-            // Never from the engine (stream sources park, not HTTP).
-            Outcome::Parked { reason, .. } => return refuse(failed(), Some(reason.clone())),
         };
         match outcome {
             Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. } => {
@@ -518,7 +508,7 @@ impl HttpProcessor {
 
 /// The answer to a request the handler refused (a terminal error): 422.
 fn rejected(detail: String) -> Problem {
-    Problem::new(422, Problem::REJECTED, "Request rejected").detail(detail)
+    Problem::rejected(detail)
 }
 
 /// `problem` answered without a kept outcome; `error` (default: the

@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::response::HttpResponse;
+use crate::batch::FailureReason;
+use crate::error::ErrorKind;
 
 /// The media type of a problem details body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -64,6 +66,62 @@ impl Problem {
     /// A malformed request (400): the body is not what the operation takes.
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(400, Self::MALFORMED_REQUEST, "Malformed request").detail(detail)
+    }
+
+    /// The handler refused the request (a terminal error): 422 `rejected`.
+    pub fn rejected(detail: impl Into<String>) -> Self {
+        Self::new(422, Self::REJECTED, "Request rejected").detail(detail)
+    }
+
+    /// The request failed and nothing was kept: 500 `handler-failed`.
+    pub fn of_handler() -> Self {
+        Self::new(500, Self::HANDLER_FAILED, "Request failed")
+            .detail("the request failed and nothing was kept; retry it with the same key")
+    }
+
+    /// The answer to a request that failed for `reason`, the one failure
+    /// vocabulary of every source ([`FailureReason`]): a request that is
+    /// not what the operation takes 400, a key in use 409 (with
+    /// `Retry-After`), a key reused or a refusal 422, a handler failure or
+    /// panic 500, the store or the engine unavailable, or no time left, 503
+    /// (with `Retry-After`).
+    pub fn of(reason: &FailureReason) -> Self {
+        match reason {
+            FailureReason::Parse(detail) | FailureReason::NotAccepted(detail) => {
+                Self::bad_request(detail.clone())
+            }
+            FailureReason::BodyTooLarge { .. } | FailureReason::BadSignature(_) => {
+                Self::bad_request(reason.to_string())
+            }
+            FailureReason::Key(error) => {
+                Self::new(400, Self::KEY_INVALID, "Invalid Idempotency-Key")
+                    .detail(error.to_string())
+            }
+            FailureReason::InProgress { .. } => {
+                Self::new(409, Self::IN_PROGRESS, "Request in progress").detail(
+                    "a request with this key is being processed; retry after the Retry-After \
+                     delay with the same key",
+                )
+            }
+            FailureReason::PayloadMismatch => {
+                Self::new(422, Self::KEY_REUSED, "Idempotency-Key reused").detail(
+                    "this key was used with another request (method, path or body); use a new \
+                     key for a new request",
+                )
+            }
+            FailureReason::Handler {
+                message,
+                kind: ErrorKind::Terminal,
+            } => Self::rejected(message.clone()),
+            FailureReason::Store(_)
+            | FailureReason::Idempotency(_)
+            | FailureReason::OutOfTime { .. } => {
+                Self::new(503, Self::UNAVAILABLE, "Service unavailable")
+                    .detail("retry the request with the same key")
+            }
+            FailureReason::DuplicateOf { reason, .. } => Self::of(reason),
+            _ => Self::of_handler(),
+        }
     }
 
     /// Sets the detail.

@@ -794,3 +794,56 @@ async fn an_authorizer_block_naming_nothing_is_no_authorizer() {
         assert_eq!(r.status, 401, "{named}");
     }
 }
+
+/// Every failure of the one vocabulary has its problem answer: its status,
+/// its problem type.
+#[test]
+fn each_failure_reason_maps_to_its_problem() {
+    use crate::batch::FailureReason as F;
+    use crate::error::{ErrorKind, KeyError};
+    let handler = |kind| F::Handler {
+        message: "no stock".into(),
+        kind,
+    };
+    let cases = [
+        (F::Parse("not JSON".into()), 400, Problem::MALFORMED_REQUEST),
+        (F::Key(KeyError::Null), 400, Problem::KEY_INVALID),
+        (
+            F::InProgress {
+                lease_expires_at_ms: None,
+            },
+            409,
+            Problem::IN_PROGRESS,
+        ),
+        (F::PayloadMismatch, 422, Problem::KEY_REUSED),
+        (handler(ErrorKind::Terminal), 422, Problem::REJECTED),
+        (handler(ErrorKind::Retryable), 500, Problem::HANDLER_FAILED),
+        (F::Panic("bug".into()), 500, Problem::HANDLER_FAILED),
+        (F::Store("throttled".into()), 503, Problem::UNAVAILABLE),
+        (
+            F::Idempotency("lease lost".into()),
+            503,
+            Problem::UNAVAILABLE,
+        ),
+        (
+            F::DuplicateOf {
+                first: "r".into(),
+                reason: Box::new(F::PayloadMismatch),
+            },
+            422,
+            Problem::KEY_REUSED,
+        ),
+    ];
+    for (reason, status, kind) in cases {
+        let problem = Problem::of(&reason);
+        assert_eq!(
+            (problem.status, problem.kind.as_str()),
+            (status, kind),
+            "{reason}"
+        );
+    }
+    assert_eq!(
+        Problem::of(&handler(ErrorKind::Terminal)).detail.as_deref(),
+        Some("no stock")
+    );
+}

@@ -7,7 +7,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use inventory::{App, Reservation, Response, StockTable};
 use lambda_idempotency::CommitMode;
-use lambda_idempotency::eventbridge::EventError;
+use lambda_idempotency::batch::{FailureReason, Unfinished};
 use lambda_idempotency::{DynamoDbStore, Idempotency, store::TableConfig};
 use lambda_runtime::LambdaEvent;
 use serde_json::{Value, json};
@@ -249,8 +249,13 @@ async fn concurrent_deliveries_reserve_once() {
                         ok += 1;
                     }
                     Err(err) => {
-                        match err.downcast_ref::<EventError>() {
-                            Some(e @ EventError::InProgress { .. }) => assert!(e.is_retryable()),
+                        match err.downcast_ref::<Unfinished>() {
+                            Some(
+                                e @ Unfinished::Failed {
+                                    reason: FailureReason::InProgress { .. },
+                                    ..
+                                },
+                            ) => assert!(e.is_retryable()),
                             other => panic!("{mode:?}: {other:?}: {err}"),
                         }
                         assert_eq!(mode, CommitMode::Fenced, "optimistic mode has no claim");
