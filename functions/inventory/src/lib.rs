@@ -464,8 +464,8 @@ mod tests {
         let err = invoke(&app, sqs).await.unwrap_err();
         assert!(
             matches!(
-                err.downcast_ref::<Unfinished>().map(Unfinished::reason),
-                Some(FailureReason::Parse(_))
+                err.downcast_ref::<lambda_idempotency::batch::BatchError>(),
+                Some(lambda_idempotency::batch::BatchError::WrongEvent { .. })
             ),
             "{err}"
         );

@@ -210,9 +210,12 @@ impl Source for EventBridge {
     type Error = Unfinished;
     const NAMES: &'static SourceNames = &NAMES;
 
-    /// Any JSON: a payload that is not an EventBridge event fails as its
-    /// one record ([`FailureReason::Parse`]).
+    /// An EventBridge event ([`parse_event`]'s errors), as every source
+    /// rejects another's event. (Given to [`Processor::process`] as it is,
+    /// a payload that is not one fails as its one record,
+    /// [`FailureReason::Parse`].)
     fn parse(payload: Value) -> Result<EventPayload, BatchError> {
+        parse_event(&payload)?;
         Ok(EventPayload::from(payload))
     }
 
@@ -365,6 +368,9 @@ impl EventBridgeProcessor {
         Fut: Future<Output = Result<R, HandlerError>>,
     {
         let (payload, ctx) = event.into_parts();
+        // Not an EventBridge event: the invocation fails before any record
+        // (`BatchError::WrongEvent`), as with every source's `handle`.
+        payload.parse()?;
         let this =
             crate::tenant::scoped(self, ctx.tenant_id.as_deref(), |p, t| p.for_tenant(Some(t)));
         let outcome = (this.process(payload, remaining_now(&ctx), handler)).await?;

@@ -361,6 +361,45 @@ mod invocations {
         )
     }
 
+    /// Another source's event fails the invocation before any record, as
+    /// every source's `handle` does (`BatchError::WrongEvent`, no claim, no
+    /// handler); given to `process`, it fails as the event's one record.
+    #[tokio::test]
+    async fn another_sources_event_fails_before_any_record() {
+        let (engine, store, _) = memory_engine();
+        let processor = EventBridgeProcessor::new(engine);
+        let runs = AtomicUsize::new(0);
+        let sqs = event_json("orders-standard.json").to_string();
+        let err = processor
+            .handle(invocation::<EventPayload>(&sqs), |e| reserve(&runs, e))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err.downcast_ref::<BatchError>(),
+                Some(BatchError::WrongEvent { .. })
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("not an EventBridge event: it has a Records array")
+        );
+        assert_eq!(crate::diagnostic::error_type(&*err), "InvalidEvent");
+        let err = processor
+            .process(event_json("orders-standard.json"), None, |e| {
+                reserve(&runs, e)
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err.reason(), FailureReason::Parse(m) if m.contains("Records array")),
+            "{err}"
+        );
+        assert_eq!(runs.load(SeqCst), 0);
+        assert!(store.is_empty());
+    }
+
     /// An `OrderPlaced` envelope whose `detail.order_id` is the JSON number
     /// `order_id` (its text as written).
     fn numeric_order(event_id: &str, order_id: &str) -> String {
