@@ -12,24 +12,17 @@ use serde_json::Value;
 
 use crate::batch::whole::{self, Unfinished};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
-use crate::batch::{Ordering, PayloadScope, Pipeline, Prepare, Prepared, Processor, Source};
+use crate::batch::{Ordering, Prepare, Prepared, Preparing, Reading, Source};
 use crate::batch::{SourceNames, StreamEvent};
 use crate::sns::{Notification, SnsStreamEvent};
 
 pub use crate::eventbridge::EventBridge;
 pub use crate::sns::Sns;
 
-/// A one-record [`Source`] the layer runs invocations on: what payload
-/// validation hashes is its setting.
-pub trait OneRecord: Source {
-    /// `processor` with payload validation hashing `scope`.
-    fn payload(processor: Processor<Self>, scope: PayloadScope) -> Processor<Self>;
-}
-
 /// How a one-record [`Source`] takes an invocation payload `P` for the
 /// layer: its event (one record). Its key, its payload and its failures are
 /// the source's own ([`Prepare`]).
-pub trait Invocation<P>: OneRecord {
+pub trait Invocation<P>: Source {
     /// What the source prepares for a handler (the layer's inner service
     /// takes the whole invocation instead).
     type Record;
@@ -46,9 +39,7 @@ pub trait Invocation<P>: OneRecord {
 /// payload validation hashes all of it, the log line names it by the Lambda
 /// request id.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Json {
-    payload: PayloadScope,
-}
+pub struct Json;
 
 /// A plain JSON invocation as the pipeline holds it: the payload as JSON
 /// (or why it is not), named by its request id.
@@ -125,14 +116,9 @@ impl From<JsonInvocation> for StreamEvent<JsonInvocation> {
 impl Prepare<Value> for Json {
     type Body = Value;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        _: &str,
-        record: &'r JsonInvocation,
-    ) -> Result<Prepared<'r, Value>, FailureReason> {
+    fn prepare<'r>(&self, _: &Reading<'_>, record: &'r JsonInvocation) -> Preparing<'r, Value> {
         let value = record.value.clone().map_err(FailureReason::Parse)?;
-        Ok(Prepared::new(value.clone(), value).hashing(self.payload))
+        Ok(Prepared::new(value.clone(), value))
     }
 
     fn record(&self, _: JsonInvocation, value: Value, _: Keyed) -> Value {
@@ -178,26 +164,6 @@ impl Invocation<Value> for EventBridge {
 
     fn event(&self, payload: &Value, _: &str) -> Self::Event {
         payload.clone().into()
-    }
-}
-
-impl OneRecord for EventBridge {
-    fn payload(mut processor: Processor<Self>, scope: PayloadScope) -> Processor<Self> {
-        processor.source.payload = scope;
-        processor
-    }
-}
-
-impl OneRecord for Json {
-    fn payload(mut processor: Processor<Self>, scope: PayloadScope) -> Processor<Self> {
-        processor.source.payload = scope;
-        processor
-    }
-}
-
-impl OneRecord for Sns {
-    fn payload(processor: Processor<Self>, scope: PayloadScope) -> Processor<Self> {
-        processor.payload(scope)
     }
 }
 

@@ -203,7 +203,7 @@ mod service;
 
 #[cfg(doc)]
 use crate::batch::{FailureReason, Unfinished};
-pub use invocation::{EventBridge, Invocation, Json, JsonInvocation, OneRecord, Sns};
+pub use invocation::{EventBridge, Invocation, Json, JsonInvocation, Sns};
 pub use service::{IdempotencyLayer, IdempotencyService, Idempotent};
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::batch::{Source, remaining_now};
 use crate::engine::{Idempotency, Outcome};
 use crate::error::HandlerError;
 
-use super::invocation::{EventBridge, Invocation, Json, OneRecord, Sns};
+use super::invocation::{EventBridge, Invocation, Json, Sns};
 
 /// What a layer and its services share: the one processor over the
 /// layer's one-record source.
@@ -47,7 +47,7 @@ impl IdempotencyLayer<Json> {
     /// A layer for a plain JSON invocation ([`Json`]): `key` reads the
     /// payload as JSON (`KeySelector::pointer("/order_id")`).
     pub fn new(engine: Idempotency, key: KeySelector) -> Self {
-        Self::with_source(engine, key, Json::default())
+        Self::with_source(engine, key, Json)
     }
 }
 
@@ -66,7 +66,7 @@ impl IdempotencyLayer<Sns> {
     /// (`pointer("/Message/order_id")`; [`KeySelector::Id`]: the
     /// `MessageId`).
     pub fn sns(engine: Idempotency, key: KeySelector) -> Self {
-        Self::with_source(engine, key, Sns::default())
+        Self::with_source(engine, key, Sns)
     }
 }
 
@@ -98,11 +98,8 @@ impl<V: Source> IdempotencyLayer<V> {
     /// What payload validation hashes. Default [`PayloadScope::Body`]
     /// (the source's body: the whole JSON, the EventBridge `detail`, the
     /// parsed SNS `Message`).
-    pub fn payload(self, scope: PayloadScope) -> Self
-    where
-        V: OneRecord,
-    {
-        self.edit(|p| V::payload(p, scope))
+    pub fn payload(self, scope: PayloadScope) -> Self {
+        self.edit(|p| p.payload(scope))
     }
 
     /// The engine.

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeyInput, Keyed, Within};
-use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
 use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey};
 use crate::{value::AttrValue, write::Item, write::canonical};
@@ -17,11 +17,9 @@ use crate::{value::AttrValue, write::Item, write::canonical};
 /// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
-/// The DynamoDB Streams source and its settings.
+/// The DynamoDB Streams source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct DynamoDbStreams {
-    payload: PayloadScope,
-}
+pub struct DynamoDbStreams;
 
 /// DynamoDB stream records: their lane is their stream (`eventSourceARN`).
 static SALVAGE: Salvage = Salvage {
@@ -61,14 +59,11 @@ impl Source for DynamoDbStreams {
     type Raw = EventRecord;
     type Response = DynamoDbEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<DynamoDbStreamEvent, BatchError> {
         parse_dynamodb_event(payload)
-    }
-
-    fn ordering(&self, _: &DynamoDbStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, record: &EventRecord) -> Within {
@@ -102,14 +97,6 @@ impl PartialResponse for DynamoDbEventResponse {
 }
 
 impl Parks for DynamoDbStreams {}
-
-impl Processor<DynamoDbStreams> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] ([`record_json`]).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
-}
 
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
@@ -266,16 +253,12 @@ pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
 impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     type Body = Images;
 
-    fn prepare<'r>(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        record: &'r EventRecord,
-    ) -> Result<Prepared<'r, Images>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r EventRecord) -> Preparing<'r, Images> {
+        let ident = at.ident();
         let images =
             Images::of(record).map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = pipeline.document(self.payload, || images.json());
-        Ok(Prepared::new(images, view).hashing(self.payload))
+        let view = at.document(|| images.json());
+        Ok(Prepared::new(images, view))
     }
 
     fn record(&self, record: EventRecord, images: Images, keyed: Keyed) -> DynamoDbRecord {

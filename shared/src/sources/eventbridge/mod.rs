@@ -18,8 +18,9 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 use crate::batch::envelope::looks_like_eventbridge;
 use crate::batch::whole::{self, Unfinished};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
-use crate::batch::{MalformedRecord, MissingKey, Ordering, PayloadKind, PayloadScope, Pipeline};
-use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, json_type};
+use crate::batch::{MalformedRecord, MissingKey, Ordering, PayloadKind, PayloadScope};
+use crate::batch::{Prepare, Prepared, Preparing, Processor, Reading, Source, SourceNames};
+use crate::batch::{StreamEvent, json_type};
 use crate::engine::{Idempotency, Outcome};
 use crate::{error::HandlerError, key::exact_material, write::IntoStaged};
 
@@ -176,7 +177,6 @@ static NAMES: SourceNames = SourceNames {
 #[derive(Debug, Clone, Default)]
 pub struct EventBridge {
     accept: Option<(String, String)>,
-    pub(crate) payload: PayloadScope,
 }
 
 /// One EventBridge event on its way through the pipeline: checked, with its
@@ -255,12 +255,8 @@ impl From<EventPayload> for StreamEvent<EventRecord> {
 impl<D: Serialize + DeserializeOwned> Prepare<EventBridgeEvent<D>> for EventBridge {
     type Body = EventBridgeEvent<D>;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        record: &'r EventRecord,
-    ) -> Result<Prepared<'r, EventBridgeEvent<D>>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r EventRecord) -> Preparing<'r, Self::Body> {
+        let ident = at.ident();
         let event = &record.event;
         if let Some((source, detail_type)) = &self.accept
             && (event.source != *source || event.detail_type != *detail_type)
@@ -279,9 +275,7 @@ impl<D: Serialize + DeserializeOwned> Prepare<EventBridgeEvent<D>> for EventBrid
         })?;
         let detail = record.material.get("detail").cloned();
         let prepared = Prepared::new(typed, record.material.clone());
-        Ok(prepared
-            .hashed(detail.unwrap_or(Value::Null))
-            .hashing(self.payload))
+        Ok(prepared.hashed(detail.unwrap_or(Value::Null)))
     }
 
     fn record(&self, _: EventRecord, event: EventBridgeEvent<D>, _: Keyed) -> EventBridgeEvent<D> {
@@ -320,7 +314,7 @@ impl EventBridgeProcessor {
 
     /// What payload validation hashes ([`PayloadScope::Body`]: the `detail`).
     pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.processor.source.payload = scope;
+        self.processor = self.processor.payload(scope);
         self
     }
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::batch::whole;
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
@@ -48,7 +48,6 @@ pub type KafkaProcessor = Processor<Kafka>;
 pub struct Kafka {
     order: KafkaOrder,
     item_failures: KafkaItemFailures,
-    payload: PayloadScope,
     schema_registry: Option<SchemaRegistry>,
 }
 
@@ -105,14 +104,11 @@ impl Source for Kafka {
     type Raw = KafkaDelivery;
     type Response = KafkaEventResponse;
     type Error = KafkaError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &KAFKA;
 
     fn parse(payload: Value) -> Result<KafkaStreamEvent, BatchError> {
         parse_kafka_event(payload)
-    }
-
-    fn ordering(&self, _: &KafkaStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
@@ -254,10 +250,10 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
 
     fn prepare<'r>(
         &self,
-        _: &Pipeline<'_>,
-        ident: &str,
+        at: &Reading<'_>,
         delivery: &'r KafkaDelivery,
-    ) -> Result<Prepared<'r, Self::Body>, FailureReason> {
+    ) -> Preparing<'r, Self::Body> {
+        let ident = at.ident();
         if let Some(problem) = &delivery.undecodable {
             return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
         }
@@ -270,7 +266,7 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
             }
             (_, value) => (None, value),
         };
-        let prepared = Prepared::from_payload(ident, "value", value)?.hashing(self.payload);
+        let prepared = Prepared::from_payload(ident, "value", value)?;
         Ok(prepared.map(|body| (body, schema)))
     }
 
@@ -292,12 +288,6 @@ impl Processor<Kafka> {
     /// Whether the mapping acts on `batchItemFailures` ([`KafkaItemFailures`]).
     pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
         self.source.item_failures = mode;
-        self
-    }
-
-    /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{Ordering, PayloadKind, PayloadScope, Pipeline, Prepare, Prepared};
+use crate::batch::{PayloadKind, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames, Unfinished};
 use crate::key::IdempotencyKey;
 
@@ -22,11 +22,9 @@ pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 /// ([`Processor`] over [`Sns`]).
 pub type SnsProcessor = Processor<Sns>;
 
-/// The SNS source and its settings.
+/// The SNS source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct Sns {
-    payload: PayloadScope,
-}
+pub struct Sns;
 
 /// SNS records: named by their `MessageId`.
 static SALVAGE: Salvage = Salvage {
@@ -72,22 +70,8 @@ impl Source for Sns {
         parse_sns_event(payload)
     }
 
-    fn ordering(&self, _: &SnsStreamEvent) -> Ordering {
-        Ordering::Unordered
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
         answer(report)
-    }
-}
-
-impl Processor<Sns> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `Message`: the notification's `MessageId`, `Timestamp` and
-    /// `Signature` differ between two publications of one business event).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
     }
 }
 
@@ -167,12 +151,8 @@ impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
 
     /// Keyed on the notification with its `Message` parsed ([`material`]);
     /// the `Message` is hashed.
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        record: &'r SnsRecord,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r SnsRecord) -> Preparing<'r, M> {
+        let ident = at.ident();
         let opened = open_message::<M>(&format!("notification {ident}"), &record.sns.message)?;
         let notification = serde_json::to_value(&record.sns).map_err(|e| {
             FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))
@@ -182,8 +162,7 @@ impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
         Ok(match PayloadKind::of::<M>() {
             PayloadKind::Json => prepared,
             _ => prepared.with_payload(record.sns.message.as_bytes()),
-        }
-        .hashing(self.payload))
+        })
     }
 
     fn record(&self, record: SnsRecord, body: M, keyed: Keyed) -> Notification<M> {

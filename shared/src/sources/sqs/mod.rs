@@ -15,7 +15,7 @@ pub use crate::batch::{
 use crate::batch::PayloadKind;
 use crate::batch::envelope::{self, looks_like_eventbridge};
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{Attribute, Delivery, Keyed, PayloadScope, Pipeline, Prepare, Prepared};
+use crate::batch::{Attribute, Delivery, Keyed, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames};
 use crate::sources::check_size;
 use crate::{key::IdempotencyKey, signature::Verifier};
@@ -40,7 +40,6 @@ pub struct Sqs {
     max_body_bytes: Option<usize>,
     verifier: Option<Verifier>,
     envelope: EnvelopeMode,
-    payload: PayloadScope,
 }
 
 /// Standard or FIFO processing.
@@ -177,12 +176,6 @@ impl Processor<Sqs> {
         self
     }
 
-    /// What payload validation hashes. Default [`PayloadScope::Body`].
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
-
     /// Whether bodies are opened as envelopes (EventBridge events, SNS
     /// notifications; [`crate::envelope`]). Default [`EnvelopeMode::Never`].
     pub fn envelope(mut self, mode: EnvelopeMode) -> Self {
@@ -264,12 +257,8 @@ impl<M> SqsRecord<M> {
 impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
     type Body = M;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        message: &'r SqsMessage,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, message: &'r SqsMessage) -> Preparing<'r, M> {
+        let ident = at.ident();
         let parse = FailureReason::Parse;
         let text = message.body.as_deref();
         let text = text.ok_or_else(|| parse(format!("message {ident} has no body")))?;
@@ -284,7 +273,7 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
                 Cow::Owned(text) => Cow::Owned(text.into_bytes()),
             };
             let prepared = Prepared::from_payload(ident, "body", Some(payload))?;
-            return Ok(prepared.with_envelope(envelope).hashing(self.payload));
+            return Ok(prepared.with_envelope(envelope));
         }
         let value: Value = serde_json::from_str(text).map_err(|e| {
             parse(format!(
@@ -295,9 +284,7 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
         })?;
         let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
         let prepared = Prepared::new(opened.body, opened.document);
-        Ok(prepared
-            .with_envelope(opened.envelope)
-            .hashing(self.payload))
+        Ok(prepared.with_envelope(opened.envelope))
     }
 
     fn record(&self, message: SqsMessage, body: M, keyed: Keyed) -> SqsRecord<M> {
