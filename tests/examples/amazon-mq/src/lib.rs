@@ -23,11 +23,12 @@
 //! ([`Unfinished`], the library's whole-batch answer, names the first failed
 //! message and every one not done); on the redelivery, the messages already
 //! done replay from the idempotency store and only the others run. Each
-//! message runs whatever the others do ([`Ordering::Unordered`]): the batch
-//! comes back whole anyway. A message whose data does not read (not base64,
-//! not what the handler's type takes) fails alone, with its reason; a
-//! payload that is not an Amazon MQ event (or a message Lambda would never
-//! write) fails the invocation as `BatchError::WrongEvent`.
+//! message runs whatever the others do (`Ordering::Unordered`, the
+//! default): the batch comes back whole anyway. A message whose data does
+//! not read (not base64, not what the handler's type takes) fails alone,
+//! with its reason; a payload that is not an Amazon MQ event (or a message
+//! Lambda would never write) fails the invocation as
+//! `BatchError::WrongEvent`.
 //!
 //! # Using it
 //!
@@ -65,8 +66,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use lambda_idempotency::IdempotencyKey;
 use lambda_idempotency::batch::{
-    Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Ordering, Pipeline,
-    Prepare, Prepared, Processor, Source, SourceNames, StreamEvent, Unfinished, whole,
+    Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Prepare, Prepared,
+    Preparing, Processor, Reading, Source, SourceNames, StreamEvent, Unfinished, whole,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -147,10 +148,6 @@ impl Source for AmazonMq {
         Ok(StreamEvent::new(messages))
     }
 
-    fn ordering(&self, _: &StreamEvent<MqMessage>) -> Ordering {
-        Ordering::Unordered
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
         whole::answer(report)
     }
@@ -213,12 +210,8 @@ impl<M: DeserializeOwned> Prepare<MqDelivery<M>> for AmazonMq {
 
     /// The `data`, base64-decoded, read by the handler's type (no `data`:
     /// JSON `null`).
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        message: &'r MqMessage,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, message: &'r MqMessage) -> Preparing<'r, M> {
+        let ident = at.ident();
         let (MqMessage::ActiveMq(ActiveMqMessage { data, .. })
         | MqMessage::RabbitMq(_, RabbitMqMessage { data, .. })) = message;
         let bytes = data
