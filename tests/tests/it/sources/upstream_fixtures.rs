@@ -787,15 +787,15 @@ const NOT_SERVED: &[(&str, &str)] = &[
     // Asynchronous events of services without a processor of ours.
     (
         "example-activemq-event.json",
-        "Amazon MQ (ActiveMQ): not a source of ours",
+        "Amazon MQ (ActiveMQ): not a source of the library; served by tests/examples/amazon-mq",
     ),
     (
         "example-activemq-event-null-properties.json",
-        "Amazon MQ (ActiveMQ): not a source of ours",
+        "Amazon MQ (ActiveMQ): not a source of the library; served by tests/examples/amazon-mq",
     ),
     (
         "example-rabbitmq-event.json",
-        "Amazon MQ (RabbitMQ): not a source of ours",
+        "Amazon MQ (RabbitMQ): not a source of the library; served by tests/examples/amazon-mq",
     ),
     (
         "example-documentdb-delete-event.json",
