@@ -9,6 +9,7 @@
 pub(crate) mod delivery;
 pub mod envelope;
 mod event;
+mod hook;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;
@@ -25,6 +26,7 @@ mod source;
 pub use delivery::{AsAny, Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
 pub use event::EventError;
 pub(crate) use event::EventKeys;
+pub use hook::{BatchHook, Planned};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, StreamEvent};
