@@ -76,7 +76,8 @@ pub enum Attribute<'a> {
     Binary,
 }
 
-/// The log field a record's [`Delivery::id`] goes to.
+/// The log field of an event's id on the single-event paths (EventBridge,
+/// the tower layer): one of the names a [`SourceNames::id_field`] may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IdField {
     /// `message_id` (SQS; an HTTP request id).
@@ -90,27 +91,38 @@ pub enum IdField {
     Offset,
 }
 
-/// The log field a record's [`Delivery::lane`] goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LaneField {
-    /// `group` (SQS FIFO).
-    #[default]
-    Group,
-    /// `shard` (Kinesis, DynamoDB Streams).
-    Shard,
-    /// `partition` (Kafka: topic-partition).
-    Partition,
+impl IdField {
+    /// The log field's name (`message_id`, `event_id`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MessageId => "message_id",
+            Self::EventId => "event_id",
+            Self::SequenceNumber => "sequence_number",
+            Self::Offset => "offset",
+        }
+    }
 }
 
-/// How a source names its notions, in failure messages and log lines.
+impl From<IdField> for &'static str {
+    fn from(field: IdField) -> Self {
+        field.name()
+    }
+}
+
+/// How a source names its notions, in failure messages and log lines; a
+/// source outside the crate states its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceNames {
-    /// What its id is called (`messageId`, `sequenceNumber`).
+    /// What its id is called in messages (`messageId`, `sequenceNumber`).
     pub id: &'static str,
-    /// The log field of its id.
-    pub id_field: IdField,
-    /// The log field of its lane.
-    pub lane_field: LaneField,
+    /// The log field of its id: `message_id`, `event_id`,
+    /// `sequence_number` and `offset` are fields of their own; any other
+    /// name is logged as `id_field` (the name) and `id` (the value).
+    pub id_field: &'static str,
+    /// The log field of its lane: `group`, `shard` and `partition` are
+    /// fields of their own; any other name is logged as `lane_field` (the
+    /// name) and `lane` (the value).
+    pub lane_field: &'static str,
     /// What [`KeySelector::DeduplicationId`](crate::KeySelector::DeduplicationId)
     /// reads, for the message when it is missing.
     pub deduplication_id: &'static str,

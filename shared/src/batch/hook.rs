@@ -16,7 +16,7 @@ use super::key::KeySelector;
 use super::processor::Processor;
 use super::report::{BatchReport, FailureReason};
 use super::settings::margin;
-use super::slot::{Prepared, Slot, State};
+use super::slot::{Ready, Slot, State};
 use super::source::{Prepare, Source};
 use crate::config::Config;
 use crate::engine::Idempotency;
@@ -201,7 +201,12 @@ impl<S: Source> Processor<S> {
         let slots = (shells.into_iter())
             .map(|(index, ident, ids, ticket)| {
                 let settled = hook.settle(&plan, index);
-                let prepared = settled.map(|()| Prepared::new((), None, None));
+                let ready = |()| Ready {
+                    record: (),
+                    key: None,
+                    payload: None,
+                };
+                let prepared = settled.map(ready);
                 Slot::new(index, ident, ids, prepared, ticket)
             })
             .collect();

@@ -256,12 +256,14 @@ pub(crate) fn key_for(
     match material.and_then(|m| engine.key(&m)) {
         Ok(key) => Ok(Some(key)),
         Err(e) if is_missing(&e) && missing == MissingKey::RunUnprotected => {
-            let [message_id, event_id, sequence_number, offset] = unit.ids();
+            let f = unit.fields();
             tracing::warn!(
-                message_id,
-                event_id,
-                sequence_number,
-                offset,
+                message_id = f.message_id,
+                event_id = f.event_id,
+                sequence_number = f.sequence_number,
+                offset = f.offset,
+                id_field = f.id_field,
+                id = f.id,
                 error = %e,
                 "no idempotency key: the {} runs unprotected (MissingKey::RunUnprotected)",
                 unit.noun

@@ -2,7 +2,6 @@
 
 use tracing::Level;
 
-use super::delivery::{IdField, LaneField};
 use crate::engine::{Idempotency, Outcome};
 use crate::metrics::Counts;
 
@@ -25,23 +24,38 @@ pub(crate) trait Failure {
     fn describe(&self) -> String;
 }
 
-/// A unit's id in its log field: `(message_id, event_id, sequence_number,
-/// offset)`.
-type Ids4<'a> = [Option<&'a str>; 4];
+/// A unit's id and lane in their log fields: the fields of their own
+/// (`message_id`, `event_id`, `sequence_number`, `offset`; `group`,
+/// `shard`, `partition`) or, for a name of a source's own, `id_field` and
+/// `id` (`lane_field` and `lane`). At most one of each set.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Fields<'a> {
+    pub(crate) message_id: Option<&'a str>,
+    pub(crate) event_id: Option<&'a str>,
+    pub(crate) sequence_number: Option<&'a str>,
+    pub(crate) offset: Option<&'a str>,
+    pub(crate) id_field: Option<&'static str>,
+    pub(crate) id: Option<&'a str>,
+    pub(crate) group: Option<&'a str>,
+    pub(crate) shard: Option<&'a str>,
+    pub(crate) partition: Option<&'a str>,
+    pub(crate) lane_field: Option<&'static str>,
+    pub(crate) lane: Option<&'a str>,
+}
 
 /// One record, event or request, as its log line names it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Unit<'a> {
     /// `record`, `event` or `request`.
     pub(crate) noun: &'static str,
     /// Its id ([`Delivery::id`]; or a description of a record without one).
     pub(crate) id: Option<&'a str>,
-    /// The log field of `id`.
-    pub(crate) id_field: IdField,
+    /// The log field of `id` ([`SourceNames::id_field`]).
+    pub(crate) id_field: &'static str,
     /// Its ordering lane ([`Delivery::lane`]).
     pub(crate) lane: Option<&'a str>,
-    /// The log field of `lane`.
-    pub(crate) lane_field: LaneField,
+    /// The log field of `lane` ([`SourceNames::lane_field`]).
+    pub(crate) lane_field: &'static str,
     /// The key's hash (the key itself is never logged).
     pub(crate) key: Option<&'a str>,
     /// The first copy of an in-batch duplicate.
@@ -50,36 +64,49 @@ pub(crate) struct Unit<'a> {
     pub(crate) tenant: Option<&'a str>,
 }
 
+impl Default for Unit<'_> {
+    fn default() -> Self {
+        Self {
+            noun: "",
+            id: None,
+            id_field: "message_id",
+            lane: None,
+            lane_field: "group",
+            key: None,
+            duplicate_of: None,
+            tenant: None,
+        }
+    }
+}
+
 impl<'a> Unit<'a> {
     /// The `noun` whose id `id` goes to its log field `id_field`.
-    pub(crate) fn new(noun: &'static str, id: &'a str, id_field: IdField) -> Self {
-        let id = Some(id);
+    pub(crate) fn new(noun: &'static str, id: &'a str, id_field: impl Into<&'static str>) -> Self {
         Self {
             noun,
-            id,
-            id_field,
+            id: Some(id),
+            id_field: id_field.into(),
             ..Self::default()
         }
     }
 
-    /// The id as `(message_id, event_id, sequence_number, offset)`: one of
-    /// them set.
-    pub(crate) fn ids(&self) -> Ids4<'a> {
+    /// Its id and lane in their log fields.
+    pub(crate) fn fields(&self) -> Fields<'a> {
+        let mut f = Fields::default();
         match self.id_field {
-            IdField::MessageId => [self.id, None, None, None],
-            IdField::EventId => [None, self.id, None, None],
-            IdField::SequenceNumber => [None, None, self.id, None],
-            IdField::Offset => [None, None, None, self.id],
+            "message_id" => f.message_id = self.id,
+            "event_id" => f.event_id = self.id,
+            "sequence_number" => f.sequence_number = self.id,
+            "offset" => f.offset = self.id,
+            name => (f.id_field, f.id) = (self.id.map(|_| name), self.id),
         }
-    }
-
-    /// The lane as `(group, shard, partition)`: at most one of them set.
-    fn lanes(&self) -> (Option<&'a str>, Option<&'a str>, Option<&'a str>) {
         match self.lane_field {
-            LaneField::Group => (self.lane, None, None),
-            LaneField::Shard => (None, self.lane, None),
-            LaneField::Partition => (None, None, self.lane),
+            "group" => f.group = self.lane,
+            "shard" => f.shard = self.lane,
+            "partition" => f.partition = self.lane,
+            name => (f.lane_field, f.lane) = (self.lane.map(|_| name), self.lane),
         }
+        f
     }
 }
 
@@ -137,8 +164,19 @@ pub(crate) fn log_outcome<T, F: Failure>(
         tenant,
         ..
     } = *unit;
-    let [message_id, event_id, sequence_number, offset] = unit.ids();
-    let (group, shard, partition) = unit.lanes();
+    let Fields {
+        message_id,
+        event_id,
+        sequence_number,
+        offset,
+        id_field,
+        id,
+        group,
+        shard,
+        partition,
+        lane_field,
+        lane,
+    } = unit.fields();
     let (mut replayed, mut parked_id, mut retryable, mut error) = (None, None, None, None);
     // The message is `{before}{noun}{after}{tail}`.
     let (level, before, after, tail) = match outcome {
@@ -188,9 +226,13 @@ pub(crate) fn log_outcome<T, F: Failure>(
                 event_id,
                 sequence_number,
                 offset,
+                id_field,
+                id,
                 group,
                 shard,
                 partition,
+                lane_field,
+                lane,
                 tenant,
                 key,
                 duplicate_of,

@@ -45,40 +45,48 @@ pub struct StreamEvent<R> {
     pub records: Vec<Result<R, MalformedRecord>>,
 }
 
-impl<R: Delivery> StreamEvent<R> {
+impl<R> StreamEvent<R> {
     /// The event of `records` (all parsed).
     pub fn new(records: Vec<R>) -> Self {
-        Self {
-            records: records.into_iter().map(Ok).collect(),
-        }
+        Self::parsed(records.into_iter().map(Ok).collect())
+    }
+
+    /// The event of `records`, each parsed or kept as a [`MalformedRecord`]
+    /// (a source parsing its own event shape).
+    pub fn parsed(records: Vec<Result<R, MalformedRecord>>) -> Self {
+        Self { records }
     }
 }
 
-/// How a source's event is told from other payloads, and its records read
-/// when they do not parse.
-pub(crate) struct Salvage {
+/// How a source's event of a `Records` array is told from other payloads,
+/// and its records read when they do not parse ([`parse_stream`]): a
+/// source states it once, as a `static`.
+#[derive(Debug)]
+pub struct Salvage {
     /// The source's names.
-    pub(crate) names: SourceNames,
+    pub names: SourceNames,
     /// `a Kinesis`: what a wrong payload was expected to be.
-    pub(crate) expected: &'static str,
+    pub expected: &'static str,
     /// The records' `eventSource`.
-    pub(crate) event_source: &'static str,
+    pub event_source: &'static str,
     /// The fields that may hold it (`eventSource`; SNS's `EventSource`).
-    pub(crate) event_source_fields: &'static [&'static str],
+    pub event_source_fields: &'static [&'static str],
     /// Whether a record without `eventSource` is read as one of the source
     /// (the field is optional in DynamoDB's record type).
-    pub(crate) event_source_optional: bool,
-    /// `a Kinesis record`.
-    pub(crate) noun: &'static str,
-    /// The JSON pointer of its id.
-    pub(crate) id: &'static str,
-    pub(crate) lane: fn(&Value) -> Option<String>,
+    pub event_source_optional: bool,
+    /// `a Kinesis record`: what a record that does not parse is not.
+    pub noun: &'static str,
+    /// The JSON Pointer of its id in a record as delivered.
+    pub id: &'static str,
+    /// The lane of a record as delivered, if it can be read.
+    pub lane: fn(&Value) -> Option<String>,
 }
 
 /// Parses a payload as `salvage`'s stream event: a `Records` array whose
-/// items all come from its `eventSource`, each parsed on its own (one that
-/// does not parse is kept as a [`MalformedRecord`]).
-pub(crate) fn parse_stream<R: DeserializeOwned>(
+/// items all come from its `eventSource` (else [`BatchError::WrongEvent`]:
+/// another source's event), each parsed as `R` on its own (one that does
+/// not parse is kept as a [`MalformedRecord`] and fails alone).
+pub fn parse_stream<R: DeserializeOwned>(
     value: Value,
     salvage: &'static Salvage,
 ) -> Result<StreamEvent<R>, BatchError> {
@@ -141,9 +149,11 @@ pub(crate) fn text(raw: &Value, pointer: &str) -> Option<String> {
 }
 
 impl MalformedRecord {
-    /// The record at `index` as delivered (`raw`) from `event_source`, with
-    /// nothing read of it yet.
-    pub(crate) fn new(
+    /// The record at `index` as delivered (`raw`) by the source of `names`
+    /// (its `event_source`, as parked), with nothing read of it yet: set
+    /// what can be read of it (its id, its lane, its `eventSourceARN`) and
+    /// why it does not parse (`error`).
+    pub fn new(
         index: usize,
         raw: Value,
         names: &'static SourceNames,

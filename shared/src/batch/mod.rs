@@ -1,7 +1,9 @@
 //! The source-neutral batch core: one delivery model ([`Delivery`]), one
 //! pipeline ([`Pipeline`]) and one processor ([`Processor`]) for every batch
-//! source. A source implements [`Source`] and [`Prepare`] in its folder under
-//! `shared/src/sources/` (CONTRIBUTING.md, "Add a source"); keys come from a
+//! source. A source implements [`Delivery`] for its record, [`Source`] and
+//! [`Prepare`] (in its folder under `shared/src/sources/`, CONTRIBUTING.md,
+//! "Add a source", or in a crate of its own: all it needs is public here);
+//! keys come from a
 //! [`KeySelector`], failures are [`FailureReason`]s, and a [`BatchReport`]
 //! builds any source's [`PartialResponse`]. What it guarantees:
 //! `docs/guarantees.md`.
@@ -23,13 +25,13 @@ pub(crate) mod settings;
 mod slot;
 mod source;
 
-pub use delivery::{AsAny, Attribute, Delivery, IdField, LaneField, Ordering, SourceNames, Within};
+pub use delivery::{AsAny, Attribute, Delivery, IdField, Ordering, SourceNames, Within};
 pub use event::EventError;
 pub(crate) use event::EventKeys;
 pub use hook::{BatchHook, Planned};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
-pub use malformed::{MalformedRecord, StreamEvent};
+pub use malformed::{MalformedRecord, Salvage, StreamEvent, parse_stream};
 pub use payload::{Bytes, PayloadKind};
 pub use pipeline::Pipeline;
 pub use processor::{Parks, Processor};
@@ -41,5 +43,4 @@ pub(crate) use settings::remaining_now;
 pub use settings::{
     DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
 };
-pub use slot::Prepared;
-pub use source::{Prepare, Source};
+pub use source::{Keyed, Prepare, Prepared, Source};

@@ -60,6 +60,15 @@ impl Ticket {
         })
     }
 
+    /// The ticket of `record`, parked as itself (a stream record as
+    /// delivered): [`Ticket::new`] with a copy of it.
+    pub fn of<R>(source: &str, event_source_arn: Option<&str>, record: &R) -> Option<Self>
+    where
+        R: Delivery + Serialize + Clone + fmt::Debug + Send + Sync + 'static,
+    {
+        Self::new(source, event_source_arn, record, record.clone())
+    }
+
     /// The same ticket of a source without an ARN named by `cluster` (a
     /// self-managed Kafka cluster: its bootstrap servers), which its id
     /// then begins with: two clusters' records never share an id.

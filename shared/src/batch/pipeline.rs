@@ -25,14 +25,16 @@ use super::log::{Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
 use super::settings::UnprotectedOrder;
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
-use super::slot::{Role, Shared, Slot, State};
+use super::slot::{Ready, Role, Shared, Slot, State};
+use super::source::{Keyed, Prepare, Prepared};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::parking::Parking;
 use crate::write::IntoStaged;
 
-/// How one batch runs: what every source's processor hands the pipeline.
+/// How one batch runs: what every source's processor hands the pipeline,
+/// and what a source's [`Prepare::prepare`] may ask of it.
 pub struct Pipeline<'a> {
     pub(crate) settings: &'a Settings,
     /// How records are ordered and what a failure takes down.
@@ -71,15 +73,57 @@ impl Pipeline<'_> {
     }
 
     /// A record's document from `build`, only when the key or the payload
-    /// hash under `scope` reads it (JSON `null` otherwise).
-    pub(crate) fn document(&self, scope: PayloadScope, build: impl FnOnce() -> Value) -> Value {
-        let read = scope == PayloadScope::Body || self.settings.key.reads_document();
+    /// hash reads it (JSON `null` otherwise): for a source whose document
+    /// costs to build ([`Prepare::prepare`]).
+    pub fn document(&self, build: impl FnOnce() -> Value) -> Value {
+        let read =
+            self.settings.payload == PayloadScope::Body || self.settings.key.reads_document();
         if read { build() } else { Value::Null }
+    }
+
+    /// Makes `raw` (the record `ident`) what the handler takes, one rule
+    /// for every source: `source` reads it ([`Prepare::prepare`]), the
+    /// record is keyed ([`KeyInput`] of its document, itself, its envelope
+    /// and payload), what payload validation hashes is decided, and
+    /// `source` makes the handler's record with its key
+    /// ([`Prepare::record`]).
+    pub(crate) fn prepare<S: Prepare<Rec>, Rec>(
+        &self,
+        source: &S,
+        ident: &str,
+        raw: S::Raw,
+    ) -> Result<Ready<Rec>, FailureReason> {
+        let Prepared {
+            body,
+            document,
+            envelope,
+            payload,
+            hashed,
+        } = source.prepare(self, ident, &raw)?;
+        let input = KeyInput::new(&document, Some(&raw))
+            .with_envelope(envelope.as_ref())
+            .with_payload(payload.as_deref());
+        let key = self.key_of(ident, input)?;
+        drop(payload);
+        let payload = match self.settings.payload {
+            PayloadScope::None => None,
+            PayloadScope::Body => Some(hashed.unwrap_or(document)),
+        };
+        let keyed = Keyed {
+            key: key.clone(),
+            envelope,
+        };
+        let record = source.record(raw, body, keyed);
+        Ok(Ready {
+            record,
+            key,
+            payload,
+        })
     }
 
     /// The key of the record `ident` from `input`; `None` to run
     /// unprotected.
-    pub fn key_of(
+    pub(crate) fn key_of(
         &self,
         ident: &str,
         input: KeyInput<'_>,

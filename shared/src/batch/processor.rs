@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::delivery::Ids;
-use super::key::{KeySelector, MissingKey};
+use super::key::{KeySelector, MissingKey, PayloadScope};
 use super::lanes::fail_after_missing_lane;
 use super::pipeline::Pipeline;
 use super::report::{BatchReport, FailureReason};
@@ -96,6 +96,17 @@ impl<S: Source> Processor<S> {
     /// Which records get their own log line. Default [`RecordLogs::All`].
     pub fn record_logs(mut self, logs: RecordLogs) -> Self {
         self.settings.record_logs = logs;
+        self
+    }
+
+    /// What payload validation hashes. Default [`PayloadScope::Body`]: the
+    /// record's one document, as its source reads it (the parsed SQS body or
+    /// opened envelope, the Kinesis `data`, the Kafka value, an SNS
+    /// `Message`, a DynamoDB record's `eventName`, `Keys` and images; never
+    /// an envelope's ids and times, which differ between two publications
+    /// of one business event).
+    pub fn payload(mut self, scope: PayloadScope) -> Self {
+        self.settings.payload = scope;
         self
     }
 
@@ -208,7 +219,7 @@ impl<S: Source> Processor<S> {
                     .flatten();
                 let ids = Ids::of(&record, self.source.within(&record));
                 let ident = ids.ident(index, S::NAMES.id);
-                let prepared = guard(|| self.source.prepare(pipeline, &ident, record))
+                let prepared = guard(|| pipeline.prepare(&self.source, &ident, record))
                     .unwrap_or_else(|panic| {
                         Err(FailureReason::Panic(format!(
                             "preparing record {ident} panicked: {panic}"

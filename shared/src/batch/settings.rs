@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::key::{KeySelector, MissingKey};
+use super::key::{KeySelector, MissingKey, PayloadScope};
 use crate::engine::Idempotency;
 use crate::parking::Parking;
 
@@ -85,6 +85,8 @@ pub(crate) struct Settings {
     pub(crate) pre_read: PreRead,
     pub(crate) record_logs: RecordLogs,
     pub(crate) unprotected_order: UnprotectedOrder,
+    /// What payload validation hashes.
+    pub(crate) payload: PayloadScope,
     /// Where records that can never succeed are parked (ordered streams).
     pub(crate) parking: Option<Arc<dyn Parking>>,
 }
@@ -101,6 +103,7 @@ impl Settings {
             pre_read: PreRead::default(),
             record_logs: RecordLogs::default(),
             unprotected_order: UnprotectedOrder::default(),
+            payload: PayloadScope::default(),
             parking: None,
         }
     }

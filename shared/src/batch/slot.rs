@@ -1,5 +1,5 @@
 //! One record on its way through the pipeline ([`Slot`]): ready to run
-//! ([`Prepared`]) or failed, alone or linked to an in-batch duplicate.
+//! ([`Ready`]) or failed, alone or linked to an in-batch duplicate.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -13,27 +13,17 @@ use super::report::FailureReason;
 use crate::engine::panic_message;
 use crate::key::IdempotencyKey;
 
-/// A record ready to run: what the handler takes, its key, its payload.
+/// A record ready to run: what the handler takes, its key, what payload
+/// validation hashes (the pipeline's, from a source's
+/// [`Prepared`](super::Prepared)).
 #[derive(Debug)]
-#[non_exhaustive]
-pub struct Prepared<Rec> {
+pub(crate) struct Ready<Rec> {
     /// What the handler takes.
-    pub record: Rec,
+    pub(crate) record: Rec,
     /// Its idempotency key (`None`: it runs unprotected).
-    pub key: Option<IdempotencyKey>,
+    pub(crate) key: Option<IdempotencyKey>,
     /// What payload validation hashes (`None`: nothing).
-    pub payload: Option<Value>,
-}
-
-impl<Rec> Prepared<Rec> {
-    /// `record` with its `key` and `payload`.
-    pub fn new(record: Rec, key: Option<IdempotencyKey>, payload: Option<Value>) -> Self {
-        Self {
-            record,
-            key,
-            payload,
-        }
-    }
+    pub(crate) payload: Option<Value>,
 }
 
 /// One record on its way through the pipeline (`Rec`: what the handler gets).
@@ -57,11 +47,11 @@ impl<Rec> Slot<Rec> {
         index: usize,
         ident: String,
         ids: Ids,
-        prepared: Result<Prepared<Rec>, FailureReason>,
+        prepared: Result<Ready<Rec>, FailureReason>,
         ticket: Option<Ticket>,
     ) -> Self {
         let state = match prepared {
-            Ok(Prepared {
+            Ok(Ready {
                 record,
                 key,
                 payload,

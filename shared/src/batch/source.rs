@@ -2,23 +2,32 @@
 //! [`Prepare`], how one of its records becomes what a handler takes;
 //! [`Processor`](super::Processor) does the rest, once for every source.
 
+use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::delivery::{Delivery, Ordering, SourceNames, Within};
-use super::malformed::MalformedRecord;
+use super::envelope::Envelope;
+use super::malformed::{MalformedRecord, StreamEvent};
 use super::parking::Ticket;
+use super::payload::{self, PayloadKind};
 use super::pipeline::Pipeline;
 use super::report::{BatchError, BatchReport, FailureReason};
-use super::slot::Prepared;
+use crate::key::IdempotencyKey;
 use crate::parking::Parking;
 
 /// One event source of the batch pipeline (SQS, Kinesis, DynamoDB Streams,
-/// Kafka, SNS); its value holds the source's own settings.
+/// Kafka, SNS, or a source of your own); its value holds the source's own
+/// settings. What it states is its own: its event and how it parses
+/// ([`parse_stream`](super::parse_stream) for a `Records` array), its
+/// ordering, its names and its answer; [`Prepare`] makes its records what a
+/// handler takes.
 pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
-    /// The invocation as parsed.
-    type Event;
+    /// The invocation as parsed: a [`StreamEvent`] of its records, or what
+    /// becomes one.
+    type Event: Into<StreamEvent<Self::Raw>>;
     /// One record as Lambda delivered it.
     type Raw: Delivery;
     /// The invocation's answer: the partial batch response.
@@ -38,7 +47,10 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 
     /// The records of `event` in batch order, each parsed on its own: one
     /// that did not parse is a [`MalformedRecord`], which fails alone.
-    fn records(&self, event: Self::Event) -> Vec<Result<Self::Raw, MalformedRecord>>;
+    /// Default: the [`StreamEvent`]'s records.
+    fn records(&self, event: Self::Event) -> Vec<Result<Self::Raw, MalformedRecord>> {
+        event.into().records
+    }
 
     /// What `record` keeps its order with inside its lane. Default: the lane.
     fn within(&self, _record: &Self::Raw) -> Within {
@@ -69,13 +81,204 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 }
 
 /// How a [`Source`] turns one of its records into `Rec`, what the handler
-/// takes: parsed, keyed ([`Pipeline::key_of`]), its payload to hash.
+/// takes, in two steps around its key: [`prepare`](Self::prepare) reads the
+/// record (the handler's body, the document the key selector reads, an
+/// envelope, the payload as delivered); the pipeline then keys it, decides
+/// what payload validation hashes and hands the key to
+/// [`record`](Self::record), which makes the handler's record.
+///
+/// ```
+/// use lambda_idempotency::batch::{FailureReason, Keyed, Pipeline, Prepare, Prepared};
+/// # use lambda_idempotency::batch::{BatchReport, Delivery, Ordering, Source, SourceNames};
+/// # use lambda_idempotency::batch::{BatchError, StreamEvent};
+/// # use serde_json::Value;
+/// # #[derive(Debug, Clone)]
+/// # struct Job { id: String, data: Vec<u8> }
+/// # static NAMES: SourceNames = SourceNames { id: "jobId", id_field: "job_id",
+/// #     lane_field: "queue", deduplication_id: "none", no_lane: "no queue" };
+/// # impl Delivery for Job {
+/// #     fn id(&self) -> Option<&str> { Some(&self.id) }
+/// #     fn source(&self) -> &'static SourceNames { &NAMES }
+/// # }
+/// # #[derive(Debug, Clone, Default)]
+/// # struct Jobs;
+/// # impl Source for Jobs {
+/// #     type Event = StreamEvent<Job>;
+/// #     type Raw = Job;
+/// #     type Response = ();
+/// #     type Error = BatchError;
+/// #     const NAMES: &'static SourceNames = &NAMES;
+/// #     fn parse(_: Value) -> Result<Self::Event, BatchError> { unimplemented!() }
+/// #     fn ordering(&self, _: &Self::Event) -> Ordering { Ordering::Unordered }
+/// #     fn respond<T>(&self, _: &BatchReport<T>) -> Result<(), BatchError> { Ok(()) }
+/// # }
+/// /// What a handler of `Jobs` takes.
+/// pub struct JobRecord<M> {
+///     pub body: M,
+///     pub job: Job,
+///     pub key: Option<lambda_idempotency::IdempotencyKey>,
+/// }
+///
+/// impl<M: serde::de::DeserializeOwned> Prepare<JobRecord<M>> for Jobs {
+///     type Body = M;
+///
+///     fn prepare<'r>(
+///         &self,
+///         _: &Pipeline<'_>,
+///         ident: &str,
+///         job: &'r Job,
+///     ) -> Result<Prepared<'r, M>, FailureReason> {
+///         // JSON, text or bytes, by the handler's type.
+///         Prepared::from_payload(ident, "data", Some(job.data.as_slice()))
+///     }
+///
+///     fn record(&self, job: Job, body: M, keyed: Keyed) -> JobRecord<M> {
+///         JobRecord { body, job, key: keyed.key }
+///     }
+/// }
+/// ```
 pub trait Prepare<Rec>: Source {
-    /// Prepares `record` (its log name `ident`), or says why it fails.
-    fn prepare(
+    /// What [`prepare`](Self::prepare) keeps of a record for
+    /// [`record`](Self::record): the handler's parsed body, usually.
+    type Body;
+
+    /// Reads `record` (its log name `ident`): its body, its document, its
+    /// envelope and payload, or why it fails (its record alone). `pipeline`
+    /// says whether the document is read at all ([`Pipeline::document`]).
+    fn prepare<'r>(
         &self,
         pipeline: &Pipeline<'_>,
         ident: &str,
-        record: Self::Raw,
-    ) -> Result<Prepared<Rec>, FailureReason>;
+        record: &'r Self::Raw,
+    ) -> Result<Prepared<'r, Self::Body>, FailureReason>;
+
+    /// The handler's record: `record` as delivered, the `body`
+    /// [`prepare`](Self::prepare) read, and its key and envelope
+    /// ([`Keyed`]).
+    fn record(&self, record: Self::Raw, body: Self::Body, keyed: Keyed) -> Rec;
+}
+
+/// What a [`Source`] reads of one of its records ([`Prepare::prepare`]):
+/// its body `B`, the document the key selector reads, the envelope it came
+/// in and its payload as delivered. The pipeline keys it and hashes it
+/// ([`Processor::payload`](super::Processor::payload)), one rule for every
+/// source.
+#[derive(Debug)]
+#[must_use]
+pub struct Prepared<'r, B> {
+    pub(crate) body: B,
+    pub(crate) document: Value,
+    pub(crate) envelope: Option<Envelope>,
+    pub(crate) payload: Option<Cow<'r, [u8]>>,
+    pub(crate) hashed: Option<Value>,
+}
+
+impl<'r, B> Prepared<'r, B> {
+    /// `body` with its `document`: what the key selector reads
+    /// ([`KeyInput::value`](crate::KeyInput::value)) and payload validation
+    /// hashes ([`Processor::payload`](super::Processor::payload)).
+    pub fn new(body: B, document: Value) -> Self {
+        Self {
+            body,
+            document,
+            envelope: None,
+            payload: None,
+            hashed: None,
+        }
+    }
+
+    /// Payload validation hashes `hashed` instead of the document (an SNS
+    /// notification is keyed on the notification, its `Message` hashed).
+    pub fn hashed(mut self, hashed: Value) -> Self {
+        self.hashed = Some(hashed);
+        self
+    }
+
+    /// The envelope the body was opened from ([`KeyInput::envelope`](crate::KeyInput::envelope)),
+    /// given back in [`Keyed::envelope`].
+    pub fn with_envelope(mut self, envelope: Option<Envelope>) -> Self {
+        self.envelope = envelope;
+        self
+    }
+
+    /// The payload as delivered, for a handler that takes text or bytes
+    /// ([`KeyInput::payload`](crate::KeyInput::payload)).
+    pub fn with_payload(mut self, payload: impl Into<Cow<'r, [u8]>>) -> Self {
+        self.payload = Some(payload.into());
+        self
+    }
+
+    /// The same with its body mapped by `f`.
+    pub fn map<C>(self, f: impl FnOnce(B) -> C) -> Prepared<'r, C> {
+        Prepared {
+            body: f(self.body),
+            document: self.document,
+            envelope: self.envelope,
+            payload: self.payload,
+            hashed: self.hashed,
+        }
+    }
+}
+
+impl<'r, M: DeserializeOwned> Prepared<'r, M> {
+    /// A record's payload (`bytes`, its `what` in errors: `data`, `value`;
+    /// `None`: a tombstone, JSON `null`) read as `M` by the one rule of
+    /// [`PayloadKind`]: parsed as JSON when `M` wants JSON (the document
+    /// keeps the exact text of numbers `f64` cannot hold), else taken as
+    /// text or bytes (the document is the payload as a base64 JSON string,
+    /// the payload itself goes to [`KeyInput::payload`](crate::KeyInput::payload)).
+    pub fn from_payload(
+        ident: &str,
+        what: &str,
+        bytes: Option<impl Into<Cow<'r, [u8]>>>,
+    ) -> Result<Self, FailureReason> {
+        let parse = FailureReason::Parse;
+        let type_name = std::any::type_name::<M>();
+        let Some(bytes) = bytes.map(Into::into) else {
+            let body = M::deserialize(&Value::Null).map_err(|e| {
+                parse(format!(
+                    "record {ident} is a tombstone (no {what}), which does not parse as \
+                     {type_name}: {e}"
+                ))
+            })?;
+            return Ok(Self::new(body, Value::Null));
+        };
+        let kind = PayloadKind::of::<M>();
+        if kind != PayloadKind::Json {
+            let body = payload::decode::<M>(kind, &bytes, what, ident)?;
+            return Ok(Self::new(body, payload::document(&bytes)).with_payload(bytes));
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            parse(format!(
+                "{what} of record {ident} is not UTF-8 (so not JSON, which the handler's \
+                 type {type_name} takes: type it String or lambda_idempotency::Bytes to \
+                 take text or bytes): {e}"
+            ))
+        })?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            parse(format!(
+                "{what} of record {ident} is not JSON, which the handler's type \
+                 {type_name} takes (type it String or lambda_idempotency::Bytes to take \
+                 text or bytes): {e}"
+            ))
+        })?;
+        let body: M = serde_json::from_str(text).map_err(|e| {
+            parse(format!(
+                "{what} of record {ident} does not parse as {type_name}: {e}"
+            ))
+        })?;
+        let document = crate::key::exact_material(text, &value).unwrap_or(value);
+        Ok(Self::new(body, document))
+    }
+}
+
+/// What the pipeline gives [`Prepare::record`] besides the record and its
+/// body.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Keyed {
+    /// The record's idempotency key (`None`: it runs unprotected).
+    pub key: Option<IdempotencyKey>,
+    /// The envelope [`Prepared::with_envelope`] named.
+    pub envelope: Option<Envelope>,
 }

@@ -1,14 +1,14 @@
 //! The parked record's id and size rules.
 
 use super::*;
-use crate::batch::{IdField, LaneField, SourceNames};
+use crate::batch::SourceNames;
 use crate::parking::SQS_MAX_MESSAGE_BYTES;
 use serde_json::json;
 
 static NAMES: SourceNames = SourceNames {
     id: "sequenceNumber",
-    id_field: IdField::SequenceNumber,
-    lane_field: LaneField::Shard,
+    id_field: "sequence_number",
+    lane_field: "shard",
     deduplication_id: "none",
     no_lane: "record without a shard",
 };

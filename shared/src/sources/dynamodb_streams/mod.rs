@@ -8,27 +8,25 @@ use serde_dynamo::AttributeValue;
 use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, KeyInput, Within};
-use crate::batch::{KeySelector, LaneField, MalformedRecord, Ordering, Parks, PartialResponse};
-use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey, sources::hashed};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeyInput, Keyed, Within};
+use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
+use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey};
 use crate::{value::AttrValue, write::Item, write::canonical};
 
 /// Processes DynamoDB Streams batches ([`Processor`] over [`DynamoDbStreams`]).
 pub type DynamoDbStreamsProcessor = Processor<DynamoDbStreams>;
 
-/// The DynamoDB Streams source and its settings.
+/// The DynamoDB Streams source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct DynamoDbStreams {
-    payload: PayloadScope,
-}
+pub struct DynamoDbStreams;
 
 /// DynamoDB stream records: their lane is their stream (`eventSourceARN`).
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "SequenceNumber",
-        id_field: IdField::SequenceNumber,
-        lane_field: LaneField::Shard,
+        id_field: "sequence_number",
+        lane_field: "shard",
         deduplication_id: "a deduplication id (DynamoDB stream records have none)",
         no_lane: "DynamoDB stream record without an eventSourceARN (its stream)",
     },
@@ -71,10 +69,6 @@ impl Source for DynamoDbStreams {
         Ordering::StopLane
     }
 
-    fn records(&self, event: DynamoDbStreamEvent) -> Vec<Result<EventRecord, MalformedRecord>> {
-        event.records
-    }
-
     fn within(&self, record: &EventRecord) -> Within {
         item_of(Some(&record.change.keys))
     }
@@ -85,8 +79,11 @@ impl Source for DynamoDbStreams {
     }
 
     fn ticket(&self, record: &EventRecord) -> Option<Ticket> {
-        let arn = record.event_source_arn.as_deref();
-        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
+        Ticket::of(
+            SALVAGE.event_source,
+            record.event_source_arn.as_deref(),
+            record,
+        )
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
@@ -103,14 +100,6 @@ impl PartialResponse for DynamoDbEventResponse {
 }
 
 impl Parks for DynamoDbStreams {}
-
-impl Processor<DynamoDbStreams> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] ([`record_json`]).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
-    }
-}
 
 /// The `principalId` of the deletions DynamoDB's Time to Live makes.
 pub const TTL_PRINCIPAL: &str = "dynamodb.amazonaws.com";
@@ -158,18 +147,7 @@ pub struct DynamoDbRecord {
 impl DynamoDbRecord {
     /// The handler's view of `record`, its images converted exactly ([`to_item`]).
     pub fn new(record: EventRecord) -> Result<Self, String> {
-        let image = |name: &str, item: &serde_dynamo::Item| {
-            let item = (!item.is_empty()).then(|| to_item(item));
-            item.transpose().map_err(|e| format!("{name}.{e}"))
-        };
-        Ok(Self {
-            event_name: record.event_name.clone(),
-            keys: image("Keys", &record.change.keys)?.unwrap_or_default(),
-            new_image: image("NewImage", &record.change.new_image)?,
-            old_image: image("OldImage", &record.change.old_image)?,
-            record,
-            key: None,
-        })
+        Ok(Images::of(&record)?.with(record))
     }
 
     /// The `SequenceNumber` (its position in the shard).
@@ -189,10 +167,61 @@ impl DynamoDbRecord {
     }
 }
 
+/// What [`DynamoDbRecord`] reads of a stream record: its images, converted.
+#[derive(Debug)]
+pub struct Images {
+    event_name: String,
+    keys: Item,
+    new_image: Option<Item>,
+    old_image: Option<Item>,
+}
+
+impl Images {
+    /// The images of `record`, converted exactly ([`to_item`]).
+    fn of(record: &EventRecord) -> Result<Self, String> {
+        let image = |name: &str, item: &serde_dynamo::Item| {
+            let item = (!item.is_empty()).then(|| to_item(item));
+            item.transpose().map_err(|e| format!("{name}.{e}"))
+        };
+        Ok(Self {
+            event_name: record.event_name.clone(),
+            keys: image("Keys", &record.change.keys)?.unwrap_or_default(),
+            new_image: image("NewImage", &record.change.new_image)?,
+            old_image: image("OldImage", &record.change.old_image)?,
+        })
+    }
+
+    /// The handler's record of `record` with these images.
+    fn with(self, record: EventRecord) -> DynamoDbRecord {
+        DynamoDbRecord {
+            event_name: self.event_name,
+            keys: self.keys,
+            new_image: self.new_image,
+            old_image: self.old_image,
+            record,
+            key: None,
+        }
+    }
+
+    /// [`record_json`] of these images.
+    fn json(&self) -> Value {
+        view(
+            &self.event_name,
+            &self.keys,
+            [&self.new_image, &self.old_image],
+        )
+    }
+}
+
 /// The JSON view keys and payload hashes read: `eventName`, `Keys`, the images.
 pub fn record_json(record: &DynamoDbRecord) -> Value {
-    let mut view = json!({"eventName": record.event_name, "Keys": item_json(&record.keys)});
-    let (new, old) = (&record.new_image, &record.old_image);
+    let images = [&record.new_image, &record.old_image];
+    view(&record.event_name, &record.keys, images)
+}
+
+/// The JSON view of `event_name`, `keys` and the new and old images.
+fn view(event_name: &str, keys: &Item, [new, old]: [&Option<Item>; 2]) -> Value {
+    let mut view = json!({"eventName": event_name, "Keys": item_json(keys)});
     for (name, image) in [("NewImage", new), ("OldImage", old)] {
         if let Some(image) = image {
             view[name] = item_json(image);
@@ -225,18 +254,24 @@ pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
 }
 
 impl Prepare<DynamoDbRecord> for DynamoDbStreams {
-    fn prepare(
+    type Body = Images;
+
+    fn prepare<'r>(
         &self,
         pipeline: &Pipeline<'_>,
         ident: &str,
-        raw: EventRecord,
-    ) -> Result<Prepared<DynamoDbRecord>, FailureReason> {
-        let mut record = DynamoDbRecord::new(raw)
-            .map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = pipeline.document(self.payload, || record_json(&record));
-        let key = pipeline.key_of(ident, KeyInput::new(&view, Some(&record.record)))?;
-        record.key = key.clone();
-        Ok(Prepared::new(record, key, hashed(self.payload, view)))
+        record: &'r EventRecord,
+    ) -> Result<Prepared<'r, Images>, FailureReason> {
+        let images =
+            Images::of(record).map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
+        let view = pipeline.document(|| images.json());
+        Ok(Prepared::new(images, view))
+    }
+
+    fn record(&self, record: EventRecord, images: Images, keyed: Keyed) -> DynamoDbRecord {
+        let mut record = images.with(record);
+        record.key = keyed.key;
+        record
     }
 }
 

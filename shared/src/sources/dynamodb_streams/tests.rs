@@ -762,7 +762,7 @@ async fn a_pointer_key_reads_the_json_view_even_without_payload_validation() {
     // share their eventName, so the second is the first's copy.
     let (engine, _, _) = memory_engine();
     let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::pointer("/eventName"))
-        .payload(PayloadScope::None);
+        .payload(crate::PayloadScope::None);
     let sink = Sink::default();
     let report = processor
         .process(event(sample_records()), None, |r| sink.handle(r, "none"))

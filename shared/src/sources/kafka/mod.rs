@@ -11,12 +11,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
-use crate::batch::{LaneField, MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope};
-use crate::batch::{Pipeline, Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Pipeline};
+use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
-use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey, sources::prepare_json};
+use crate::{batch::parking::Ticket, error::ErrorType, key::IdempotencyKey};
 
 /// The `eventSource`, `eventSourceArn` and `bootstrapServers` of a Kafka
 /// event, shared by its records.
@@ -32,8 +32,8 @@ pub const SELF_MANAGED_EVENT_SOURCE: &str = "SelfManagedKafka";
 
 static KAFKA: SourceNames = SourceNames {
     id: "offset",
-    id_field: IdField::Offset,
-    lane_field: LaneField::Partition,
+    id_field: "offset",
+    lane_field: "partition",
     deduplication_id: "a deduplication id (Kafka records have none)",
     no_lane: "Kafka record without a topic-partition",
 };
@@ -47,7 +47,6 @@ pub type KafkaProcessor = Processor<Kafka>;
 pub struct Kafka {
     order: KafkaOrder,
     item_failures: KafkaItemFailures,
-    payload: PayloadScope,
     schema_registry: Option<SchemaRegistry>,
 }
 
@@ -112,10 +111,6 @@ impl Source for Kafka {
 
     fn ordering(&self, _: &KafkaStreamEvent) -> Ordering {
         Ordering::StopLane
-    }
-
-    fn records(&self, event: KafkaStreamEvent) -> Vec<Result<KafkaDelivery, MalformedRecord>> {
-        event.records
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
@@ -260,12 +255,15 @@ fn parse_records(
 impl Parks for Kafka {}
 
 impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
-    fn prepare(
+    /// The value read, and the schema its registry header names.
+    type Body = (M, Option<SchemaId>);
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        delivery: KafkaDelivery,
-    ) -> Result<Prepared<KafkaMessage<M>>, FailureReason> {
+        delivery: &'r KafkaDelivery,
+    ) -> Result<Prepared<'r, Self::Body>, FailureReason> {
         if let Some(problem) = &delivery.undecodable {
             return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
         }
@@ -278,10 +276,15 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
             }
             (_, value) => (None, value),
         };
-        let p = prepare_json::<M>(pipeline, ident, "value", value, &delivery, self.payload)?;
-        let mut message = KafkaMessage::new(p.record, delivery);
-        (message.key, message.schema) = (p.key.clone(), schema);
-        Ok(Prepared::new(message, p.key, p.payload))
+        let prepared = Prepared::from_payload(ident, "value", value)?;
+        Ok(prepared.map(|body| (body, schema)))
+    }
+
+    fn record(&self, delivery: KafkaDelivery, body: Self::Body, keyed: Keyed) -> KafkaMessage<M> {
+        let (body, schema) = body;
+        let mut message = KafkaMessage::new(body, delivery);
+        (message.key, message.schema) = (keyed.key, schema);
+        message
     }
 }
 
@@ -295,12 +298,6 @@ impl Processor<Kafka> {
     /// Whether the mapping acts on `batchItemFailures` ([`KafkaItemFailures`]).
     pub fn item_failures(mut self, mode: KafkaItemFailures) -> Self {
         self.source.item_failures = mode;
-        self
-    }
-
-    /// What payload validation hashes (default [`PayloadScope::Body`]: the value).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 

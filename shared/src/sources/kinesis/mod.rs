@@ -12,10 +12,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, IdField, LaneField};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, PayloadScope, Pipeline};
-use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, Within};
-use crate::sources::{check_size, prepare_json};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
+use crate::batch::{Ordering, Parks, PartialResponse, Pipeline, Prepare, Prepared};
+use crate::batch::{Processor, Source, SourceNames, Within};
+use crate::sources::check_size;
 use crate::{batch::parking::Ticket, key::IdempotencyKey};
 
 /// The default [`KinesisProcessor::max_data_bytes`]: 10 MiB, the largest
@@ -30,7 +30,6 @@ pub type KinesisProcessor = Processor<Kinesis>;
 pub struct Kinesis {
     order: KinesisOrder,
     max_data_bytes: Option<usize>,
-    payload: PayloadScope,
     /// KPL aggregates stay whole ([`KinesisProcessor::deaggregate`]).
     keep_aggregates: bool,
 }
@@ -53,8 +52,8 @@ pub enum KinesisOrder {
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "sequenceNumber",
-        id_field: IdField::SequenceNumber,
-        lane_field: LaneField::Shard,
+        id_field: "sequence_number",
+        lane_field: "shard",
         deduplication_id: "a deduplication id (Kinesis records have none)",
         no_lane: "Kinesis record without a shard (no eventID)",
     },
@@ -73,6 +72,18 @@ pub type KinesisStreamEvent = StreamEvent<KinesisEventRecord>;
 impl From<KinesisEvent> for KinesisStreamEvent {
     fn from(event: KinesisEvent) -> Self {
         Self::new(event.records)
+    }
+}
+
+/// Each record one delivery, KPL aggregates whole ([`Kinesis`] splits them
+/// unless [`KinesisProcessor::deaggregate`] is off).
+impl From<KinesisStreamEvent> for StreamEvent<KinesisDelivery> {
+    fn from(event: KinesisStreamEvent) -> Self {
+        let mut records = Vec::with_capacity(event.records.len());
+        for record in event.records {
+            records.push(record.map(KinesisDelivery::plain));
+        }
+        Self::parsed(records)
     }
 }
 
@@ -125,8 +136,11 @@ impl Source for Kinesis {
     }
 
     fn ticket(&self, record: &KinesisDelivery) -> Option<Ticket> {
-        let arn = record.record.event_source_arn.as_deref();
-        Ticket::new(SALVAGE.event_source, arn, record, record.clone())
+        Ticket::of(
+            SALVAGE.event_source,
+            record.record.event_source_arn.as_deref(),
+            record,
+        )
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
@@ -167,13 +181,6 @@ impl Processor<Kinesis> {
     /// [`KinesisOrder::PartitionKey`].
     pub fn order(mut self, order: KinesisOrder) -> Self {
         self.source.order = order;
-        self
-    }
-
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `data`).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 
@@ -255,20 +262,24 @@ impl<M> KinesisRecord<M> {
 }
 
 impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
-    fn prepare(
+    type Body = M;
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        delivery: KinesisDelivery,
-    ) -> Result<Prepared<KinesisRecord<M>>, FailureReason> {
+        delivery: &'r KinesisDelivery,
+    ) -> Result<Prepared<'r, M>, FailureReason> {
         let data = delivery.record.kinesis.data.as_slice();
         check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
-        let p = prepare_json::<M>(pipeline, ident, "data", Some(data), &delivery, self.payload)?;
+        Prepared::from_payload(ident, "data", Some(data))
+    }
+
+    fn record(&self, delivery: KinesisDelivery, body: M, keyed: Keyed) -> KinesisRecord<M> {
         let (record, aggregated) = delivery.into_parts();
-        let mut record = KinesisRecord::new(p.record, record);
-        record.aggregated = aggregated;
-        record.key = p.key.clone();
-        Ok(Prepared::new(record, p.key, p.payload))
+        let mut record = KinesisRecord::new(body, record);
+        (record.aggregated, record.key) = (aggregated, keyed.key);
+        record
     }
 }
 

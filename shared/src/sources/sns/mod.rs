@@ -10,11 +10,11 @@ use serde_json::Value;
 
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
-use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, IdField};
-use crate::batch::{KeyInput, LaneField, MalformedRecord, Ordering, PayloadScope, Pipeline};
-use crate::batch::{PayloadKind, Prepare, Prepared, Processor, Source, SourceNames};
+use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
+use crate::batch::{Ordering, PayloadKind, Pipeline, Prepare, Prepared};
+use crate::batch::{Processor, Source, SourceNames};
 use crate::error::{ErrorType, UNCLASSIFIED};
-use crate::{key::IdempotencyKey, sources::hashed};
+use crate::key::IdempotencyKey;
 
 /// The `EventSource` of the records of an SNS event.
 pub const SNS_EVENT_SOURCE: &str = "aws:sns";
@@ -23,18 +23,16 @@ pub const SNS_EVENT_SOURCE: &str = "aws:sns";
 /// ([`Processor`] over [`Sns`]).
 pub type SnsProcessor = Processor<Sns>;
 
-/// The SNS source and its settings.
+/// The SNS source (it has no settings of its own).
 #[derive(Debug, Clone, Default)]
-pub struct Sns {
-    payload: PayloadScope,
-}
+pub struct Sns;
 
 /// SNS records: named by their `MessageId`.
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "MessageId",
-        id_field: IdField::MessageId,
-        lane_field: LaneField::Group,
+        id_field: "message_id",
+        lane_field: "group",
         deduplication_id: "a deduplication id (SNS notifications invoking a function have none)",
         no_lane: "SNS record without a lane",
     },
@@ -77,22 +75,8 @@ impl Source for Sns {
         Ordering::Unordered
     }
 
-    fn records(&self, event: SnsStreamEvent) -> Vec<Result<SnsRecord, MalformedRecord>> {
-        event.records
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
         answer(report)
-    }
-}
-
-impl Processor<Sns> {
-    /// What payload validation hashes. Default [`PayloadScope::Body`] (the
-    /// parsed `Message`: the notification's `MessageId`, `Timestamp` and
-    /// `Signature` differ between two publications of one business event).
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
-        self
     }
 }
 
@@ -225,28 +209,32 @@ pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
 }
 
 impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
-    fn prepare(
+    type Body = M;
+
+    /// Keyed on the notification with its `Message` parsed ([`material`]);
+    /// the `Message` is hashed.
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        record: SnsRecord,
-    ) -> Result<Prepared<Notification<M>>, FailureReason> {
+        record: &'r SnsRecord,
+    ) -> Result<Prepared<'r, M>, FailureReason> {
         let opened = open_message::<M>(&format!("notification {ident}"), &record.sns.message)?;
         let notification = serde_json::to_value(&record.sns).map_err(|e| {
             FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))
         })?;
         let material = material(notification, &opened.document);
-        let raw = PayloadKind::of::<M>() != PayloadKind::Json;
-        let input = KeyInput::new(&material, Some(&record));
-        let input = input.with_payload(raw.then_some(record.sns.message.as_bytes()));
-        let key = pipeline.key_of(ident, input)?;
-        let mut notification = Notification::new(opened.body, record);
-        notification.key = key.clone();
-        Ok(Prepared::new(
-            notification,
-            key,
-            hashed(self.payload, opened.document),
-        ))
+        let prepared = Prepared::new(opened.body, material).hashed(opened.document);
+        Ok(match PayloadKind::of::<M>() {
+            PayloadKind::Json => prepared,
+            _ => prepared.with_payload(record.sns.message.as_bytes()),
+        })
+    }
+
+    fn record(&self, record: SnsRecord, body: M, keyed: Keyed) -> Notification<M> {
+        let mut notification = Notification::new(body, record);
+        notification.key = keyed.key;
+        notification
     }
 }
 

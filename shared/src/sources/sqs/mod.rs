@@ -2,6 +2,8 @@
 //! optionally signed or opened as envelopes. The guide: the repository's `docs/sources/sqs.md`.
 
 pub use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use std::borrow::Cow;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -13,9 +15,9 @@ pub use crate::batch::{
 use crate::batch::PayloadKind;
 use crate::batch::envelope::{self, looks_like_eventbridge};
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{Attribute, Delivery, IdField, KeyInput, LaneField, MalformedRecord};
-use crate::batch::{PayloadScope, Pipeline, Prepare, Prepared, Processor, Source, SourceNames};
-use crate::sources::{check_size, hashed, prepare_raw};
+use crate::batch::{Attribute, Delivery, Keyed, Pipeline, Prepare, Prepared};
+use crate::batch::{Processor, Source, SourceNames};
+use crate::sources::check_size;
 use crate::{key::IdempotencyKey, signature::Verifier};
 
 /// The SQS system attribute holding a FIFO record's message group.
@@ -38,7 +40,6 @@ pub struct Sqs {
     max_body_bytes: Option<usize>,
     verifier: Option<Verifier>,
     envelope: EnvelopeMode,
-    payload: PayloadScope,
 }
 
 /// Standard or FIFO processing.
@@ -69,8 +70,8 @@ pub enum FifoFailureMode {
 static SALVAGE: Salvage = Salvage {
     names: SourceNames {
         id: "messageId",
-        id_field: IdField::MessageId,
-        lane_field: LaneField::Group,
+        id_field: "message_id",
+        lane_field: "group",
         deduplication_id: "attribute MessageDeduplicationId (FIFO queues only)",
         no_lane: "FIFO record without a MessageGroupId attribute (is the queue really FIFO?)",
     },
@@ -136,10 +137,6 @@ impl Source for Sqs {
         }
     }
 
-    fn records(&self, event: SqsStreamEvent) -> Vec<Result<SqsMessage, MalformedRecord>> {
-        event.records
-    }
-
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<SqsBatchResponse, BatchError> {
         report.response_as()
     }
@@ -176,12 +173,6 @@ impl Processor<Sqs> {
     /// FIFO failure handling. Default [`FifoFailureMode::SkipGroup`].
     pub fn fifo_failure_mode(mut self, mode: FifoFailureMode) -> Self {
         self.source.fifo_failure_mode = mode;
-        self
-    }
-
-    /// What payload validation hashes. Default [`PayloadScope::Body`].
-    pub fn payload(mut self, scope: PayloadScope) -> Self {
-        self.source.payload = scope;
         self
     }
 
@@ -264,30 +255,29 @@ impl<M> SqsRecord<M> {
 }
 
 impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
-    fn prepare(
+    type Body = M;
+
+    fn prepare<'r>(
         &self,
-        pipeline: &Pipeline<'_>,
+        _: &Pipeline<'_>,
         ident: &str,
-        message: SqsMessage,
-    ) -> Result<Prepared<SqsRecord<M>>, FailureReason> {
+        message: &'r SqsMessage,
+    ) -> Result<Prepared<'r, M>, FailureReason> {
         let parse = FailureReason::Parse;
         let text = message.body.as_deref();
         let text = text.ok_or_else(|| parse(format!("message {ident} has no body")))?;
         check_size(text.len(), self.max_body_bytes, DEFAULT_MAX_BODY_BYTES)?;
         if let Some(verifier) = &self.verifier {
-            (verifier.verify_message(&message)).map_err(FailureReason::BadSignature)?;
+            (verifier.verify_message(message)).map_err(FailureReason::BadSignature)?;
         }
-        let kind = PayloadKind::of::<M>();
-        if kind != PayloadKind::Json {
+        if PayloadKind::of::<M>() != PayloadKind::Json {
             let (payload, envelope) = envelope::open_raw(self.envelope, ident, text)?;
-            let (body, document) = prepare_raw::<M>(kind, payload.as_bytes(), "body", ident)?;
-            let input = KeyInput::new(&document, Some(&message))
-                .with_envelope(envelope.as_ref())
-                .with_payload(Some(payload.as_bytes()));
-            let key = pipeline.key_of(ident, input)?;
-            let mut record = SqsRecord::new(body, message);
-            (record.envelope, record.key) = (envelope, key.clone());
-            return Ok(Prepared::new(record, key, hashed(self.payload, document)));
+            let payload: Cow<'r, [u8]> = match payload {
+                Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+                Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+            };
+            let prepared = Prepared::from_payload(ident, "body", Some(payload))?;
+            return Ok(prepared.with_envelope(envelope));
         }
         let value: Value = serde_json::from_str(text).map_err(|e| {
             parse(format!(
@@ -297,13 +287,14 @@ impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
             ))
         })?;
         let opened = envelope::open::<M>(self.envelope, ident, text, value)?;
-        let input =
-            KeyInput::new(&opened.document, Some(&message)).with_envelope(opened.envelope.as_ref());
-        let key = pipeline.key_of(ident, input)?;
-        let payload = hashed(self.payload, opened.document);
-        let mut record = SqsRecord::new(opened.body, message);
-        (record.envelope, record.key) = (opened.envelope, key.clone());
-        Ok(Prepared::new(record, key, payload))
+        let prepared = Prepared::new(opened.body, opened.document);
+        Ok(prepared.with_envelope(opened.envelope))
+    }
+
+    fn record(&self, message: SqsMessage, body: M, keyed: Keyed) -> SqsRecord<M> {
+        let mut record = SqsRecord::new(body, message);
+        (record.envelope, record.key) = (keyed.envelope, keyed.key);
+        record
     }
 }
 
