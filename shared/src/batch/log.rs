@@ -252,3 +252,58 @@ pub(crate) fn log_outcome<T, F: Failure>(
         _ => line!(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::IdField;
+
+    #[test]
+    fn the_log_fields_of_the_shipped_sources_are_unchanged() {
+        let unit = Unit {
+            lane: Some("shardId-000000000000"),
+            lane_field: "shard",
+            ..Unit::new("record", "4959", "sequence_number")
+        };
+        let f = unit.fields();
+        assert_eq!(f.sequence_number, Some("4959"));
+        assert_eq!(f.shard, Some("shardId-000000000000"));
+        let others = [
+            f.message_id,
+            f.event_id,
+            f.offset,
+            f.id,
+            f.group,
+            f.partition,
+        ];
+        assert_eq!(others, [None; 6]);
+        assert_eq!((f.id_field, f.lane_field, f.lane), (None, None, None));
+        let f = Unit::new("event", "e-1", IdField::EventId).fields();
+        assert_eq!((f.event_id, f.message_id), (Some("e-1"), None));
+        // A request has no id field of its own: `message_id`, as before.
+        let unit = Unit {
+            id: Some("req-1"),
+            ..Unit::default()
+        };
+        assert_eq!(unit.fields().message_id, Some("req-1"));
+    }
+
+    #[test]
+    fn a_source_of_its_own_names_its_own_log_fields() {
+        let unit = Unit {
+            lane: Some("orders"),
+            lane_field: "queue",
+            ..Unit::new("record", "ID:b-1:1:1:1", "mq_message_id")
+        };
+        let f = unit.fields();
+        assert_eq!(
+            (f.id_field, f.id),
+            (Some("mq_message_id"), Some("ID:b-1:1:1:1"))
+        );
+        assert_eq!((f.lane_field, f.lane), (Some("queue"), Some("orders")));
+        assert_eq!([f.message_id, f.group, f.shard, f.partition], [None; 4]);
+        // Without a lane, no lane field either.
+        let f = Unit::new("record", "m", "mq_message_id").fields();
+        assert_eq!((f.lane_field, f.lane), (None, None));
+    }
+}

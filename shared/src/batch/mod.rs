@@ -43,4 +43,4 @@ pub(crate) use settings::remaining_now;
 pub use settings::{
     DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
 };
-pub use source::{Keyed, Prepare, Prepared, Source};
+pub use source::{Keyed, Prepare, Prepared, Preparing, Reading, Source};

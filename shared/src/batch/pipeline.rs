@@ -26,15 +26,14 @@ use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
 use super::settings::UnprotectedOrder;
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
 use super::slot::{Ready, Role, Shared, Slot, State};
-use super::source::{Keyed, Prepare, Prepared};
+use super::source::{Keyed, Prepare, Prepared, Reading};
 use crate::engine::{CommitGroup, Outcome, Prefetched, Seat, panic_message};
 use crate::error::{HandlerError, report};
 use crate::key::{IdempotencyKey, payload_hash};
 use crate::parking::Parking;
 use crate::write::IntoStaged;
 
-/// How one batch runs: what every source's processor hands the pipeline,
-/// and what a source's [`Prepare::prepare`] may ask of it.
+/// How one batch runs: what every source's processor hands the pipeline.
 pub struct Pipeline<'a> {
     pub(crate) settings: &'a Settings,
     /// How records are ordered and what a failure takes down.
@@ -73,9 +72,8 @@ impl Pipeline<'_> {
     }
 
     /// A record's document from `build`, only when the key or the payload
-    /// hash reads it (JSON `null` otherwise): for a source whose document
-    /// costs to build ([`Prepare::prepare`]).
-    pub fn document(&self, build: impl FnOnce() -> Value) -> Value {
+    /// hash reads it (JSON `null` otherwise): [`Reading::document`].
+    pub(crate) fn document(&self, build: impl FnOnce() -> Value) -> Value {
         let read =
             self.settings.payload == PayloadScope::Body || self.settings.key.reads_document();
         if read { build() } else { Value::Null }
@@ -99,7 +97,13 @@ impl Pipeline<'_> {
             envelope,
             payload,
             hashed,
-        } = source.prepare(self, ident, &raw)?;
+        } = source.prepare(
+            &Reading {
+                ident,
+                pipeline: self,
+            },
+            &raw,
+        )?;
         let input = KeyInput::new(&document, Some(&raw))
             .with_envelope(envelope.as_ref())
             .with_payload(payload.as_deref());

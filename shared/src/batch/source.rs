@@ -42,8 +42,15 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     /// ([`BatchError::WrongEvent`]).
     fn parse(payload: Value) -> Result<Self::Event, BatchError>;
 
-    /// How the records of `event` keep their order.
-    fn ordering(&self, event: &Self::Event) -> Ordering;
+    /// How its records keep their order when that is the same for every
+    /// event. Default [`Ordering::Unordered`].
+    const ORDERING: Ordering = Ordering::Unordered;
+
+    /// How the records of `event` keep their order. Default
+    /// [`ORDERING`](Self::ORDERING).
+    fn ordering(&self, _event: &Self::Event) -> Ordering {
+        Self::ORDERING
+    }
 
     /// The records of `event` in batch order, each parsed on its own: one
     /// that did not parse is a [`MalformedRecord`], which fails alone.
@@ -88,8 +95,8 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 /// [`record`](Self::record), which makes the handler's record.
 ///
 /// ```
-/// use lambda_idempotency::batch::{FailureReason, Keyed, Pipeline, Prepare, Prepared};
-/// # use lambda_idempotency::batch::{BatchReport, Delivery, Ordering, Source, SourceNames};
+/// use lambda_idempotency::batch::{Keyed, Prepare, Prepared, Preparing, Reading};
+/// # use lambda_idempotency::batch::{BatchReport, Delivery, Source, SourceNames};
 /// # use lambda_idempotency::batch::{BatchError, StreamEvent};
 /// # use serde_json::Value;
 /// # #[derive(Debug, Clone)]
@@ -109,7 +116,6 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 /// #     type Error = BatchError;
 /// #     const NAMES: &'static SourceNames = &NAMES;
 /// #     fn parse(_: Value) -> Result<Self::Event, BatchError> { unimplemented!() }
-/// #     fn ordering(&self, _: &Self::Event) -> Ordering { Ordering::Unordered }
 /// #     fn respond<T>(&self, _: &BatchReport<T>) -> Result<(), BatchError> { Ok(()) }
 /// # }
 /// /// What a handler of `Jobs` takes.
@@ -122,14 +128,9 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 /// impl<M: serde::de::DeserializeOwned> Prepare<JobRecord<M>> for Jobs {
 ///     type Body = M;
 ///
-///     fn prepare<'r>(
-///         &self,
-///         _: &Pipeline<'_>,
-///         ident: &str,
-///         job: &'r Job,
-///     ) -> Result<Prepared<'r, M>, FailureReason> {
+///     fn prepare<'r>(&self, at: &Reading<'_>, job: &'r Job) -> Preparing<'r, M> {
 ///         // JSON, text or bytes, by the handler's type.
-///         Prepared::from_payload(ident, "data", Some(job.data.as_slice()))
+///         Prepared::from_payload(at.ident(), "data", Some(job.data.as_slice()))
 ///     }
 ///
 ///     fn record(&self, job: Job, body: M, keyed: Keyed) -> JobRecord<M> {
@@ -142,20 +143,50 @@ pub trait Prepare<Rec>: Source {
     /// [`record`](Self::record): the handler's parsed body, usually.
     type Body;
 
-    /// Reads `record` (its log name `ident`): its body, its document, its
-    /// envelope and payload, or why it fails (its record alone). `pipeline`
-    /// says whether the document is read at all ([`Pipeline::document`]).
-    fn prepare<'r>(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        record: &'r Self::Raw,
-    ) -> Result<Prepared<'r, Self::Body>, FailureReason>;
+    /// Reads `record` ([`Reading`]: its log name, whether its document is
+    /// read at all): its body, its document, its envelope and payload, or
+    /// why it fails (its record alone).
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r Self::Raw) -> Preparing<'r, Self::Body>;
 
     /// The handler's record: `record` as delivered, the `body`
     /// [`prepare`](Self::prepare) read, and its key and envelope
     /// ([`Keyed`]).
     fn record(&self, record: Self::Raw, body: Self::Body, keyed: Keyed) -> Rec;
+}
+
+/// What [`Prepare::prepare`] answers: what the source read of a record, or
+/// why it fails.
+pub type Preparing<'r, B> = Result<Prepared<'r, B>, FailureReason>;
+
+/// One record as [`Prepare::prepare`] reads it: its name for messages, and
+/// what the batch reads of it.
+#[derive(Clone, Copy)]
+pub struct Reading<'a> {
+    pub(crate) ident: &'a str,
+    pub(crate) pipeline: &'a Pipeline<'a>,
+}
+
+impl fmt::Debug for Reading<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reading")
+            .field("ident", &self.ident)
+            .finish()
+    }
+}
+
+impl<'a> Reading<'a> {
+    /// The record's name in messages: its id, or a description of a record
+    /// without one (`record #3 (no messageId)`).
+    pub fn ident(&self) -> &'a str {
+        self.ident
+    }
+
+    /// The record's document from `build`, only when the key selector or
+    /// payload validation reads it (JSON `null` otherwise): for a source
+    /// whose document costs to build.
+    pub fn document(&self, build: impl FnOnce() -> Value) -> Value {
+        self.pipeline.document(build)
+    }
 }
 
 /// What a [`Source`] reads of one of its records ([`Prepare::prepare`]):
@@ -282,3 +313,6 @@ pub struct Keyed {
     /// The envelope [`Prepared::with_envelope`] named.
     pub envelope: Option<Envelope>,
 }
+
+#[cfg(test)]
+mod tests;

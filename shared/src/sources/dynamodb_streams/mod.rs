@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
 use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeyInput, Keyed, Within};
-use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Pipeline};
+use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
 use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey};
 use crate::{value::AttrValue, write::Item, write::canonical};
@@ -59,14 +59,11 @@ impl Source for DynamoDbStreams {
     type Raw = EventRecord;
     type Response = DynamoDbEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<DynamoDbStreamEvent, BatchError> {
         parse_dynamodb_event(payload)
-    }
-
-    fn ordering(&self, _: &DynamoDbStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, record: &EventRecord) -> Within {
@@ -256,15 +253,11 @@ pub fn keys_and(attribute: impl Into<String>) -> KeySelector {
 impl Prepare<DynamoDbRecord> for DynamoDbStreams {
     type Body = Images;
 
-    fn prepare<'r>(
-        &self,
-        pipeline: &Pipeline<'_>,
-        ident: &str,
-        record: &'r EventRecord,
-    ) -> Result<Prepared<'r, Images>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r EventRecord) -> Preparing<'r, Images> {
+        let ident = at.ident();
         let images =
             Images::of(record).map_err(|e| FailureReason::Parse(format!("record {ident}: {e}")))?;
-        let view = pipeline.document(|| images.json());
+        let view = at.document(|| images.json());
         Ok(Prepared::new(images, view))
     }
 

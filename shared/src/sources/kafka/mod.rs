@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Pipeline};
+use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
 use crate::parking::{LogParking, Parking};
@@ -103,14 +103,11 @@ impl Source for Kafka {
     type Raw = KafkaDelivery;
     type Response = KafkaEventResponse;
     type Error = KafkaError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &KAFKA;
 
     fn parse(payload: Value) -> Result<KafkaStreamEvent, BatchError> {
         parse_kafka_event(payload)
-    }
-
-    fn ordering(&self, _: &KafkaStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     fn within(&self, delivery: &KafkaDelivery) -> Within {
@@ -260,10 +257,10 @@ impl<M: DeserializeOwned> Prepare<KafkaMessage<M>> for Kafka {
 
     fn prepare<'r>(
         &self,
-        _: &Pipeline<'_>,
-        ident: &str,
+        at: &Reading<'_>,
         delivery: &'r KafkaDelivery,
-    ) -> Result<Prepared<'r, Self::Body>, FailureReason> {
+    ) -> Preparing<'r, Self::Body> {
+        let ident = at.ident();
         if let Some(problem) = &delivery.undecodable {
             return Err(FailureReason::Parse(format!("record {ident}: {problem}")));
         }

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
-use crate::batch::{Ordering, Parks, PartialResponse, Pipeline, Prepare, Prepared};
+use crate::batch::{BatchError, BatchReport, Delivery, Keyed, MalformedRecord};
+use crate::batch::{Ordering, Parks, PartialResponse, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames, Within};
 use crate::sources::check_size;
 use crate::{batch::parking::Ticket, key::IdempotencyKey};
@@ -98,14 +98,11 @@ impl Source for Kinesis {
     type Raw = KinesisDelivery;
     type Response = KinesisEventResponse;
     type Error = BatchError;
+    const ORDERING: Ordering = Ordering::StopLane;
     const NAMES: &'static SourceNames = &SALVAGE.names;
 
     fn parse(payload: Value) -> Result<KinesisStreamEvent, BatchError> {
         parse_kinesis_event(payload)
-    }
-
-    fn ordering(&self, _: &KinesisStreamEvent) -> Ordering {
-        Ordering::StopLane
     }
 
     /// Each KPL aggregate split into its user records, unless
@@ -264,12 +261,8 @@ impl<M> KinesisRecord<M> {
 impl<M: DeserializeOwned> Prepare<KinesisRecord<M>> for Kinesis {
     type Body = M;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        delivery: &'r KinesisDelivery,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, delivery: &'r KinesisDelivery) -> Preparing<'r, M> {
+        let ident = at.ident();
         let data = delivery.record.kinesis.data.as_slice();
         check_size(data.len(), self.max_data_bytes, DEFAULT_MAX_DATA_BYTES)?;
         Prepared::from_payload(ident, "data", Some(data))

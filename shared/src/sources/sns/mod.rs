@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
 use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
-use crate::batch::{Ordering, PayloadKind, Pipeline, Prepare, Prepared};
+use crate::batch::{PayloadKind, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames};
 use crate::error::{ErrorType, UNCLASSIFIED};
 use crate::key::IdempotencyKey;
@@ -69,10 +69,6 @@ impl Source for Sns {
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
-    }
-
-    fn ordering(&self, _: &SnsStreamEvent) -> Ordering {
-        Ordering::Unordered
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), SnsError> {
@@ -211,14 +207,10 @@ pub(crate) fn material(mut notification: Value, message: &Value) -> Value {
 impl<M: DeserializeOwned> Prepare<Notification<M>> for Sns {
     type Body = M;
 
-    /// Keyed on the notification with its `Message` parsed ([`material`]);
+    /// Keyed on the notification with its `Message` parsed (`material`);
     /// the `Message` is hashed.
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        record: &'r SnsRecord,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, record: &'r SnsRecord) -> Preparing<'r, M> {
+        let ident = at.ident();
         let opened = open_message::<M>(&format!("notification {ident}"), &record.sns.message)?;
         let notification = serde_json::to_value(&record.sns).map_err(|e| {
             FailureReason::Parse(format!("the SNS notification {ident} is not JSON: {e}"))

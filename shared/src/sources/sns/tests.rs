@@ -58,7 +58,7 @@ async fn a_subscribed_function_runs_a_notification_once_across_redeliveries() {
     let first = processor.process(direct(), None, |n| counter.ship(n)).await;
     assert!(matches!(first.records[0].outcome, Ok(Outcome::Executed(_))));
     assert_eq!(first.records[0].message_id.as_deref(), Some(DIRECT_ID));
-    assert_eq!(first.ordering(), Ordering::Unordered);
+    assert_eq!(first.ordering(), crate::batch::Ordering::Unordered);
     assert_eq!(answer(&first), Ok(()));
     // SNS delivers it again (or Lambda's async queue does).
     let again = processor.process(direct(), None, |n| counter.ship(n)).await;

@@ -15,7 +15,7 @@ pub use crate::batch::{
 use crate::batch::PayloadKind;
 use crate::batch::envelope::{self, looks_like_eventbridge};
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{Attribute, Delivery, Keyed, Pipeline, Prepare, Prepared};
+use crate::batch::{Attribute, Delivery, Keyed, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames};
 use crate::sources::check_size;
 use crate::{key::IdempotencyKey, signature::Verifier};
@@ -257,12 +257,8 @@ impl<M> SqsRecord<M> {
 impl<M: DeserializeOwned> Prepare<SqsRecord<M>> for Sqs {
     type Body = M;
 
-    fn prepare<'r>(
-        &self,
-        _: &Pipeline<'_>,
-        ident: &str,
-        message: &'r SqsMessage,
-    ) -> Result<Prepared<'r, M>, FailureReason> {
+    fn prepare<'r>(&self, at: &Reading<'_>, message: &'r SqsMessage) -> Preparing<'r, M> {
+        let ident = at.ident();
         let parse = FailureReason::Parse;
         let text = message.body.as_deref();
         let text = text.ok_or_else(|| parse(format!("message {ident} has no body")))?;
