@@ -15,8 +15,8 @@ use std::time::Duration;
 use lambda_idempotency::batch::{BatchError, RecordLogs, Source, UnprotectedOrder};
 use lambda_idempotency::dynamodb_streams::DynamoDbStreamsProcessor;
 use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreams};
+use lambda_idempotency::runtime;
 use lambda_idempotency::store::{KeyLayout, TABLE_ENV, TableConfig};
-use lambda_idempotency::{PayloadScope, runtime};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 
@@ -102,7 +102,6 @@ impl Relay {
     /// processor keeps no record and logs failed records only.
     pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
         let processor = DynamoDbStreamsProcessor::plain()
-            .payload(PayloadScope::None)
             .record_logs(RecordLogs::Failures)
             .unprotected_order(UnprotectedOrder::Key);
         let policy = Arc::new(policy);

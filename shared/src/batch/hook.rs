@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use super::key::KeySelector;
+use super::key::{KeySelector, PayloadScope};
 use super::processor::Processor;
 use super::report::{BatchReport, FailureReason};
 use super::settings::margin;
@@ -151,13 +151,13 @@ impl<S: Source + Default> Processor<S> {
     /// A processor without idempotency, for a [`BatchHook`]
     /// ([`process_hooked`](Self::process_hooked)): its records run
     /// unprotected (the engine's kill switch is on, and no store is ever
-    /// called); a record is named by its id ([`KeySelector::Id`]).
+    /// called); a record is named by its id ([`KeySelector::Id`]), and no
+    /// payload is hashed ([`PayloadScope::None`]: no record's document is
+    /// built).
     pub fn plain() -> Self {
         let config = Config::with_prefix("plain").disabled(true);
-        Self::new(
-            Idempotency::new(MemoryStore::new(), config),
-            KeySelector::Id,
-        )
+        let engine = Idempotency::new(MemoryStore::new(), config);
+        Self::new(engine, KeySelector::Id).payload(PayloadScope::None)
     }
 }
 
