@@ -1,7 +1,8 @@
 //! The outbox relay: a DynamoDB Streams handler on the library's
-//! [`DynamoDbStreamsProcessor`] that publishes the messages handlers staged
-//! in their idempotency records ([`lambda_idempotency::outbox`]) where the
-//! [`Allowlist`] lets their writer publish. Delivery, order, poison and
+//! [`DynamoDbStreamsProcessor`], a [`BatchHook`](lambda_idempotency::batch::BatchHook)
+//! that publishes the messages handlers staged in their idempotency records
+//! ([`lambda_idempotency::outbox`]) where the [`Allowlist`] lets their
+//! writer publish. Delivery, order, poison and
 //! refused entries: `docs/handlers.md`, *The relay: delivery, order, poison*.
 
 pub mod allowlist;
@@ -9,13 +10,13 @@ pub mod aws;
 mod publish;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lambda_idempotency::batch::{BatchError, RecordLogs, UnprotectedOrder};
-use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreamsProcessor};
-use lambda_idempotency::parking::{ParkedRecord, Parking, ParkingError};
+use lambda_idempotency::batch::{BatchError, RecordLogs, Source, UnprotectedOrder};
+use lambda_idempotency::dynamodb_streams::DynamoDbStreamsProcessor;
+use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbStreams};
+use lambda_idempotency::runtime;
 use lambda_idempotency::store::{KeyLayout, TABLE_ENV, TableConfig};
-use lambda_idempotency::{Config, Idempotency, KeySelector, MemoryStore, PayloadScope, runtime};
 use lambda_runtime::LambdaEvent;
 use serde_json::Value;
 
@@ -96,35 +97,11 @@ pub struct Relay {
     policy: Arc<Policy>,
 }
 
-/// A stream record that can never be read is poison: logged, skipped.
-#[derive(Debug)]
-struct PoisonLog;
-
-#[async_trait::async_trait]
-impl Parking for PoisonLog {
-    async fn park(&self, record: &ParkedRecord) -> Result<(), ParkingError> {
-        let (seq, reason) = (&record.position, &record.reason);
-        tracing::error!(
-            sequence_number = seq,
-            "stream record skipped as poison: {reason}"
-        );
-        Ok(())
-    }
-
-    fn max_message_bytes(&self) -> usize {
-        0
-    }
-}
-
 impl Relay {
     /// A relay over `publisher`, publishing what `policy` allows; its
-    /// processor keeps no record and logs failed and poison records only.
+    /// processor keeps no record and logs failed records only.
     pub fn new(publisher: Arc<dyn Publisher>, policy: Policy) -> Self {
-        let config = Config::with_prefix("outbox-relay").disabled(true);
-        let engine = Idempotency::new(MemoryStore::new(), config);
-        let processor = DynamoDbStreamsProcessor::new(engine, KeySelector::Id)
-            .payload(PayloadScope::None)
-            .parking(PoisonLog)
+        let processor = DynamoDbStreamsProcessor::plain()
             .record_logs(RecordLogs::Failures)
             .unprotected_order(UnprotectedOrder::Key);
         let policy = Arc::new(policy);
@@ -185,15 +162,14 @@ impl Relay {
         payload: Value,
         remaining: Option<Duration>,
     ) -> Result<Report, BatchError> {
-        let event = lambda_idempotency::dynamodb_streams::parse_dynamodb_event(payload)?;
+        let event = DynamoDbStreams::parse(payload)?;
+        // No request starts within this margin of the deadline.
         let margin = remaining.map_or(REQUEST_BUDGET, |left| REQUEST_BUDGET.min(left / 2));
-        let cutoff = remaining.map(|left| Instant::now() + left - margin);
-        let batch = publish::Batch::new(&event, &*self.publisher, &self.policy, cutoff);
         let processor = self.processor.clone().deadline_margin(margin);
-        let report = processor
-            .process(event, remaining, |r| batch.publish(r))
-            .await;
-        Ok(batch.report(report.response_as()?, report.counts().parked))
+        let (publisher, policy) = (&*self.publisher, &*self.policy);
+        let hook = publish::Relaying { publisher, policy };
+        let (report, batch) = processor.process_hooked(event, remaining, &hook).await;
+        Ok(batch.report(processor.response(&report)?))
     }
 }
 

@@ -1,19 +1,18 @@
-//! One invocation's publication: every record planned, each target's
-//! entries cut into requests, each record's run sending those its messages
-//! are in (`docs/handlers.md`, *The relay: delivery, order, poison*).
+//! One invocation's publication, the relay's [`BatchHook`]: every record
+//! planned, each target's entries cut into requests and sent in stream
+//! order, then each record settled by what became of its messages
+//! (`docs/handlers.md`, *The relay: delivery, order, poison*).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use lambda_idempotency::batch::{self as hook, BatchHook, FailureReason};
 use lambda_idempotency::dynamodb_streams::{DynamoDbEventResponse, DynamoDbRecord};
-use lambda_idempotency::dynamodb_streams::{DynamoDbStreamEvent, EventRecord, to_item};
 use lambda_idempotency::outbox::{self, Entry, EventPut, Unpublishable};
 use lambda_idempotency::outbox::{MAX_EVENT_ENTRY_BYTES, MAX_SQS_MESSAGE_BYTES};
-use lambda_idempotency::{HandlerError, Item, store::KeyLayout, store::Status};
-use tokio::sync::OnceCell;
+use lambda_idempotency::{ErrorKind, Item, store::KeyLayout, store::Status};
 
 use crate::{Delivery, Destination, Policy, Publisher, Request};
 
@@ -46,23 +45,23 @@ fn record_key<'a>(policy: &Policy, image: Option<&'a Item>) -> Option<&'a str> {
     layout.record_id(string(image, &policy.attributes.id), sort)
 }
 
-/// Reads one stream record (`None`: an image is not valid, the processor
-/// parks it): a completed record's new outbox, read by
-/// [`outbox::decode_each`], each entry checked by the allowlist.
-pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
-    let image = |i: &serde_dynamo::Item| (!i.is_empty()).then(|| to_item(i)).transpose();
-    let change = &record.change;
-    let [keys, new, old] = [&change.keys, &change.new_image, &change.old_image].map(image);
-    let (keys, new, old) = (keys.ok()?, new.ok()?, old.ok()?);
+/// Reads one stream record, its images as the processor converted them: a
+/// completed record's new outbox, read by [`outbox::decode_each`], each
+/// entry checked by the allowlist.
+pub fn plan(record: &DynamoDbRecord, policy: &Policy) -> RecordPlan {
+    let (keys, new, old) = (
+        Some(&record.keys),
+        record.new_image.as_ref(),
+        record.old_image.as_ref(),
+    );
     let (names, completed) = (&policy.attributes, Some(Status::Completed.as_str()));
-    let (new, old) = (new.as_ref(), old.as_ref());
     // The record's key, read by the table's layout from the new image or
     // the stream record's keys; `None` for an item that is not a record (a
     // team's own item beside the records, under a sort key).
     let layout = &policy.key_layout;
-    let key = record_key(policy, new).or_else(|| record_key(policy, keys.as_ref()));
+    let key = record_key(policy, new).or_else(|| record_key(policy, keys));
     let mut plan = RecordPlan {
-        sequence_number: change.sequence_number.clone(),
+        sequence_number: record.sequence_number().map(str::to_owned),
         key: key.map(str::to_owned),
         ..RecordPlan::default()
     };
@@ -87,7 +86,7 @@ pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
     let entries = match outbox {
         Err(ignored) => {
             plan.ignored = Some(ignored);
-            return Some(plan);
+            return plan;
         }
         Ok(Some(outbox)) => outbox::decode_each(outbox),
         Ok(None) => Err("the outbox attribute is not of type S".to_owned()),
@@ -100,7 +99,7 @@ pub fn plan(record: &EventRecord, policy: &Policy) -> Option<RecordPlan> {
             Ok((Err(reason), e)) => plan.refused.push((e.id, reason)),
         }
     }
-    Some(plan)
+    plan
 }
 
 /// What one invocation did: the answer to Lambda and its counts.
@@ -141,42 +140,57 @@ type Count = fn(&mut Report) -> &mut u64;
 struct Pending {
     request: Request,
     owners: Vec<(usize, String)>,
-    sent: OnceCell<Vec<Delivery>>,
+    /// What each of its entries became; unset until the flush reaches it.
+    sent: OnceLock<Vec<Delivery>>,
 }
 
 /// An entry to send, its record and, to a bus, its `PutEvents` entry.
 type Due = (usize, Entry, Option<EventPut>);
 
-/// One invocation's planned records and each target's requests.
-pub(crate) struct Batch<'a> {
-    publisher: &'a dyn Publisher,
-    /// The records planned, in stream order, and by `SequenceNumber`.
-    plans: Vec<RecordPlan>,
-    positions: HashMap<String, usize>,
+/// One record of the batch, by its position.
+enum Planned {
+    /// Read: what it asks for.
+    Read(RecordPlan),
+    /// Not readable as a `DynamoDbRecord` (an image that does not convert),
+    /// or not runnable (no lane): its `SequenceNumber` and why.
+    Unread(Option<String>, FailureReason),
+}
+
+/// The relay as a [`BatchHook`]: plans a batch's publications, sends them,
+/// settles each record by its messages' fate.
+pub(crate) struct Relaying<'a> {
+    pub(crate) publisher: &'a dyn Publisher,
+    pub(crate) policy: &'a Policy,
+}
+
+/// One batch: every record planned, each target's requests, the counts.
+pub(crate) struct Batch {
+    /// The records, by their position in the batch.
+    records: Vec<Planned>,
     /// Each target's requests, in stream order.
     targets: Vec<Vec<Pending>>,
     /// The earliest record with a message not published.
     failed: AtomicUsize,
-    cutoff: Option<Instant>,
     report: Mutex<Report>,
 }
 
-impl<'a> Batch<'a> {
-    /// Plans every record of `event` and cuts each target's requests.
-    pub(crate) fn new(
-        event: &DynamoDbStreamEvent,
-        publisher: &'a dyn Publisher,
-        policy: &Policy,
-        cutoff: Option<Instant>,
-    ) -> Self {
-        let (mut plans, mut positions) = (Vec::new(), HashMap::new());
+impl BatchHook<DynamoDbRecord> for Relaying<'_> {
+    type Plan = Batch;
+
+    /// Plans every record and cuts each target's requests.
+    fn plan(&self, records: Vec<hook::Planned<DynamoDbRecord>>) -> Batch {
+        let mut planned = Vec::with_capacity(records.len());
         // Per target (a queue; `None`: EventBridge, any bus), its entries.
         let mut targets: Vec<(Option<String>, Vec<Due>)> = Vec::new();
-        for record in event.records.iter().filter_map(|r| r.as_ref().ok()) {
-            let Some(mut plan) = plan(record, policy) else {
-                continue;
+        for record in records {
+            let (index, mut plan) = match record.record {
+                Ok(read) => (record.index, plan(&read, self.policy)),
+                Err(reason) => {
+                    planned.push(Planned::Unread(record.id, reason));
+                    continue;
+                }
             };
-            let index = plans.len();
+            debug_assert_eq!(index, planned.len(), "records come in batch order");
             for entry in std::mem::take(&mut plan.entries) {
                 let (queue, put) = match &entry.message.destination {
                     Destination::Sqs { queue_url } => (Some(queue_url.clone()), None),
@@ -193,33 +207,90 @@ impl<'a> Batch<'a> {
                     None => targets.push((queue, vec![(index, entry, put)])),
                 }
             }
-            positions.extend(plan.sequence_number.clone().map(|s| (s, index)));
-            plans.push(plan);
+            planned.push(Planned::Read(plan));
         }
         let targets = targets.iter().map(|(q, list)| requests(q.as_deref(), list));
-        Self {
-            publisher,
+        Batch {
+            records: planned,
             targets: targets.collect(),
-            plans,
-            positions,
             failed: AtomicUsize::new(usize::MAX),
-            cutoff,
             report: Mutex::default(),
         }
     }
 
+    /// Sends each target's requests in stream order (the targets at once),
+    /// none at or after `cutoff` nor behind an earlier record's failure.
+    async fn flush(&self, batch: &Batch, cutoff: Option<Instant>) {
+        let each = batch.targets.iter().map(|target| async move {
+            for pending in target {
+                let deliveries = batch.send(self.publisher, pending, cutoff).await;
+                let _ = pending.sent.set(deliveries);
+            }
+        });
+        join_all(each).await;
+    }
+
+    /// Logs the record's skipped entries; an error names its first message
+    /// not published.
+    fn settle(&self, batch: &Batch, index: usize) -> Result<(), FailureReason> {
+        let plan = match &batch.records[index] {
+            Planned::Read(plan) => plan,
+            Planned::Unread(seq, reason) if reason.is_terminal() => {
+                batch.count(|r| &mut r.poison, 1);
+                let seq = seq.as_deref().unwrap_or("-");
+                tracing::error!(
+                    sequence_number = seq,
+                    "stream record skipped as poison: {reason}"
+                );
+                return Ok(());
+            }
+            Planned::Unread(_, reason) => return Err(reason.clone()),
+        };
+        for (id, reason) in &plan.poison {
+            let what = "entry skipped as poison (never publishable as written; the message stays in the idempotency record)";
+            batch.skip(|r| &mut r.poison, index, id.as_deref(), what, reason);
+        }
+        for (id, reason) in &plan.refused {
+            let what =
+                "entry refused, not sent and never retried (its writer may not publish there)";
+            batch.skip(|r| &mut r.refused, index, Some(id), what, reason);
+        }
+        let mine = (batch.targets.iter().flatten()).flat_map(|pending| {
+            let sent = pending.sent.get().map_or(&[][..], Vec::as_slice);
+            pending.owners.iter().zip(sent)
+        });
+        for ((record, id), delivery) in mine {
+            if let (true, Delivery::Retry(why)) = (*record == index, delivery) {
+                let message = format!("outbox message {id} not published: {why}");
+                let kind = ErrorKind::Retryable;
+                return Err(FailureReason::Handler { message, kind });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Batch {
     fn count(&self, count: Count, n: usize) {
         *count(&mut self.report.lock().unwrap_or_else(PoisonError::into_inner)) += n as u64;
     }
 
     fn seq(&self, record: usize) -> &str {
-        self.plans[record].sequence_number.as_deref().unwrap_or("-")
+        match &self.records[record] {
+            Planned::Read(plan) => plan.sequence_number.as_deref(),
+            Planned::Unread(seq, _) => seq.as_deref(),
+        }
+        .unwrap_or("-")
     }
 
     /// Counts and logs (`ERROR`) an entry of `record` skipped for good.
     fn skip(&self, count: Count, record: usize, id: Option<&str>, what: &str, reason: &str) {
         self.count(count, 1);
-        let (seq, key) = (self.seq(record), self.plans[record].key.as_deref());
+        let seq = self.seq(record);
+        let key = match &self.records[record] {
+            Planned::Read(plan) => plan.key.as_deref(),
+            Planned::Unread(..) => None,
+        };
         let (key, id) = (key.unwrap_or("-"), id.unwrap_or("-"));
         tracing::error!(
             sequence_number = seq,
@@ -229,75 +300,27 @@ impl<'a> Batch<'a> {
         );
     }
 
-    /// The report: `response`, the counts, `parked` records as poison.
-    pub(crate) fn report(self, response: DynamoDbEventResponse, parked: u64) -> Report {
+    /// The report: `response` and the counts.
+    pub(crate) fn report(self, response: DynamoDbEventResponse) -> Report {
         let report = self
             .report
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
-        let poison = report.poison + parked;
-        Report {
-            response,
-            poison,
-            ..report
-        }
-    }
-
-    /// The processor's handler: logs `record`'s skipped entries and sends
-    /// the requests its messages are in; an error names the first not
-    /// published.
-    pub(crate) async fn publish(&self, record: DynamoDbRecord) -> Result<(), HandlerError> {
-        let index = record.sequence_number().and_then(|s| self.positions.get(s));
-        let Some(&index) = index else {
-            return Ok(());
-        };
-        let plan = &self.plans[index];
-        for (id, reason) in &plan.poison {
-            let what = "entry skipped as poison (never publishable as written; the message stays in the idempotency record)";
-            self.skip(|r| &mut r.poison, index, id.as_deref(), what, reason);
-        }
-        for (id, reason) in &plan.refused {
-            let what =
-                "entry refused, not sent and never retried (its writer may not publish there)";
-            self.skip(|r| &mut r.refused, index, Some(id), what, reason);
-        }
-        let retries = join_all(self.targets.iter().map(|t| self.through(t, index))).await;
-        match retries.into_iter().flatten().next() {
-            Some(e) => Err(HandlerError::retryable(std::io::Error::other(e))),
-            None => Ok(()),
-        }
-    }
-
-    /// Sends `target`'s requests up to the last one with a message of
-    /// `record` (those not sent yet, in order); the first of its messages
-    /// not published, and why.
-    async fn through(&self, target: &[Pending], record: usize) -> Option<String> {
-        let last = target
-            .iter()
-            .rposition(|p| p.owners.iter().any(|o| o.0 == record))?;
-        let mut retry = None;
-        for pending in &target[..=last] {
-            let deliveries = pending.sent.get_or_init(|| self.send(pending)).await;
-            let mut mine = pending.owners.iter().zip(deliveries);
-            retry = retry.or_else(|| {
-                mine.find_map(|((r, id), d)| match d {
-                    Delivery::Retry(why) if *r == record => {
-                        Some(format!("outbox message {id} not published: {why}"))
-                    }
-                    _ => None,
-                })
-            });
-        }
-        retry
+        Report { response, ..report }
     }
 
     /// Sends one request (unless an earlier record's message failed or the
     /// time is up), and counts and logs its outcome.
-    async fn send(&self, pending: &Pending) -> Vec<Delivery> {
+    async fn send(
+        &self,
+        publisher: &dyn Publisher,
+        pending: &Pending,
+        cutoff: Option<Instant>,
+    ) -> Vec<Delivery> {
         let (n, first) = (pending.owners.len(), pending.owners[0].0);
         let held = if first >= self.failed.load(Ordering::SeqCst) {
             "not sent: an earlier record of this batch has an unpublished message (the stream retries from it)"
-        } else if self.cutoff.is_some_and(|c| Instant::now() >= c) {
+        } else if cutoff.is_some_and(|c| Instant::now() >= c) {
             "not sent: the invocation's time is nearly up"
         } else {
             ""
@@ -308,7 +331,7 @@ impl<'a> Batch<'a> {
             return vec![Delivery::Retry(held.to_owned()); n];
         }
         self.count(|r| &mut r.requests, 1);
-        let mut out = self.publisher.send(&pending.request).await;
+        let mut out = publisher.send(&pending.request).await;
         out.resize(n, Delivery::Retry("no result for this entry".to_owned()));
         for ((record, id), delivery) in pending.owners.iter().zip(&out) {
             match delivery {
@@ -351,7 +374,7 @@ fn requests(queue: Option<&str>, list: &[Due]) -> Vec<Pending> {
             }
         };
         let owners = list.iter().map(|(r, e, _)| (*r, e.id.clone())).collect();
-        let sent = OnceCell::new();
+        let sent = OnceLock::new();
         Pending {
             request,
             owners,

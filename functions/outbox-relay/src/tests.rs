@@ -4,6 +4,7 @@ use super::*;
 use async_trait::async_trait;
 use aws_lambda_events::dynamodb::{Event, EventRecord};
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use lambda_idempotency::batch::{BatchHook, Planned};
 use lambda_idempotency::dynamodb_streams::DynamoDbRecord;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -129,11 +130,7 @@ fn record_of(raw: Value) -> DynamoDbRecord {
 
 /// The plan of a stream record, its images valid.
 fn plan_of(raw: Value) -> RecordPlan {
-    plan(
-        &serde_json::from_value::<EventRecord>(raw).unwrap(),
-        &open(),
-    )
-    .unwrap()
+    plan(&record_of(raw), &open())
 }
 
 fn failures(report: &Report) -> Vec<String> {
@@ -210,7 +207,7 @@ fn only_completed_records_with_an_outbox_are_planned() {
     let plans: Vec<RecordPlan> = parsed
         .records
         .into_iter()
-        .map(|r| plan(&r, &open()).unwrap())
+        .map(|r| plan(&DynamoDbRecord::new(r).unwrap(), &open()))
         .collect();
     assert_eq!(plans[0].ignored, Some("not COMPLETED"));
     assert!(plans[0].entries.is_empty());
@@ -725,58 +722,93 @@ fn two_targets() -> Vec<Value> {
         .collect()
 }
 
-/// Records run out of stream order, as records of other lanes may: a
-/// record's run sends its target's earlier requests first, in order, and
-/// no request is sent twice.
+/// The batch's records as the processor hands them to the hook.
+fn planned(records: &[Value]) -> Vec<Planned<DynamoDbRecord>> {
+    let each = records.iter().enumerate().map(|(i, raw)| {
+        let record = record_of(raw.clone());
+        let id = record.sequence_number().map(str::to_owned);
+        Planned::new(i, id, Ok(record))
+    });
+    each.collect()
+}
+
+/// The flush sends each target's requests once, in stream order, and
+/// every record is settled by its own messages.
 #[tokio::test]
-async fn a_record_sends_its_targets_earlier_requests_first_and_each_once() {
+async fn the_flush_sends_each_targets_requests_once_in_stream_order() {
     let records = two_targets();
-    let parsed =
-        lambda_idempotency::dynamodb_streams::parse_dynamodb_event(event(records.clone())).unwrap();
-    let fake = Fake::default();
-    let batch = crate::publish::Batch::new(&parsed, &fake, &open(), None);
-    // Record 25 (FIFO, second request): records 11-20 go first.
-    batch.publish(record_of(records[24].clone())).await.unwrap();
-    batch.publish(record_of(records[11].clone())).await.unwrap();
-    let firsts: Vec<(String, Value)> = fake
+    let (fake, policy) = (Fake::default(), open());
+    let hook = crate::publish::Relaying {
+        publisher: &fake,
+        policy: &policy,
+    };
+    let batch = hook.plan(planned(&records));
+    hook.flush(&batch, None).await;
+    let mut firsts: Vec<(String, Value)> = fake
         .calls()
         .into_iter()
-        .map(|(t, e)| (t, e[0]["MessageDeduplicationId"].clone()))
+        .map(|(t, e)| (t, e[0]["MessageAttributes"]["outbox_id"].clone()))
         .collect();
+    // The targets go at once: their requests interleave, each in order.
+    firsts.sort_by_key(|(t, _)| t != STANDARD);
     assert_eq!(
         firsts,
         [
+            (STANDARD.to_owned(), json!(stable_id("k0", 0))),
             (FIFO.to_owned(), json!(stable_id("k10", 0))),
             (FIFO.to_owned(), json!(stable_id("k20", 0)))
         ]
     );
+    for index in 0..records.len() {
+        assert_eq!(hook.settle(&batch, index), Ok(()), "record {index}");
+    }
+    let report = batch.report(DynamoDbEventResponse::default());
+    assert_eq!((report.requests, report.published), (3, 30));
 }
 
 /// After a message of record 4 fails, a request whose messages all belong
-/// to later records is not sent, on any target (here: run before the
-/// stream would, as another lane's record); record 2's message went out
-/// with record 4's request.
+/// to later records is not sent, on any target; record 4 is settled with
+/// its message's failure, a later record as held, an earlier one done.
 #[tokio::test]
 async fn after_a_failure_no_request_of_later_records_is_sent() {
     let records = two_targets();
-    let parsed =
-        lambda_idempotency::dynamodb_streams::parse_dynamodb_event(event(records.clone())).unwrap();
     let mut answer = vec![Delivery::Published; 10];
     answer[3] = Delivery::Retry("throttled".into());
-    let fake = Fake::scripted(vec![Some(answer)]);
-    let batch = crate::publish::Batch::new(&parsed, &fake, &open(), None);
-    let failed = batch
-        .publish(record_of(records[3].clone()))
-        .await
-        .unwrap_err();
-    assert!(format!("{failed:?}").contains("throttled"), "{failed:?}");
-    let held = batch
-        .publish(record_of(records[11].clone()))
-        .await
-        .unwrap_err();
-    assert!(format!("{held:?}").contains("earlier record"), "{held:?}");
-    batch.publish(record_of(records[1].clone())).await.unwrap();
-    assert_eq!(fake.targets(), [STANDARD]);
+    let (fake, policy) = (Fake::scripted(vec![Some(answer)]), open());
+    let hook = crate::publish::Relaying {
+        publisher: &fake,
+        policy: &policy,
+    };
+    let batch = hook.plan(planned(&records));
+    hook.flush(&batch, None).await;
+    let failed = hook.settle(&batch, 3).unwrap_err();
+    assert!(failed.to_string().contains("throttled"), "{failed}");
+    assert!(!failed.is_terminal(), "retried with its record");
+    // The FIFO queue's first request (records 11-20) may have started with
+    // the standard queue's; its second (records 21-30) is held.
+    let held = hook.settle(&batch, 24).unwrap_err();
+    assert!(held.to_string().contains("earlier record"), "{held}");
+    assert_eq!(hook.settle(&batch, 1), Ok(()));
+    let targets = fake.targets();
+    assert_eq!(targets.len(), 2, "{targets:?}");
+    assert!(targets.contains(&STANDARD.to_owned()), "{targets:?}");
+}
+
+/// Nothing starts at or after the cutoff the processor gives the flush:
+/// every record is settled as not sent, retried from the first.
+#[tokio::test]
+async fn the_flush_keeps_the_cutoff() {
+    let records = two_targets();
+    let (fake, policy) = (Fake::default(), open());
+    let hook = crate::publish::Relaying {
+        publisher: &fake,
+        policy: &policy,
+    };
+    let batch = hook.plan(planned(&records));
+    hook.flush(&batch, Some(std::time::Instant::now())).await;
+    assert!(fake.calls().is_empty());
+    let held = hook.settle(&batch, 0).unwrap_err();
+    assert!(held.to_string().contains("time is nearly up"), "{held}");
 }
 
 /// A deadline already past when the invocation starts (`cargo lambda
@@ -839,12 +871,11 @@ fn under_a_sort_key_only_records_in_the_layout_are_relayed() {
             .partition_key("pk")
             .key_layout(layout.clone());
         let policy = open().for_table(&table);
-        let read = |raw: Value| serde_json::from_value::<EventRecord>(raw).unwrap();
-        let plan = crate::plan(&read(composite(record.clone(), pk, sk)), &policy).unwrap();
+        let plan = crate::plan(&record_of(composite(record.clone(), pk, sk)), &policy);
         assert_eq!(plan.key.as_deref(), Some("orders#1"), "{layout:?}");
         assert_eq!(plan.entries.len(), 1, "{plan:?}");
         let theirs = composite(record.clone(), "ORDER#1", "ITEM");
-        let plan = crate::plan(&read(theirs), &policy).unwrap();
+        let plan = crate::plan(&record_of(theirs), &policy);
         assert_eq!(plan.ignored, Some("not an idempotency record"), "{plan:?}");
         assert!(plan.entries.is_empty());
     }

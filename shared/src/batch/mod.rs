@@ -11,6 +11,7 @@
 pub(crate) mod delivery;
 pub mod envelope;
 mod from_env;
+mod hook;
 pub(crate) mod key;
 pub(crate) mod lanes;
 mod log;
@@ -26,6 +27,7 @@ mod source;
 pub mod whole;
 
 pub use delivery::{AsAny, Attribute, Delivery, IdField, Ordering, SourceNames, Within};
+pub use hook::{BatchHook, Planned};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
 pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, Salvage, StreamEvent, parse_stream};

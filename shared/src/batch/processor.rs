@@ -178,13 +178,27 @@ impl<S: Source> Processor<S> {
     {
         let started = Instant::now();
         let event = event.into();
-        let ordering = self.source.ordering(&event);
-        let pipeline = Pipeline {
+        let pipeline = self.pipeline(&event);
+        let slots = self.slots(event, &pipeline);
+        pipeline.run(slots, started, remaining, handler).await
+    }
+
+    /// The pipeline a batch of `event` runs through.
+    pub(super) fn pipeline(&self, event: &S::Event) -> Pipeline<'_> {
+        Pipeline {
             settings: &self.settings,
-            ordering,
+            ordering: self.source.ordering(event),
             names: S::NAMES,
             unprepared: self.source.unprepared_parking(),
-        };
+        }
+    }
+
+    /// The records of `event`, each prepared (or failed), in batch order.
+    pub(super) fn slots<Rec>(&self, event: S::Event, pipeline: &Pipeline<'_>) -> Vec<Slot<Rec>>
+    where
+        S: Prepare<Rec>,
+    {
+        let ordering = pipeline.ordering;
         let mut slots: Vec<Slot<Rec>> = self
             .source
             .records(event)
@@ -195,7 +209,7 @@ impl<S: Source> Processor<S> {
                     Ok(record) => record,
                     Err(malformed) => {
                         let within = self.source.within_malformed(&malformed.raw);
-                        return malformed.into_slot(index, within, &pipeline);
+                        return malformed.into_slot(index, within, pipeline);
                     }
                 };
                 // Taken before the handler takes the record.
@@ -216,7 +230,7 @@ impl<S: Source> Processor<S> {
             .collect();
         let no_lane = FailureReason::NoLane(S::NAMES.no_lane);
         fail_after_missing_lane(&mut slots, ordering, no_lane);
-        pipeline.run(slots, started, remaining, handler).await
+        slots
     }
 }
 

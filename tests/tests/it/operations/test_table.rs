@@ -488,7 +488,7 @@ fn a_stale_name_in_the_readme_is_caught() {
         [
             "`lambda-idempotency: batch::pipeline::tests::the_default_margin_is_at_most_a_tenth_of_the_batch_time` \
              names 0 tests (row **The deadline margin**: a record whose )",
-            "row **The deadline margin**: a record whose : count 3, but it names 2 tests",
+            "row **The deadline margin**: a record whose : count 4, but it names 3 tests",
         ]
     );
     let miscounted = readme.replace(
