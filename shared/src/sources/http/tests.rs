@@ -1,6 +1,7 @@
 //! The adapter on the memory store: each answer of the module's table.
 
 use super::*;
+use crate::key::IdempotencyKey;
 use crate::store::MemoryStore;
 use crate::write::Write;
 use crate::{Item, Table, value::AttrValue};
@@ -846,4 +847,47 @@ fn each_failure_reason_maps_to_its_problem() {
         Problem::of(&handler(ErrorKind::Terminal)).detail.as_deref(),
         Some("no stock")
     );
+}
+
+/// On the one path the pipeline keys the request from the same material
+/// as before (the caller's scope and the key), so a key kept by an earlier
+/// version still replays; a refused request leaves no record.
+#[tokio::test]
+async fn the_pipeline_keys_a_request_by_its_caller_scoped_key() {
+    let f = fixture();
+    let e = with_principal(bare_event("POST", "/t", Some("k-scoped"), "{}"), "alice");
+    let scope = request(e.clone())
+        .caller(&[Caller::Principal, Caller::ApiKeyId], "/principalId", Anonymous::Refuse)
+        .expect("a caller");
+    let engine = f.processor.engine();
+    let key = engine
+        .key(&json!({ "caller": scope, "key": "k-scoped" }))
+        .unwrap();
+    assert!(!stored(engine, &key).await);
+    assert_eq!(f.call(e.clone(), 201).await.status, 201);
+    assert!(stored(engine, &key).await, "kept under the scoped key");
+    // Another caller, the same header: another key, nothing kept under it.
+    let bob = with_principal(bare_event("POST", "/t", Some("k-scoped"), "{}"), "bob");
+    let bob_scope = request(bob)
+        .caller(&[Caller::Principal, Caller::ApiKeyId], "/principalId", Anonymous::Refuse)
+        .unwrap();
+    let bob_key = engine
+        .key(&json!({ "caller": bob_scope, "key": "k-scoped" }))
+        .unwrap();
+    assert!(!stored(engine, &bob_key).await);
+    // A request refused before its handler (a malformed body) claims nothing.
+    let refused = with_principal(bare_event("POST", "/t", Some("k-refused"), "{"), "alice");
+    let response = f.call(refused, 201).await;
+    assert_eq!(response.status, 400);
+    let refused_key = engine
+        .key(&json!({ "caller": scope, "key": "k-refused" }))
+        .unwrap();
+    assert!(!stored(engine, &refused_key).await);
+    assert_eq!(f.runs(), 1);
+}
+
+/// Whether the store holds a record under `key`.
+async fn stored(engine: &Idempotency, key: &IdempotencyKey) -> bool {
+    let known = engine.prefetch(&[key]).await.expect("the store answers");
+    known.get(key).is_some()
 }
