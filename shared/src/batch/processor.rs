@@ -179,8 +179,10 @@ impl<S: Source> Processor<S> {
         let started = Instant::now();
         let event = event.into();
         let ordering = self.source.ordering(&event);
+        let expected = |reason: &FailureReason| self.source.expected(reason);
         let pipeline = Pipeline {
             settings: &self.settings,
+            expected: &expected,
             ordering,
             names: S::NAMES,
             unprepared: self.source.unprepared_parking(),

@@ -149,8 +149,7 @@ impl HttpProcessor {
             material => Ok(material.clone()),
         });
         // A request has no deadline margin: it runs whatever time is left.
-        let processor =
-            Processor::with_source(engine, key, source).deadline_margin(Duration::ZERO);
+        let processor = Processor::with_source(engine, key, source).deadline_margin(Duration::ZERO);
         Self {
             processor,
             keep: Keep::default(),
@@ -575,6 +574,12 @@ impl Source for Http {
             expected: "a batch (HTTP requests are handled by HttpProcessor)",
             message: "an HTTP request is not a batch".to_owned(),
         })
+    }
+
+    /// A request answered with a client error (4xx: a bad key, no caller,
+    /// a malformed body, a key in use or reused) is normal operation.
+    fn expected(&self, reason: &FailureReason) -> bool {
+        Problem::of(reason).status < 500
     }
 
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
