@@ -101,7 +101,8 @@ impl std::str::FromStr for Anonymous {
 /// record of its invocation.
 #[derive(Debug, Clone)]
 pub struct HttpProcessor {
-    processor: Processor<Http>,
+    /// Boxed: a processor is held by value in functions' own types.
+    processor: Box<Processor<Http>>,
     keep: Keep,
     replay_headers: Vec<String>,
     retry_after: Duration,
@@ -151,7 +152,7 @@ impl HttpProcessor {
         // A request has no deadline margin: it runs whatever time is left.
         let processor = Processor::with_source(engine, key, source).deadline_margin(Duration::ZERO);
         Self {
-            processor,
+            processor: Box::new(processor),
             keep: Keep::default(),
             replay_headers: [
                 "content-type",
@@ -179,7 +180,7 @@ impl HttpProcessor {
     /// [`MissingKey::RunUnprotected`] runs the handler without idempotency.
     pub fn missing_key(mut self, policy: MissingKey) -> Self {
         self.processor.source.missing_key = policy;
-        self.processor = self.processor.missing_key(policy);
+        self.processor.settings.missing_key = policy;
         self
     }
 
@@ -254,7 +255,7 @@ impl HttpProcessor {
     /// with the invocation's `Context::tenant_id`.
     pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
         Self {
-            processor: self.processor.for_tenant(tenant),
+            processor: Box::new(self.processor.for_tenant(tenant)),
             ..self.clone()
         }
     }
