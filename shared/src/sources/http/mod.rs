@@ -546,10 +546,6 @@ impl Delivery for HttpRecord {
         self.id.as_deref()
     }
 
-    fn position(&self) -> Option<&str> {
-        None
-    }
-
     fn source(&self) -> &'static SourceNames {
         &NAMES
     }
