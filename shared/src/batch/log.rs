@@ -2,7 +2,7 @@
 
 use tracing::Level;
 
-use crate::engine::{Idempotency, Outcome};
+use crate::engine::Outcome;
 use crate::metrics::Counts;
 
 /// What the log line and the counts need to know of a source's failure
@@ -108,24 +108,6 @@ impl<'a> Unit<'a> {
         }
         f
     }
-}
-
-/// The tail of a single-event source (EventBridge, HTTP), as the pipeline's
-/// is for batches: the event's log line, then its metric counts (with the
-/// engine's undecodable replays) emitted once.
-pub(crate) fn finish_one<T, F: Failure>(
-    engine: &Idempotency,
-    unit: &Unit<'_>,
-    outcome: Result<&Outcome<T>, &F>,
-    latency_ms: u64,
-) {
-    log_outcome(unit, outcome, latency_ms);
-    let mut counts = Counts {
-        undecodable: engine.take_undecodable(),
-        ..Counts::default()
-    };
-    count(&mut counts, outcome);
-    crate::metrics::emit_for(&counts, engine.tenant());
 }
 
 /// Adds one outcome to `counts`.

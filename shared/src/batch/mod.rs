@@ -29,14 +29,12 @@ pub mod whole;
 pub use delivery::{AsAny, Attribute, Delivery, IdField, Ordering, SourceNames, Within};
 pub use hook::{BatchHook, Planned};
 pub use key::{KeyFn, KeyInput, KeySelector, MissingKey, PayloadScope};
-pub(crate) use log::{Failure, Unit, finish_one};
 pub use malformed::{MalformedRecord, Salvage, StreamEvent, parse_stream};
 pub use payload::{Bytes, PayloadKind};
 pub use pipeline::Pipeline;
 pub use processor::{Parks, Processor};
 pub(crate) use report::json_type;
 pub use report::{BatchError, BatchReport, FailureReason, PartialResponse, RecordResult};
-pub(crate) use settings::millis;
 #[cfg(feature = "lambda")]
 pub(crate) use settings::remaining_now;
 pub use settings::{

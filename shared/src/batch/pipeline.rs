@@ -21,7 +21,7 @@ use tokio::sync::{Semaphore, watch};
 use super::delivery::{Ordering, SourceNames};
 use super::key::{KeyFailure, KeyInput, PayloadScope, key_for};
 use super::lanes;
-use super::log::{Unit, log_outcome};
+use super::log::{Failure, Unit, log_outcome};
 use super::report::{BatchReport, FailureReason, RecordResult, record_outcome};
 use super::settings::UnprotectedOrder;
 use super::settings::{DEFAULT_CONCURRENCY, PreRead, RecordLogs, Settings, margin, millis};
@@ -43,6 +43,8 @@ pub struct Pipeline<'a> {
     /// Where a record that can never be prepared is parked when the
     /// processor has no parking ([`Source::unprepared_parking`](super::Source::unprepared_parking)).
     pub(crate) unprepared: Option<&'static dyn Parking>,
+    /// Whether a failure is the source's normal operation ([`Source::expected`](super::Source::expected)).
+    pub(crate) expected: &'a (dyn Expects + Sync),
 }
 
 /// What every record of one batch shares.
@@ -460,7 +462,11 @@ where
             Ok(Outcome::Executed(_) | Outcome::Replayed(_) | Outcome::Unprotected(_))
         );
         if !done || p.settings.record_logs == RecordLogs::All {
-            log_outcome(&unit, outcome.as_ref(), millis(start.elapsed()));
+            let logged = outcome.as_ref().map_err(|reason| Logged {
+                reason,
+                expected: p.expected.expected(reason),
+            });
+            log_outcome(&unit, logged.as_ref().map(|o| *o), millis(start.elapsed()));
         }
         RecordResult {
             position: slot.index,
@@ -510,6 +516,35 @@ where
         let (key, payload) = (key.as_ref(), payload.as_ref());
         let handler = || (self.handler)(record);
         record_outcome(Box::pin(engine.run_seated(seat, key, payload, remaining, handler)).await)
+    }
+}
+
+/// A record's failure as its log line says it, with the source's word on
+/// whether it is expected ([`Source::expected`](super::Source::expected)).
+struct Logged<'r> {
+    reason: &'r FailureReason,
+    expected: bool,
+}
+
+impl Failure for Logged<'_> {
+    fn in_progress(&self) -> bool {
+        self.reason.in_progress()
+    }
+
+    fn expected(&self) -> bool {
+        self.expected
+    }
+
+    fn retryable(&self) -> Option<bool> {
+        self.reason.retryable()
+    }
+
+    fn next(&self) -> &'static str {
+        self.reason.next()
+    }
+
+    fn describe(&self) -> String {
+        self.reason.describe()
     }
 }
 
@@ -574,4 +609,17 @@ fn share<T: Serialize>(outcome: &RecordOutcome<T>) -> Shared {
 /// no body, as a duplicate of a record stored without its response does.
 fn to_value<T: Serialize>(t: &T) -> Option<Value> {
     catch_unwind(AssertUnwindSafe(|| serde_json::to_value(t).ok())).unwrap_or(None)
+}
+
+/// Whether a failure is a source's normal operation, for a pipeline that
+/// knows its source only by this ([`Source::expected`](super::Source::expected)).
+pub(crate) trait Expects {
+    /// Whether `reason` is expected.
+    fn expected(&self, reason: &FailureReason) -> bool;
+}
+
+impl<S: super::Source> Expects for S {
+    fn expected(&self, reason: &FailureReason) -> bool {
+        super::Source::expected(self, reason)
+    }
 }

@@ -187,6 +187,7 @@ impl<S: Source> Processor<S> {
     pub(super) fn pipeline(&self, event: &S::Event) -> Pipeline<'_> {
         Pipeline {
             settings: &self.settings,
+            expected: &self.source,
             ordering: self.source.ordering(event),
             names: S::NAMES,
             unprepared: self.source.unprepared_parking(),

@@ -83,6 +83,14 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
         None
     }
 
+    /// Whether a record failing for `reason` is part of this source's
+    /// normal operation: its log line is then a warning, not an error.
+    /// Default: another invocation holds its key, or it was skipped behind
+    /// a failure.
+    fn expected(&self, reason: &FailureReason) -> bool {
+        super::log::Failure::expected(reason)
+    }
+
     /// The invocation's answer to `report`.
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<Self::Response, Self::Error>;
 }

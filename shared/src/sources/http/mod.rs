@@ -15,20 +15,23 @@ pub use request::{Caller, HttpRequest};
 pub use response::{EventFormat, HttpEventResponse, HttpResponse};
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 #[cfg(feature = "lambda")]
 use lambda_runtime::LambdaEvent;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[cfg(feature = "lambda")]
 use crate::batch::remaining_now;
-use crate::batch::report::record_outcome;
-use crate::batch::{Failure, FailureReason, MissingKey, Unit, millis};
+use crate::batch::whole::{self, Unfinished};
+use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
+use crate::batch::{MissingKey, Prepare, Prepared, Preparing, Processor, Reading, Source};
+use crate::batch::{SourceNames, StreamEvent};
 use crate::config::Config;
 use crate::engine::{Idempotency, Outcome};
-use crate::error::{ErrorKind, HandlerError};
-use crate::key::{IdempotencyKey, sha256_hex};
+use crate::error::{ErrorKind, HandlerError, KeyError};
+use crate::key::sha256_hex;
 use crate::write::{IntoStaged, Staged};
 
 /// The header a replayed answer carries (`true`).
@@ -93,19 +96,28 @@ impl std::str::FromStr for Anonymous {
     }
 }
 
-/// Runs HTTP requests through the engine, keyed by their `Idempotency-Key`.
+/// Runs HTTP requests through the engine, keyed by their `Idempotency-Key`:
+/// the one [`Processor`] over a one-record source, each request the one
+/// record of its invocation.
 #[derive(Debug, Clone)]
 pub struct HttpProcessor {
-    engine: Idempotency,
+    /// Boxed: a processor is held by value in functions' own types.
+    processor: Box<Processor<Http>>,
+    keep: Keep,
+    replay_headers: Vec<String>,
+    retry_after: Duration,
+}
+
+/// HTTP requests, a one-record source of the batch core: what it reads of a
+/// request is the key header and the caller, its key material.
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
     header: String,
     missing_key: MissingKey,
     max_key_length: usize,
     callers: Vec<Caller>,
     lambda_principal: String,
     anonymous: Anonymous,
-    keep: Keep,
-    replay_headers: Vec<String>,
-    retry_after: Duration,
 }
 
 /// The engine configuration for an HTTP handler: keys under `prefix`, kept
@@ -117,23 +129,30 @@ pub fn config(prefix: impl Into<String>) -> Config {
         .store_responses(true)
 }
 
-/// An answer, and how it ended for the log line and the metrics.
-type Answer = (HttpResponse, Result<Outcome<HttpResponse>, Refused>);
-
 impl HttpProcessor {
     /// A processor over `engine` (see [`config`]) with the defaults: key
     /// from `Idempotency-Key`, required, at most 255 characters, scoped by
     /// [`Caller::Principal`] then [`Caller::ApiKeyId`], requests without a
     /// caller refused, [`Keep::NotServerErrors`], `Retry-After: 1`.
     pub fn new(engine: Idempotency) -> Self {
-        Self {
-            engine,
+        let source = Http {
             header: "idempotency-key".to_owned(),
             missing_key: MissingKey::Fail,
             max_key_length: 255,
             callers: vec![Caller::Principal, Caller::ApiKeyId],
             lambda_principal: "/principalId".to_owned(),
             anonymous: Anonymous::default(),
+        };
+        // The request's key material is its document: the caller's scope
+        // and the key, or `null` for a request run unprotected.
+        let key = KeySelector::custom(|input| match input.value {
+            Value::Null => Err(KeyError::Missing("the Idempotency-Key header".to_owned())),
+            material => Ok(material.clone()),
+        });
+        // A request has no deadline margin: it runs whatever time is left.
+        let processor = Processor::with_source(engine, key, source).deadline_margin(Duration::ZERO);
+        Self {
+            processor: Box::new(processor),
             keep: Keep::default(),
             replay_headers: [
                 "content-type",
@@ -153,26 +172,27 @@ impl HttpProcessor {
 
     /// The key header's name (case-insensitive).
     pub fn header(mut self, name: &str) -> Self {
-        self.header = name.to_ascii_lowercase();
+        self.processor.source.header = name.to_ascii_lowercase();
         self
     }
 
     /// Without a key: [`MissingKey::Fail`] answers 400 (the default);
     /// [`MissingKey::RunUnprotected`] runs the handler without idempotency.
     pub fn missing_key(mut self, policy: MissingKey) -> Self {
-        self.missing_key = policy;
+        self.processor.source.missing_key = policy;
+        self.processor.settings.missing_key = policy;
         self
     }
 
     /// The longest key accepted, in characters (longer: 400).
     pub fn max_key_length(mut self, chars: usize) -> Self {
-        self.max_key_length = chars;
+        self.processor.source.max_key_length = chars;
         self
     }
 
     /// Where the caller's identity comes from, tried in order.
     pub fn callers(mut self, callers: impl IntoIterator<Item = Caller>) -> Self {
-        self.callers = callers.into_iter().collect();
+        self.processor.source.callers = callers.into_iter().collect();
         self
     }
 
@@ -180,14 +200,15 @@ impl HttpProcessor {
     /// JSON pointer such as `/userId` (a leading `/` is added when missing;
     /// default `/principalId`).
     pub fn lambda_principal(mut self, pointer: &str) -> Self {
-        self.lambda_principal = format!("/{}", pointer.strip_prefix('/').unwrap_or(pointer));
+        let pointer = format!("/{}", pointer.strip_prefix('/').unwrap_or(pointer));
+        self.processor.source.lambda_principal = pointer;
         self
     }
 
     /// What to do without any caller identity (default
     /// [`Anonymous::Refuse`]).
     pub fn anonymous(mut self, policy: Anonymous) -> Self {
-        self.anonymous = policy;
+        self.processor.source.anonymous = policy;
         self
     }
 
@@ -226,7 +247,7 @@ impl HttpProcessor {
 
     /// The engine.
     pub fn engine(&self) -> &Idempotency {
-        &self.engine
+        self.processor.engine()
     }
 
     /// This processor for an invocation of `tenant` (its engine's
@@ -234,7 +255,7 @@ impl HttpProcessor {
     /// with the invocation's `Context::tenant_id`.
     pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
         Self {
-            engine: self.engine.for_tenant(tenant),
+            processor: Box::new(self.processor.for_tenant(tenant)),
             ..self.clone()
         }
     }
@@ -273,11 +294,12 @@ impl HttpProcessor {
         })
     }
 
-    /// Handles one request: checks the key and the caller, runs `parse`
-    /// (its problem is answered without touching the key), then `handler`
-    /// through the engine under the caller-scoped key, and answers per the
-    /// table in the guide. A terminal [`HandlerError`] is answered 422
-    /// `rejected` (kept); a retryable one, or a panic, 500 `handler-failed`.
+    /// Handles one request as the one record of a batch: checks the key
+    /// and the caller, runs `parse` (its problem is answered without
+    /// touching the key), then `handler` through the engine under the
+    /// caller-scoped key, and answers per the table in the guide. A
+    /// terminal [`HandlerError`] is answered 422 `rejected` (kept); a
+    /// retryable one, or a panic, 500 `handler-failed`.
     pub async fn process<I, R, P, H, Fut>(
         &self,
         request: &HttpRequest,
@@ -291,31 +313,155 @@ impl HttpProcessor {
         H: FnOnce(I) -> Fut,
         Fut: Future<Output = Result<R, HandlerError>>,
     {
-        let start = Instant::now();
-        let key = self.key(request);
-        let (response, outcome) = match &key {
-            Ok(key) => {
-                self.answer(request, key.as_ref(), remaining, parse, handler)
-                    .await
-            }
-            Err(problem) => refuse(problem.clone(), None),
+        // Refused before the handler: the record fails as it is prepared,
+        // and the answer is its problem.
+        let checked = match self.processor.source.material(request) {
+            Ok(material) => parse(request)
+                .map(|input| (material, input))
+                .map_err(|problem| (FailureReason::Parse(problem.to_string()), problem)),
+            Err(problem) => Err((FailureReason::NotAccepted(problem.to_string()), problem)),
         };
-        let key = key.as_ref().ok().and_then(Option::as_ref);
-        let unit = Unit {
-            noun: "request",
-            id: request.request_id.as_deref(),
-            key: key.map(IdempotencyKey::hash),
-            tenant: self.engine.tenant(),
-            ..Unit::default()
+        let (material, input, refused) = match checked {
+            Ok((material, input)) => (material, Some(input), None),
+            Err((reason, problem)) => (Value::Null, None, Some((reason, problem))),
         };
-        let latency = millis(start.elapsed());
-        crate::batch::finish_one(&self.engine, &unit, outcome.as_ref(), latency);
-        response
+        let record = HttpRecord {
+            id: request.request_id.clone(),
+            material,
+            // Same key, other request: method, path and body hash.
+            fingerprint: json!({
+                "method": request.method,
+                "path": request.path,
+                "body": sha256_hex(&request.body),
+            }),
+            refused: refused.as_ref().map(|(reason, _)| reason.clone()),
+        };
+        // The handler's full answer when kept (the record keeps fewer
+        // headers), or its answer not kept.
+        let answers = Answers::default();
+        let handler = whole::once(|()| self.run(handler, input, &answers));
+        let report = self.processor.process(record, remaining, handler).await;
+        if let Some((_, problem)) = refused {
+            return problem.into();
+        }
+        let outcome = report.records.into_iter().next().map(|r| r.outcome);
+        let outcome = outcome.unwrap_or_else(|| {
+            let reason = "the request was not processed".to_owned();
+            Err(FailureReason::Idempotency(reason))
+        });
+        let Answers { first, unkept } = answers;
+        let (first, unkept) = (into_inner(first), into_inner(unkept));
+        self.respond(outcome, first, unkept)
     }
 
-    /// The key of `request`, scoped to its caller: `Ok(None)` to run
-    /// unprotected.
-    fn key(&self, request: &HttpRequest) -> Result<Option<IdempotencyKey>, Problem> {
+    /// Runs `handler` on `input` for the engine: a terminal error is the
+    /// kept 422 `rejected`; an answer the [`Keep`] rule does not keep fails
+    /// retryable, which releases the key (the general rule of every
+    /// source), the answer itself kept aside in `answers`.
+    async fn run<I, R, H, Fut>(
+        &self,
+        handler: H,
+        input: Option<I>,
+        answers: &Answers,
+    ) -> Result<Staged<HttpResponse>, HandlerError>
+    where
+        R: IntoStaged<HttpResponse>,
+        H: FnOnce(I) -> Fut,
+        Fut: Future<Output = Result<R, HandlerError>>,
+    {
+        let Some(input) = input else {
+            // Never: a refused request fails before its handler.
+            return Err(HandlerError::retryable("the request was refused"));
+        };
+        let staged: Staged<HttpResponse> = match handler(input).await {
+            Ok(r) => r.into_staged(),
+            Err(e) if e.kind() == ErrorKind::Terminal => {
+                Staged::new(Problem::rejected(e.to_string()).into())
+            }
+            Err(e) => return Err(e),
+        };
+        let status = staged.response.status;
+        if !self.keep.keeps(status) {
+            put(&answers.unkept, staged.response);
+            return Err(HandlerError::retryable(format!(
+                "the handler answered {status}: not kept, the key is released"
+            )));
+        }
+        let kept = staged.response.kept(&self.replay_headers);
+        put(&answers.first, staged.response);
+        Ok(Staged {
+            response: kept,
+            ..staged
+        })
+    }
+
+    /// The answer for the record's outcome in the one failure vocabulary
+    /// (`first` and `unkept` as the handler gave them): a failure is
+    /// answered with its problem ([`Problem::of`]).
+    fn respond(
+        &self,
+        result: Result<Outcome<HttpResponse>, FailureReason>,
+        first: Option<HttpResponse>,
+        unkept: Option<HttpResponse>,
+    ) -> HttpResponse {
+        let retry_after = self.retry_after.as_secs().max(1).to_string();
+        let outcome = match (result, unkept) {
+            (Ok(outcome), _) => outcome,
+            // The handler's own answer, not kept: the key is released.
+            (Err(FailureReason::Handler { .. }), Some(unkept)) => return unkept,
+            (Err(reason), _) => {
+                let problem = Problem::of(&reason);
+                let retry = problem.status == 409 || problem.status == 503;
+                let response = HttpResponse::from(problem);
+                return match retry {
+                    true => response.header("retry-after", retry_after),
+                    false => response,
+                };
+            }
+        };
+        let response = match &outcome {
+            Outcome::Executed(kept) | Outcome::Unprotected(kept) => {
+                first.unwrap_or_else(|| kept.clone())
+            }
+            Outcome::Replayed(Some(kept)) => kept.clone(),
+            Outcome::Replayed(None) => {
+                Problem::new(409, Problem::RESPONSE_NOT_KEPT, "Already processed")
+                    .detail("a request with this key was processed, and its response was not kept")
+                    .into()
+            }
+            Outcome::Rejected { error, .. } => Problem::rejected(error.clone()).into(),
+            // Never: the engine's `InProgress` and `PayloadMismatch` are
+            // failures, and HTTP parks nothing.
+            _ => Problem::of_handler().into(),
+        };
+        match outcome {
+            Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. } => {
+                response.header(REPLAYED_HEADER, "true")
+            }
+            _ => response,
+        }
+    }
+}
+
+/// The handler's answers kept aside while its request runs.
+#[derive(Default)]
+struct Answers {
+    first: Mutex<Option<HttpResponse>>,
+    unkept: Mutex<Option<HttpResponse>>,
+}
+
+fn put(slot: &Mutex<Option<HttpResponse>>, response: HttpResponse) {
+    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(response);
+}
+
+fn into_inner(slot: Mutex<Option<HttpResponse>>) -> Option<HttpResponse> {
+    slot.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Http {
+    /// The key material of `request`, scoped to its caller: `null` to run
+    /// unprotected; a problem refuses the request.
+    fn material(&self, request: &HttpRequest) -> Result<Value, Problem> {
         let invalid = |detail: String| {
             Problem::new(400, Problem::KEY_INVALID, "Invalid Idempotency-Key").detail(detail)
         };
@@ -323,7 +469,7 @@ impl HttpProcessor {
         let mut values = request.headers.get_all(header.as_str()).iter();
         let Some(value) = values.next() else {
             return match self.missing_key {
-                MissingKey::RunUnprotected => Ok(None),
+                MissingKey::RunUnprotected => Ok(Value::Null),
                 MissingKey::Fail => Err(Problem::new(
                     400,
                     Problem::KEY_MISSING,
@@ -371,193 +517,86 @@ impl HttpProcessor {
                     "idempotency keys are scoped to the caller, and {why}"
                 ))
             })?;
-        self.engine
-            .key(&json!({ "caller": scope, "key": key }))
-            .map(Some)
-            .map_err(|e| invalid(e.to_string()))
-    }
-
-    /// Parses the request and runs the handler under `key`.
-    async fn answer<I, R, P, H, Fut>(
-        &self,
-        request: &HttpRequest,
-        key: Option<&IdempotencyKey>,
-        remaining: Option<Duration>,
-        parse: P,
-        handler: H,
-    ) -> Answer
-    where
-        R: IntoStaged<HttpResponse>,
-        P: FnOnce(&HttpRequest) -> Result<I, Problem>,
-        H: FnOnce(I) -> Fut,
-        Fut: Future<Output = Result<R, HandlerError>>,
-    {
-        let input = match parse(request) {
-            Ok(input) => input,
-            Err(problem) => return refuse(problem, None),
-        };
-        // Same key, other request: method, path and body hash.
-        let fingerprint = json!({
-            "method": request.method,
-            "path": request.path,
-            "body": sha256_hex(&request.body),
-        });
-        // The handler's full answer when kept (the record keeps fewer
-        // headers), or its answer not kept.
-        let (mut first, mut unkept) = (None, None);
-        let (first_out, unkept_out) = (&mut first, &mut unkept);
-        let result = self
-            .engine
-            .run(key, Some(&fingerprint), remaining, move || async move {
-                let staged: Staged<HttpResponse> = match handler(input).await {
-                    Ok(r) => r.into_staged(),
-                    Err(e) if e.kind() == ErrorKind::Terminal => {
-                        Staged::new(rejected(e.to_string()).into())
-                    }
-                    Err(e) => return Err(e),
-                };
-                let status = staged.response.status;
-                if !self.keep.keeps(status) {
-                    *unkept_out = Some(staged.response);
-                    return Err(HandlerError::retryable(format!(
-                        "the handler answered {status}: not kept, the key is released"
-                    )));
-                }
-                let kept = staged.response.kept(&self.replay_headers);
-                *first_out = Some(staged.response);
-                Ok(Staged {
-                    response: kept,
-                    ..staged
-                })
-            })
-            .await;
-        self.respond(record_outcome(result), first, unkept)
-    }
-
-    /// The answer for the engine's result in the one failure vocabulary
-    /// (`first` and `unkept` as the handler gave them): a failure is
-    /// answered with its problem ([`Problem::of`]).
-    fn respond(
-        &self,
-        result: Result<Outcome<HttpResponse>, FailureReason>,
-        first: Option<HttpResponse>,
-        unkept: Option<HttpResponse>,
-    ) -> Answer {
-        let retry_after = self.retry_after.as_secs().max(1).to_string();
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            // The handler's own answer, not kept: the key is released.
-            Err(FailureReason::Handler { message, .. }) if unkept.is_some() => {
-                let response = unkept.unwrap_or_else(|| Problem::of_handler().into());
-                let (status, error) = (response.status, message);
-                let refused = Refused {
-                    status,
-                    error,
-                    released: true,
-                };
-                return (response, Err(refused));
-            }
-            Err(reason) => {
-                let problem = Problem::of(&reason);
-                let retry = problem.status == 409 || problem.status == 503;
-                // A key in use or reused is the engine's outcome in the
-                // log line and the counts, as in every source.
-                let logged = match &reason {
-                    FailureReason::InProgress {
-                        lease_expires_at_ms,
-                    } => Ok(Outcome::InProgress {
-                        lease_expires_at_ms: *lease_expires_at_ms,
-                    }),
-                    FailureReason::PayloadMismatch => Ok(Outcome::PayloadMismatch),
-                    _ => refuse(problem.clone(), Some(reason.to_string())).1,
-                };
-                let response = HttpResponse::from(problem);
-                let response = match retry {
-                    true => response.header("retry-after", retry_after),
-                    false => response,
-                };
-                return (response, logged);
-            }
-        };
-        let response = match &outcome {
-            Outcome::Executed(kept) | Outcome::Unprotected(kept) => {
-                first.unwrap_or_else(|| kept.clone())
-            }
-            Outcome::Replayed(Some(kept)) => kept.clone(),
-            Outcome::Replayed(None) => {
-                Problem::new(409, Problem::RESPONSE_NOT_KEPT, "Already processed")
-                    .detail("a request with this key was processed, and its response was not kept")
-                    .into()
-            }
-            Outcome::Rejected { error, .. } => rejected(error.clone()).into(),
-            // Never: the engine's `InProgress` and `PayloadMismatch` are
-            // failures ([`record_outcome`]), and HTTP parks nothing.
-            other => {
-                let reason = format!("unexpected outcome {}", other.label());
-                return refuse(Problem::of_handler(), Some(reason));
-            }
-        };
-        match outcome {
-            Outcome::Replayed(_) | Outcome::Rejected { replayed: true, .. } => {
-                (response.header(REPLAYED_HEADER, "true"), Ok(outcome))
-            }
-            _ => (response, Ok(outcome)),
-        }
+        Ok(json!({ "caller": scope, "key": key }))
     }
 }
 
-/// The answer to a request the handler refused (a terminal error): 422.
-fn rejected(detail: String) -> Problem {
-    Problem::rejected(detail)
-}
+/// The names of an HTTP request, for logs and messages.
+static NAMES: SourceNames = SourceNames {
+    id: "requestId",
+    // The request id goes to `message_id` in the log line, as it always has.
+    id_field: "message_id",
+    lane_field: "lane",
+    deduplication_id: "a deduplication id (HTTP requests have none)",
+    no_lane: "HTTP request without a lane",
+};
 
-/// `problem` answered without a kept outcome; `error` (default: the
-/// problem) for the log line.
-fn refuse(problem: Problem, error: Option<String>) -> Answer {
-    let refused = Refused {
-        status: problem.status,
-        error: error.unwrap_or_else(|| problem.to_string()),
-        released: problem.status >= 500,
-    };
-    (problem.into(), Err(refused))
-}
-
-/// A request answered without a kept outcome: refused before the handler
-/// (a bad key, a malformed body), failed (a 5xx), or answered with what is
-/// not kept; the last two release the key.
+/// One request on its way through the pipeline: its id, its key material,
+/// what payload validation hashes, or why it was refused.
 #[derive(Debug)]
-struct Refused {
-    status: u16,
-    error: String,
-    released: bool,
+pub(crate) struct HttpRecord {
+    id: Option<String>,
+    material: Value,
+    fingerprint: Value,
+    refused: Option<FailureReason>,
 }
 
-impl Failure for Refused {
-    fn in_progress(&self) -> bool {
-        false
+impl Delivery for HttpRecord {
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
-    fn expected(&self) -> bool {
-        self.status < 500
+    fn source(&self) -> &'static SourceNames {
+        &NAMES
+    }
+}
+
+impl From<HttpRecord> for StreamEvent<HttpRecord> {
+    fn from(record: HttpRecord) -> Self {
+        StreamEvent::parsed(vec![Ok(record)])
+    }
+}
+
+impl Source for Http {
+    type Event = HttpRecord;
+    type Raw = HttpRecord;
+    type Response = ();
+    type Error = Unfinished;
+    const NAMES: &'static SourceNames = &NAMES;
+
+    /// A request is read by [`HttpProcessor::handle`], which answers a
+    /// malformed one with its problem: never a batch event.
+    fn parse(_: Value) -> Result<HttpRecord, BatchError> {
+        Err(BatchError::WrongEvent {
+            expected: "a batch (HTTP requests are handled by HttpProcessor)",
+            message: "an HTTP request is not a batch".to_owned(),
+        })
     }
 
-    fn retryable(&self) -> Option<bool> {
-        Some(self.released)
+    /// A request answered with a client error (4xx: a bad key, no caller,
+    /// a malformed body, a key in use or reused) is normal operation.
+    fn expected(&self, reason: &FailureReason) -> bool {
+        Problem::of(reason).status < 500
     }
 
-    fn next(&self) -> &'static str {
-        if self.status >= 500 {
-            "answered with a server error; the key is free for a retry"
-        } else if self.released {
-            "answered with a status that is not kept; the key is free for a retry"
-        } else {
-            "answered with a client error; the key was not used"
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
+        whole::answer(report)
+    }
+}
+
+/// Keyed on the caller-scoped key, the method, path and body hashed.
+impl Prepare<()> for Http {
+    type Body = ();
+
+    fn prepare<'r>(&self, _: &Reading<'_>, record: &'r HttpRecord) -> Preparing<'r, ()> {
+        if let Some(reason) = &record.refused {
+            return Err(reason.clone());
         }
+        let prepared = Prepared::new((), record.material.clone());
+        Ok(prepared.hashed(record.fingerprint.clone()))
     }
 
-    fn describe(&self) -> String {
-        format!("{}: {}", self.status, self.error)
-    }
+    fn record(&self, _: HttpRecord, (): (), _: Keyed) {}
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The adapter on the memory store: each answer of the module's table.
 
 use super::*;
+use crate::key::IdempotencyKey;
 use crate::store::MemoryStore;
 use crate::write::Write;
 use crate::{Item, Table, value::AttrValue};
@@ -845,5 +846,132 @@ fn each_failure_reason_maps_to_its_problem() {
     assert_eq!(
         Problem::of(&handler(ErrorKind::Terminal)).detail.as_deref(),
         Some("no stock")
+    );
+}
+
+/// On the one path the pipeline keys the request from the same material
+/// as before (the caller's scope and the key), so a key kept by an earlier
+/// version still replays; a refused request leaves no record.
+#[tokio::test]
+async fn the_pipeline_keys_a_request_by_its_caller_scoped_key() {
+    let f = fixture();
+    let e = with_principal(bare_event("POST", "/t", Some("k-scoped"), "{}"), "alice");
+    let scope = request(e.clone())
+        .caller(
+            &[Caller::Principal, Caller::ApiKeyId],
+            "/principalId",
+            Anonymous::Refuse,
+        )
+        .expect("a caller");
+    let engine = f.processor.engine();
+    let key = engine
+        .key(&json!({ "caller": scope, "key": "k-scoped" }))
+        .unwrap();
+    assert!(!stored(engine, &key).await);
+    assert_eq!(f.call(e.clone(), 201).await.status, 201);
+    assert!(stored(engine, &key).await, "kept under the scoped key");
+    // Another caller, the same header: another key, nothing kept under it.
+    let bob = with_principal(bare_event("POST", "/t", Some("k-scoped"), "{}"), "bob");
+    let bob_scope = request(bob)
+        .caller(
+            &[Caller::Principal, Caller::ApiKeyId],
+            "/principalId",
+            Anonymous::Refuse,
+        )
+        .unwrap();
+    let bob_key = engine
+        .key(&json!({ "caller": bob_scope, "key": "k-scoped" }))
+        .unwrap();
+    assert!(!stored(engine, &bob_key).await);
+    // A request refused before its handler (a malformed body) claims nothing.
+    let refused = with_principal(bare_event("POST", "/t", Some("k-refused"), "{"), "alice");
+    let response = f.call(refused, 201).await;
+    assert_eq!(response.status, 400);
+    let refused_key = engine
+        .key(&json!({ "caller": scope, "key": "k-refused" }))
+        .unwrap();
+    assert!(!stored(engine, &refused_key).await);
+    assert_eq!(f.runs(), 1);
+}
+
+/// Whether the store holds a record under `key`.
+async fn stored(engine: &Idempotency, key: &IdempotencyKey) -> bool {
+    let known = engine.prefetch(&[key]).await.expect("the store answers");
+    known.get(key).is_some()
+}
+
+/// The log lines of one test: each event's level and fields.
+#[derive(Clone, Default)]
+struct Lines(Arc<std::sync::Mutex<Vec<(tracing::Level, String)>>>);
+
+impl Lines {
+    /// The level of the line whose fields hold `text`.
+    fn level_of(&self, text: &str) -> Option<tracing::Level> {
+        let lines = self.0.lock().unwrap();
+        lines
+            .iter()
+            .find(|(_, m)| m.contains(text))
+            .map(|(l, _)| *l)
+    }
+}
+
+struct Message<'a>(&'a mut String);
+
+impl tracing::field::Visit for Message<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Lines {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = String::new();
+        event.record(&mut Message(&mut message));
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push((level, message));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A request refused with a client error is normal operation for an API:
+/// its line is a warning, as before the one path ([`Source::expected`]);
+/// a handler that fails to answer is an error. Before the hook, the
+/// pipeline logged every refused request as an error.
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_error_is_logged_as_a_warning_a_server_error_as_an_error() {
+    let lines = Lines::default();
+    let _guard = tracing::subscriber::set_default(lines.clone());
+    let f = fixture();
+    let mut malformed = event("POST", "/t", Some("k-log-400"), "{");
+    malformed["requestContext"]["requestId"] = json!("r-400");
+    assert_eq!(f.call(malformed, 201).await.status, 400);
+    assert_eq!(
+        lines.level_of(r#"message_id="r-400""#),
+        Some(tracing::Level::WARN)
+    );
+    let mut failing = event("POST", "/t", Some("k-log-500"), "{}");
+    failing["requestContext"]["requestId"] = json!("r-500");
+    let response = f
+        .processor
+        .process(
+            &request(failing),
+            None,
+            |r| r.json::<Value>(),
+            |_| async { Err::<HttpResponse, _>(HandlerError::retryable("down")) },
+        )
+        .await;
+    assert_eq!(response.status, 500);
+    assert_eq!(
+        lines.level_of(r#"message_id="r-500""#),
+        Some(tracing::Level::ERROR)
     );
 }
