@@ -229,7 +229,7 @@ impl IdempotencyKey {
     /// The key a record comes with (`SqsRecord::key`, ...) is the one its
     /// record is stored under, tenant scope included.
     pub fn outbox_id(&self, position: usize) -> String {
-        crate::outbox::stable_id(self.as_str(), position)
+        stable_id(self.as_str(), position)
     }
 
     /// The hash part of the id: safe to log.
@@ -242,6 +242,13 @@ impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The stable id of the message at `position` of the record `record_id`
+/// (what [`IdempotencyKey::outbox_id`] gives and the relay publishes
+/// under).
+pub fn stable_id(record_id: &str, position: usize) -> String {
+    sha256_hex(format!("{record_id}/{position}").as_bytes())
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 
 pub(crate) mod delivery;
 pub mod envelope;
-mod from_env;
 mod hook;
 pub(crate) mod key;
 pub(crate) mod lanes;

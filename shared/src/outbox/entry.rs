@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Destination, Message, OUTBOX_ID, is_fifo, sqs_message_size};
-use crate::key::sha256_hex;
 
 /// A message as stored in the record, with its stable id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,10 +18,7 @@ pub struct Entry {
     pub message: Message,
 }
 
-/// The stable id of the message at `position` of the record `record_id`.
-pub fn stable_id(record_id: &str, position: usize) -> String {
-    sha256_hex(format!("{record_id}/{position}").as_bytes())
-}
+pub use crate::key::stable_id;
 
 /// The stored form of `messages` for the record `record_id` (`None`
 /// without messages).

@@ -3,6 +3,7 @@
 
 pub mod dynamodb_streams;
 pub mod eventbridge;
+mod from_env;
 pub mod http;
 pub mod kafka;
 pub mod kinesis;

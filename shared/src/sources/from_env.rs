@@ -3,7 +3,7 @@
 //! ([`Processor::verifier_from_env`]) and the ordered streams' parking
 //! queue ([`Processor::parking_from_env`]). Call them once, at cold start.
 
-use super::processor::{Parks, Processor};
+use crate::batch::{Parks, Processor};
 use crate::parking::{PARKING_QUEUE_ENV, QueueEnvError, queue_url_from};
 use crate::signature::{SecretError, Verifier};
 use crate::sqs::Sqs;
