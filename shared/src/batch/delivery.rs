@@ -38,6 +38,14 @@ pub trait Delivery: AsAny {
         None
     }
 
+    /// The id the wrapping service gave the event this record is, kept
+    /// across its retries (an EventBridge event's `id`, an SNS
+    /// notification's `MessageId`), for
+    /// [`KeySelector::EventId`](crate::KeySelector::EventId). Default: none.
+    fn event_id(&self) -> Option<&str> {
+        None
+    }
+
     /// The source's own deduplication id (SQS FIFO), for
     /// [`KeySelector::DeduplicationId`](crate::KeySelector::DeduplicationId).
     fn deduplication_id(&self) -> Option<&str> {

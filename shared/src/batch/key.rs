@@ -182,11 +182,9 @@ impl KeySelector {
             Self::EventId => input.envelope.and_then(Envelope::id).or(match delivery {
                 // An EventBridge event invoking the function: its `id`.
                 None => input.value.get("id").and_then(Value::as_str),
-                // An SNS notification invoking the function: its `MessageId`.
-                Some(d) if d.as_any().is::<aws_lambda_events::sns::SnsRecord>() => d.id(),
-                // The same event as the one record of its source.
-                Some(d) if d.as_any().is::<crate::eventbridge::EventRecord>() => d.id(),
-                Some(_) => None,
+                // An event invoking the function as a record of its source
+                // (an EventBridge event, an SNS notification).
+                Some(d) => d.event_id(),
             }),
             Self::DeduplicationId => delivery.and_then(|d| d.deduplication_id()),
         };

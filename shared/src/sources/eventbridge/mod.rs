@@ -194,6 +194,10 @@ impl Delivery for EventRecord {
         self.event.id.as_deref().filter(|id| !id.is_empty())
     }
 
+    fn event_id(&self) -> Option<&str> {
+        self.id()
+    }
+
     fn position(&self) -> Option<&str> {
         None
     }

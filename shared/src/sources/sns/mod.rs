@@ -87,6 +87,10 @@ impl Delivery for SnsRecord {
         Some(self.sns.message_id.as_str()).filter(|id| !id.is_empty())
     }
 
+    fn event_id(&self) -> Option<&str> {
+        self.id()
+    }
+
     fn position(&self) -> Option<&str> {
         None
     }
