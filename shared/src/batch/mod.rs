@@ -39,7 +39,7 @@ pub(crate) use settings::remaining_now;
 pub use settings::{
     DEFAULT_CONCURRENCY, DEFAULT_DEADLINE_MARGIN, PreRead, RecordLogs, UnprotectedOrder,
 };
-pub use source::{Keyed, Prepare, Prepared, Preparing, Reading, Source};
+pub use source::{Answer, Keyed, Prepare, Prepared, Preparing, Reading, Source};
 pub use whole::Unfinished;
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ use super::malformed::{MalformedRecord, StreamEvent};
 use super::parking::Ticket;
 use super::payload::{self, PayloadKind};
 use super::pipeline::Pipeline;
-use super::report::{BatchError, BatchReport, FailureReason};
+use super::report::{BatchError, BatchReport, FailureReason, PartialResponse};
+use super::whole::Unfinished;
 use crate::key::IdempotencyKey;
 use crate::parking::Parking;
 
@@ -30,8 +31,9 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     type Event: Into<StreamEvent<Self::Raw>>;
     /// One record as Lambda delivered it.
     type Raw: Delivery;
-    /// The invocation's answer: the partial batch response.
-    type Response;
+    /// The invocation's answer: the partial batch response, or `()` when
+    /// the invocation answers for the whole batch ([`Answer`]).
+    type Response: Answer<Self::Error>;
     /// Why the answer fails the invocation instead (Lambda retries it).
     type Error: std::error::Error + Send + Sync + 'static;
 
@@ -92,7 +94,33 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
     }
 
     /// The invocation's answer to `report`.
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<Self::Response, Self::Error>;
+    /// Default: the answer of the response's type ([`Answer`]).
+    fn respond<T>(&self, report: &BatchReport<T>) -> Result<Self::Response, Self::Error> {
+        Self::Response::answer(report)
+    }
+}
+
+/// How an invocation is answered from its report, by the answer's type:
+/// a partial batch response ([`PartialResponse`]: each record to deliver
+/// again named; [`BatchError`] when one cannot be), or `()`, the
+/// whole-batch answer of a source without partial responses (SNS,
+/// EventBridge, Amazon MQ: [`Unfinished`] while a record is not done, so
+/// the whole invocation is delivered again).
+pub trait Answer<E>: Sized {
+    /// The answer to `report`.
+    fn answer<T>(report: &BatchReport<T>) -> Result<Self, E>;
+}
+
+impl<P: PartialResponse> Answer<BatchError> for P {
+    fn answer<T>(report: &BatchReport<T>) -> Result<P, BatchError> {
+        report.response_as()
+    }
+}
+
+impl Answer<Unfinished> for () {
+    fn answer<T>(report: &BatchReport<T>) -> Result<(), Unfinished> {
+        super::whole::answer(report)
+    }
 }
 
 /// How a [`Source`] turns one of its records into `Rec`, what the handler
@@ -121,10 +149,9 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
 /// #     type Event = StreamEvent<Job>;
 /// #     type Raw = Job;
 /// #     type Response = ();
-/// #     type Error = BatchError;
+/// #     type Error = lambda_idempotency::batch::Unfinished;
 /// #     const NAMES: &'static SourceNames = &NAMES;
 /// #     fn parse(_: Value) -> Result<Self::Event, BatchError> { unimplemented!() }
-/// #     fn respond<T>(&self, _: &BatchReport<T>) -> Result<(), BatchError> { Ok(()) }
 /// # }
 /// /// What a handler of `Jobs` takes.
 /// pub struct JobRecord<M> {

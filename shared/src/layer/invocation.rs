@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::batch::whole::{self, Unfinished};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, Keyed, MalformedRecord};
+use crate::batch::whole::Unfinished;
+use crate::batch::{BatchError, Delivery, FailureReason, Keyed, MalformedRecord};
 use crate::batch::{Ordering, Prepare, Prepared, Preparing, Reading, Source};
 use crate::batch::{SourceNames, StreamEvent};
 use crate::sns::{Notification, SnsStreamEvent};
@@ -88,10 +88,6 @@ impl Source for Json {
 
     fn ordering(&self, _: &JsonInvocation) -> Ordering {
         Ordering::Unordered
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
     }
 }
 

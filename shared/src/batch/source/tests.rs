@@ -48,15 +48,11 @@ impl Source for Jobs {
     type Event = StreamEvent<Job>;
     type Raw = Job;
     type Response = ();
-    type Error = BatchError;
+    type Error = crate::batch::Unfinished;
     const NAMES: &'static SourceNames = &NAMES;
 
     fn parse(_: Value) -> Result<Self::Event, BatchError> {
         unreachable!("the tests process events")
-    }
-
-    fn respond<T>(&self, _: &BatchReport<T>) -> Result<(), BatchError> {
-        Ok(())
     }
 }
 

@@ -160,10 +160,6 @@ impl Source for TestSource {
     fn ticket(&self, record: &TestMessage) -> Option<Ticket> {
         Ticket::new(EVENT_SOURCE, None, record, record.clone())
     }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<TestResponse, BatchError> {
-        report.response_as()
-    }
 }
 
 impl TestSource {

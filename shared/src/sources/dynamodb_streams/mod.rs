@@ -8,7 +8,7 @@ use serde_dynamo::AttributeValue;
 use serde_json::{Map, Value, json};
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeyInput, Keyed, Within};
+use crate::batch::{BatchError, Delivery, FailureReason, KeyInput, Keyed, Within};
 use crate::batch::{KeySelector, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames};
 use crate::{batch::parking::Ticket, error::KeyError, key::IdempotencyKey};
@@ -81,10 +81,6 @@ impl Source for DynamoDbStreams {
             record.event_source_arn.as_deref(),
             record,
         )
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<DynamoDbEventResponse, BatchError> {
-        report.response_as()
     }
 }
 

@@ -7,6 +7,7 @@
 use super::*;
 use crate::HandlerError;
 use crate::batch::BatchError;
+use crate::batch::BatchReport;
 use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::value::AttrValue;

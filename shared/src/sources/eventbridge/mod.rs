@@ -17,7 +17,7 @@ pub use aws_lambda_events::eventbridge::EventBridgeEvent;
 
 use crate::batch::envelope::looks_like_eventbridge;
 use crate::batch::whole::{self, Unfinished};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
+use crate::batch::{BatchError, Delivery, FailureReason, KeySelector, Keyed};
 use crate::batch::{MalformedRecord, MissingKey, Ordering, PayloadKind, PayloadScope};
 use crate::batch::{Prepare, Prepared, Preparing, Processor, Reading, Source, SourceNames};
 use crate::batch::{StreamEvent, json_type};
@@ -225,10 +225,6 @@ impl Source for EventBridge {
 
     fn ordering(&self, _: &EventPayload) -> Ordering {
         Ordering::Unordered
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
     }
 }
 

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 #[cfg(feature = "lambda")]
 use crate::batch::remaining_now;
 use crate::batch::whole::{self, Unfinished};
-use crate::batch::{BatchError, BatchReport, Delivery, FailureReason, KeySelector, Keyed};
+use crate::batch::{BatchError, Delivery, FailureReason, KeySelector, Keyed};
 use crate::batch::{MissingKey, Prepare, Prepared, Preparing, Processor, Reading, Source};
 use crate::batch::{SourceNames, StreamEvent};
 use crate::config::Config;
@@ -577,10 +577,6 @@ impl Source for Http {
     /// a malformed body, a key in use or reused) is normal operation.
     fn expected(&self, reason: &FailureReason) -> bool {
         Problem::of(reason).status < 500
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
     }
 }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::batch::whole;
-use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
+use crate::batch::{Answer, Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
 use crate::batch::{MalformedRecord, Ordering, Parks, PartialResponse, Preparing, Reading};
 use crate::batch::{Prepare, Prepared, Processor, Source, SourceNames, StreamEvent};
 use crate::batch::{Within, json_type, malformed::text};
@@ -153,6 +153,14 @@ impl Source for Kafka {
                 return Ok(response);
             }
         }
+        <KafkaEventResponse as Answer<KafkaError>>::answer(report)
+    }
+}
+
+/// The fail-batch mode's answer ([`KafkaItemFailures::FailBatch`]): an
+/// empty response when every record is done, else the whole batch fails.
+impl Answer<KafkaError> for KafkaEventResponse {
+    fn answer<T>(report: &BatchReport<T>) -> Result<KafkaEventResponse, KafkaError> {
         whole::answer(report).map(|()| KafkaEventResponse::default())
     }
 }

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream, text};
-use crate::batch::{BatchError, BatchReport, Delivery, Keyed, MalformedRecord};
+use crate::batch::{BatchError, Delivery, Keyed, MalformedRecord};
 use crate::batch::{Ordering, Parks, PartialResponse, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames, Within};
 use crate::sources::check_size;
@@ -138,10 +138,6 @@ impl Source for Kinesis {
             record.record.event_source_arn.as_deref(),
             record,
         )
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<KinesisEventResponse, BatchError> {
-        report.response_as()
     }
 }
 

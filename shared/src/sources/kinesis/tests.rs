@@ -5,6 +5,7 @@
 use super::*;
 use crate::Outcome;
 use crate::batch::BatchError;
+use crate::batch::BatchReport;
 use crate::batch::FailureReason;
 use crate::testkit::*;
 use crate::{HandlerError, KeySelector};

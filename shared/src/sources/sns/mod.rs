@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::batch::envelope::open_message;
 use crate::batch::malformed::{Salvage, StreamEvent, parse_stream};
-use crate::batch::{Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed};
+use crate::batch::{Attribute, BatchError, Delivery, FailureReason, Keyed};
 use crate::batch::{PayloadKind, Prepare, Prepared, Preparing, Reading};
 use crate::batch::{Processor, Source, SourceNames, Unfinished};
 use crate::key::IdempotencyKey;
@@ -68,10 +68,6 @@ impl Source for Sns {
 
     fn parse(payload: Value) -> Result<SnsStreamEvent, BatchError> {
         parse_sns_event(payload)
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        answer(report)
     }
 }
 

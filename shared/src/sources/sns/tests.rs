@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::Outcome;
+use crate::batch::BatchReport;
 use crate::batch::{BatchError, FailureReason};
 use crate::sqs::{Envelope, EnvelopeMode, Envelopes, SqsProcessor, SqsRecord};
 use crate::testkit::*;

@@ -136,10 +136,6 @@ impl Source for Sqs {
             (true, FifoFailureMode::StopBatch) => Ordering::StopBatch,
         }
     }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<SqsBatchResponse, BatchError> {
-        report.response_as()
-    }
 }
 
 impl PartialResponse for SqsBatchResponse {

@@ -66,8 +66,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use lambda_idempotency::IdempotencyKey;
 use lambda_idempotency::batch::{
-    Attribute, BatchError, BatchReport, Delivery, FailureReason, Keyed, Prepare, Prepared,
-    Preparing, Processor, Reading, Source, SourceNames, StreamEvent, Unfinished, whole,
+    Attribute, BatchError, Delivery, FailureReason, Keyed, Prepare, Prepared, Preparing, Processor,
+    Reading, Source, SourceNames, StreamEvent, Unfinished,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -146,10 +146,6 @@ impl Source for AmazonMq {
             }
         };
         Ok(StreamEvent::new(messages))
-    }
-
-    fn respond<T>(&self, report: &BatchReport<T>) -> Result<(), Unfinished> {
-        whole::answer(report)
     }
 }
 
