@@ -465,6 +465,7 @@ where
             let logged = outcome.as_ref().map_err(|reason| Logged {
                 reason,
                 expected: p.expected.expected(reason),
+                next: p.expected.next(reason),
             });
             log_outcome(&unit, logged.as_ref().map(|o| *o), millis(start.elapsed()));
         }
@@ -524,6 +525,7 @@ where
 struct Logged<'r> {
     reason: &'r FailureReason,
     expected: bool,
+    next: &'static str,
 }
 
 impl Failure for Logged<'_> {
@@ -540,7 +542,7 @@ impl Failure for Logged<'_> {
     }
 
     fn next(&self) -> &'static str {
-        self.reason.next()
+        self.next
     }
 
     fn describe(&self) -> String {
@@ -616,10 +618,16 @@ fn to_value<T: Serialize>(t: &T) -> Option<Value> {
 pub(crate) trait Expects {
     /// Whether `reason` is expected.
     fn expected(&self, reason: &FailureReason) -> bool;
+    /// What happens next to a record that failed for `reason`.
+    fn next(&self, reason: &FailureReason) -> &'static str;
 }
 
 impl<S: super::Source> Expects for S {
     fn expected(&self, reason: &FailureReason) -> bool {
         super::Source::expected(self, reason)
+    }
+
+    fn next(&self, reason: &FailureReason) -> &'static str {
+        super::Source::next(self, reason)
     }
 }

@@ -93,6 +93,12 @@ pub trait Source: fmt::Debug + Clone + Send + Sync + 'static {
         super::log::Failure::expected(reason)
     }
 
+    /// What the log line of a record that failed for `reason` says happens
+    /// next. Default: it will be delivered again.
+    fn next(&self, reason: &FailureReason) -> &'static str {
+        super::log::Failure::next(reason)
+    }
+
     /// The invocation's answer to `report`.
     /// Default: the answer of the response's type ([`Answer`]).
     fn respond<T>(&self, report: &BatchReport<T>) -> Result<Self::Response, Self::Error> {

@@ -578,6 +578,20 @@ impl Source for Http {
     fn expected(&self, reason: &FailureReason) -> bool {
         Problem::of(reason).status < 500
     }
+
+    /// A request is answered, never delivered again: what its answer did
+    /// to the key.
+    fn next(&self, reason: &FailureReason) -> &'static str {
+        match reason {
+            FailureReason::Handler { .. } => {
+                "answered with a status that is not kept; the key is free for a retry"
+            }
+            _ if Problem::of(reason).status >= 500 => {
+                "answered with a server error; the key is free for a retry"
+            }
+            _ => "answered with a client error; the key was not used",
+        }
+    }
 }
 
 /// Keyed on the caller-scoped key, the method, path and body hashed.

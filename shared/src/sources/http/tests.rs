@@ -913,6 +913,15 @@ impl Lines {
             .find(|(_, m)| m.contains(text))
             .map(|(l, _)| *l)
     }
+
+    /// The fields of the line that holds `text`.
+    fn line_of(&self, text: &str) -> Option<String> {
+        let lines = self.0.lock().unwrap();
+        lines
+            .iter()
+            .find(|(_, m)| m.contains(text))
+            .map(|(_, m)| m.clone())
+    }
 }
 
 struct Message<'a>(&'a mut String);
@@ -974,4 +983,11 @@ async fn a_client_error_is_logged_as_a_warning_a_server_error_as_an_error() {
         lines.level_of(r#"message_id="r-500""#),
         Some(tracing::Level::ERROR)
     );
+    // Each line says what the answer did to the key, never that the
+    // request "will be delivered again" (HTTP answers; it does not redeliver).
+    let client = lines.line_of(r#"message_id="r-400""#).unwrap();
+    assert!(client.contains("the key was not used"), "{client}");
+    let server = lines.line_of(r#"message_id="r-500""#).unwrap();
+    assert!(server.contains("the key is free for a retry"), "{server}");
+    assert!(!server.contains("delivered again"), "{server}");
 }
