@@ -12,6 +12,8 @@
 //! docs, so that `cargo test --doc` compiles and runs their Rust blocks too.
 //! The published package holds neither: there the cfg is off.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -201,30 +203,11 @@ impl Guide {
         let path = self.dir.join(rel);
         println!("cargo::rerun-if-changed={}", path.display());
         let bytes = std::fs::read(&path).ok()?;
-        Some(format!("data:image/svg+xml;base64,{}", base64(&bytes)))
+        Some(format!(
+            "data:image/svg+xml;base64,{}",
+            STANDARD.encode(&bytes)
+        ))
     }
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// `path` with `.` and `..` resolved, or `None` if it leaves its root.
